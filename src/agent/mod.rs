@@ -1,0 +1,1 @@
+//! Host-side session traits and the agent protocol profile.

@@ -1,0 +1,1 @@
+//! Client side (SPEC section 11).

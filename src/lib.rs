@@ -1,0 +1,31 @@
+//! # carrier
+//!
+//! A loopback WebSocket carrier for AI-agent sessions. One socket carries two things at once:
+//! text frames with a JSON agent protocol (prompts in, streamed output, permission prompts,
+//! history, status) and binary frames with named, host-declared payload channels (audio, file
+//! uploads, app events) that the carrier routes by name and never looks inside.
+//!
+//! ## Layout
+//!
+//! - [`protocol`] — the protocol core, with no I/O: the text envelope and its codec, versions and
+//!   features, the method catalog, error codes, the channel-frame codec and the resume ring.
+//! - [`server`] — the listener and port retry, admission (one function decides), the
+//!   per-connection task with its single outbound path, limits, metrics, the channel registry and
+//!   the [`server::WsTransport`] lifecycle.
+//! - [`agent`] — the host-side session traits, the session hub that stamps `seq` and keeps the
+//!   resume ring, the agent-protocol text profile, and the embedded default agent.
+//! - [`client`] — the client `Transport` trait, the WebSocket client and the handshake layer.
+//!
+//! The `carrier` binary (`src/main.rs`, `src/cli/`) only parses arguments and wires these
+//! together. The reference channels in `channels/` are compiled into the binary from outside the
+//! library, so they can only use its public API.
+//!
+//! Data flows one way: bytes in → frame decoded → routed (agent protocol or channel) → handler →
+//! outbound path → bytes out.
+
+pub mod agent;
+pub mod client;
+pub mod protocol;
+pub mod server;
+
+

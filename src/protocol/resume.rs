@@ -1,0 +1,1 @@
+//! Resume ring. Filled in by the codec work.
