@@ -28,4 +28,4 @@ pub mod client;
 pub mod protocol;
 pub mod server;
 
-
+pub use server::{CarrierConfig, ConfigError, WsTransport};

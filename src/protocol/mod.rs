@@ -2,9 +2,11 @@
 //!
 //! - [`role`] — the connection roles `drive` and `observe`.
 //! - [`channel_frame`] — the binary channel-frame codec (SPEC section 7), zero-copy.
+//! - [`error`] — error codes, error objects and the `protocol_error` event.
 //! - [`resume`] — the bounded per-session ring of recent events used for resume.
 
 pub mod channel_frame;
+pub mod error;
 pub mod resume;
 pub mod role;
 

@@ -1,1 +1,39 @@
-//! Server.
+//! The server: listener and port retry, admission, the per-connection task with its single
+//! outbound path, limits, metrics, the channel registry and the [`WsTransport`] lifecycle.
+//!
+//! - [`config`] — [`CarrierConfig`], [`Limits`] and their validation.
+//! - [`admission`] — the one function that decides who may connect.
+//! - [`listener`] — binding 127.0.0.1 with port retry, the accept loop.
+//! - [`http`] — routes (`/`, `/healthz`, `/metrics`, `/console`, `/client.js`) and the mountable
+//!   [`CarrierService`].
+//! - `connection` — the per-connection reader and its single writer.
+//! - [`outbound`] — the byte-bounded queue with its latched failure.
+//! - [`profile`] — the seam to whatever rides on text frames ([`TextProfile`]).
+//! - [`registry`] — payload channels.
+//! - [`transport`] — [`WsTransport`].
+
+pub mod admission;
+pub mod config;
+mod connection;
+pub mod context;
+pub mod http;
+pub mod listener;
+pub mod metrics;
+pub mod outbound;
+pub mod profile;
+mod reassembly;
+pub mod registry;
+mod shared;
+pub mod transport;
+mod wire;
+
+pub use config::{CarrierConfig, ConfigError, Limits};
+pub use context::{CarrierContext, Driver};
+pub use http::CarrierService;
+pub use outbound::{close_code, DeliveryError, Outbound};
+pub use profile::{Attachment, Connection, ConnectionId, TextProfile, TextSession};
+pub use registry::{
+    ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, DeliveryClass, Inbound,
+    InboundBody,
+};
+pub use transport::{mint_token, LifecycleError, WsTransport};

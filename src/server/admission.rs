@@ -1,0 +1,403 @@
+//! Admission: the one place that decides who may connect (SPEC section 2).
+//!
+//! [`admit`] looks at the upgrade request's `Host`, `Origin`, query string and
+//! `Sec-WebSocket-Protocol` header, in that order, and returns a [`Decision`]: refuse with an
+//! HTTP status before the upgrade (Host/Origin), or upgrade and then either admit with a role or
+//! close with 1008 before any data frame (token/role).
+
+use std::net::Ipv6Addr;
+
+use subtle::ConstantTimeEq;
+
+use crate::protocol::Role;
+
+/// What admission needs to know about the listener.
+#[derive(Debug, Clone)]
+pub struct AdmissionPolicy {
+    /// The token every connection must present; `None` only in open mode.
+    pub token: Option<String>,
+    /// The most this listener grants.
+    pub grant: Role,
+    /// Extra bare host names accepted besides loopback (compared case-insensitively).
+    pub allowed_hosts: Vec<String>,
+    /// Extra exact origins accepted besides loopback.
+    pub allowed_origins: Vec<String>,
+}
+
+/// The parts of an upgrade request admission reads. Header values that are not valid UTF-8 are
+/// passed as `Some("")`-like invalid values by the caller (they never match).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AdmissionRequest<'a> {
+    /// The `Host` header, if present.
+    pub host: Option<&'a str>,
+    /// The `Origin` header, if present.
+    pub origin: Option<&'a str>,
+    /// The raw query string (after `?`), if any.
+    pub query: Option<&'a str>,
+    /// The `Sec-WebSocket-Protocol` header, if present.
+    pub protocols: Option<&'a str>,
+}
+
+/// Why a request was refused before the upgrade (HTTP 403).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HttpRefusal {
+    /// No `Host` header.
+    #[error("missing Host header")]
+    MissingHost,
+    /// `Host` is neither loopback nor allowed (DNS-rebinding defence).
+    #[error("Host is not a loopback name nor in allowed_hosts")]
+    ForeignHost,
+    /// `Origin: null`.
+    #[error("Origin null is refused")]
+    NullOrigin,
+    /// `Origin` is neither loopback nor allowed.
+    #[error("Origin is not a loopback origin nor in allowed_origins")]
+    ForeignOrigin,
+}
+
+/// Why an upgraded socket is closed with 1008 before any data frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CloseRefusal {
+    /// No token, or a wrong one.
+    #[error("unauthorized")]
+    Unauthorized,
+    /// `?role=` names no known role.
+    #[error("unknown role")]
+    UnknownRole,
+    /// `?role=` asks for more than the listener grants.
+    #[error("role not granted")]
+    RoleNotGranted,
+}
+
+/// The outcome of admission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Answer with HTTP 403 and do not upgrade.
+    Refuse(HttpRefusal),
+    /// Upgrade, echoing `protocol` in `Sec-WebSocket-Protocol` when set, then apply `verdict`.
+    Upgrade {
+        /// The subprotocol value to echo (the first one offered), so browsers accept the upgrade.
+        protocol: Option<String>,
+        /// Admit with a role, or close with 1008.
+        verdict: Result<Role, CloseRefusal>,
+    },
+}
+
+/// Decides admission for one upgrade request. Pure: no I/O, never panics.
+pub fn admit(policy: &AdmissionPolicy, req: &AdmissionRequest<'_>) -> Decision {
+    match req.host {
+        None => return Decision::Refuse(HttpRefusal::MissingHost),
+        Some(host) if !host_allowed(host, &policy.allowed_hosts) => {
+            return Decision::Refuse(HttpRefusal::ForeignHost)
+        }
+        Some(_) => {}
+    }
+    if let Some(origin) = req.origin {
+        if origin.trim() == "null" {
+            return Decision::Refuse(HttpRefusal::NullOrigin);
+        }
+        if !origin_allowed(origin, &policy.allowed_origins) {
+            return Decision::Refuse(HttpRefusal::ForeignOrigin);
+        }
+    }
+    let offered = req.protocols.and_then(first_protocol);
+    let query_token = req.query.and_then(|q| query_param(q, "token"));
+    let presented = query_token.or_else(|| offered.map(str::to_string));
+    let verdict = match &policy.token {
+        None => Ok(()),
+        Some(expected) => match presented {
+            Some(p) if tokens_equal(expected, &p) => Ok(()),
+            _ => Err(CloseRefusal::Unauthorized),
+        },
+    }
+    .and_then(|()| requested_role(req.query, policy.grant));
+    Decision::Upgrade {
+        protocol: offered.map(str::to_string),
+        verdict,
+    }
+}
+
+/// Constant-time token comparison; a length mismatch is answered without panicking (and
+/// without comparing bytes).
+pub fn tokens_equal(expected: &str, presented: &str) -> bool {
+    expected.as_bytes().ct_eq(presented.as_bytes()).into()
+}
+
+fn requested_role(query: Option<&str>, grant: Role) -> Result<Role, CloseRefusal> {
+    match query.and_then(|q| query_param(q, "role")) {
+        None => Ok(grant),
+        Some(r) => match Role::parse(&r) {
+            None => Err(CloseRefusal::UnknownRole),
+            Some(role) if role > grant => Err(CloseRefusal::RoleNotGranted),
+            Some(role) => Ok(role),
+        },
+    }
+}
+
+/// The first comma-separated value of `Sec-WebSocket-Protocol`, trimmed; `None` if empty.
+fn first_protocol(header: &str) -> Option<&str> {
+    header
+        .split(',')
+        .next()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+/// The first value of `name` in a query string, form-decoded (`+` is a space, `%XX` escapes).
+pub fn query_param(query: &str, name: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (decode_component(k).as_deref() == Some(name)).then(|| decode_component(v))?
+    })
+}
+
+fn decode_component(s: &str) -> Option<String> {
+    let spaced = s.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8()
+        .ok()
+        .map(|c| c.into_owned())
+}
+
+/// Splits `host[:port]` / `[v6][:port]` into the host part; `None` if the port is not numeric or
+/// the shape is wrong.
+fn host_part(authority: &str) -> Option<&str> {
+    let authority = authority.trim();
+    if let Some(rest) = authority.strip_prefix('[') {
+        let end = rest.find(']')?;
+        let after = &rest[end + 1..];
+        if !after.is_empty() && !is_port(after.strip_prefix(':')?) {
+            return None;
+        }
+        return Some(&authority[..end + 2]);
+    }
+    match authority.split_once(':') {
+        Some((h, port)) if is_port(port) => Some(h),
+        Some(_) => None,
+        None => Some(authority),
+    }
+}
+
+fn is_port(p: &str) -> bool {
+    !p.is_empty()
+        && p.len() <= 5
+        && p.bytes().all(|b| b.is_ascii_digit())
+        && p.parse::<u16>().is_ok()
+}
+
+/// Whether a bare host (no port) is a loopback name: `localhost` (any case), `127.0.0.1`, or a
+/// bracketed IPv6 literal equal to `::1`. Trailing dots, other 127/8 addresses and IPv4-mapped
+/// forms are refused: admission accepts exactly the names a local client uses.
+pub fn is_loopback_host(host: &str) -> bool {
+    if host.eq_ignore_ascii_case("localhost") || host == "127.0.0.1" {
+        return true;
+    }
+    host.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .and_then(|h| h.parse::<Ipv6Addr>().ok())
+        .is_some_and(|ip| ip == Ipv6Addr::LOCALHOST)
+}
+
+fn host_allowed(authority: &str, allowed: &[String]) -> bool {
+    match host_part(authority) {
+        Some(host) if !host.is_empty() => {
+            is_loopback_host(host) || allowed.iter().any(|a| a.eq_ignore_ascii_case(host))
+        }
+        _ => false,
+    }
+}
+
+fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
+    if allowed.iter().any(|a| a == origin) {
+        return true;
+    }
+    let Some((scheme, authority)) = origin.split_once("://") else {
+        return false;
+    };
+    matches!(scheme, "http" | "https")
+        && !authority.contains('/')
+        && host_part(authority).is_some_and(is_loopback_host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> AdmissionPolicy {
+        AdmissionPolicy {
+            token: Some("secret".into()),
+            grant: Role::Drive,
+            allowed_hosts: vec!["myhost.test".into()],
+            allowed_origins: vec!["https://app.example".into()],
+        }
+    }
+
+    fn req<'a>(
+        host: &'a str,
+        origin: Option<&'a str>,
+        query: Option<&'a str>,
+    ) -> AdmissionRequest<'a> {
+        AdmissionRequest {
+            host: Some(host),
+            origin,
+            query,
+            protocols: None,
+        }
+    }
+
+    fn verdict(d: Decision) -> Result<Role, CloseRefusal> {
+        match d {
+            Decision::Upgrade { verdict, .. } => verdict,
+            Decision::Refuse(r) => panic!("refused {r:?}"),
+        }
+    }
+
+    #[test]
+    fn hosts() {
+        let p = policy();
+        for ok in [
+            "127.0.0.1",
+            "127.0.0.1:7070",
+            "localhost",
+            "LocalHost:80",
+            "[::1]",
+            "[::1]:9",
+            "[0:0:0:0:0:0:0:1]:1",
+            "myhost.test",
+            "MYHOST.test:8080",
+        ] {
+            assert!(
+                matches!(
+                    admit(&p, &req(ok, None, Some("token=secret"))),
+                    Decision::Upgrade { .. }
+                ),
+                "{ok}"
+            );
+        }
+        for bad in [
+            "evil.com",
+            "localhost.",
+            "localhost.evil.com",
+            "127.0.0.2",
+            "127.0.0.1.",
+            "[::ffff:127.0.0.1]",
+            "localhost:abc",
+            "localhost:99999",
+            "",
+            "[::1",
+            "myhost.test.",
+        ] {
+            assert_eq!(
+                admit(&p, &req(bad, None, None)),
+                Decision::Refuse(HttpRefusal::ForeignHost),
+                "{bad}"
+            );
+        }
+        let missing = AdmissionRequest::default();
+        assert_eq!(
+            admit(&p, &missing),
+            Decision::Refuse(HttpRefusal::MissingHost)
+        );
+    }
+
+    #[test]
+    fn origins() {
+        let p = policy();
+        for ok in [
+            "http://127.0.0.1:7070",
+            "http://localhost",
+            "https://[::1]:3000",
+            "https://app.example",
+        ] {
+            assert!(
+                matches!(
+                    admit(&p, &req("localhost", Some(ok), None)),
+                    Decision::Upgrade { .. }
+                ),
+                "{ok}"
+            );
+        }
+        assert_eq!(
+            admit(&p, &req("localhost", Some("null"), None)),
+            Decision::Refuse(HttpRefusal::NullOrigin)
+        );
+        for bad in [
+            "http://evil.com",
+            "https://app.example:443",
+            "http://localhost.evil.com",
+            "file://",
+            "http://localhost/x",
+        ] {
+            assert_eq!(
+                admit(&p, &req("localhost", Some(bad), None)),
+                Decision::Refuse(HttpRefusal::ForeignOrigin),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn tokens_and_roles() {
+        let p = policy();
+        assert_eq!(
+            verdict(admit(&p, &req("localhost", None, Some("token=secret")))),
+            Ok(Role::Drive)
+        );
+        assert_eq!(
+            verdict(admit(&p, &req("localhost", None, Some("token=secre")))),
+            Err(CloseRefusal::Unauthorized)
+        );
+        assert_eq!(
+            verdict(admit(&p, &req("localhost", None, None))),
+            Err(CloseRefusal::Unauthorized)
+        );
+        assert_eq!(
+            verdict(admit(&p, &req("localhost", None, Some("token=%73ecret")))),
+            Ok(Role::Drive)
+        );
+        assert_eq!(
+            verdict(admit(
+                &p,
+                &req("localhost", None, Some("token=secret&role=observe"))
+            )),
+            Ok(Role::Observe)
+        );
+        assert_eq!(
+            verdict(admit(
+                &p,
+                &req("localhost", None, Some("token=secret&role=admin"))
+            )),
+            Err(CloseRefusal::UnknownRole)
+        );
+        let observer = AdmissionPolicy {
+            grant: Role::Observe,
+            ..policy()
+        };
+        assert_eq!(
+            verdict(admit(
+                &observer,
+                &req("localhost", None, Some("token=secret&role=drive"))
+            )),
+            Err(CloseRefusal::RoleNotGranted)
+        );
+        let sub = AdmissionRequest {
+            protocols: Some("secret, other"),
+            ..req("localhost", None, None)
+        };
+        assert_eq!(
+            admit(&p, &sub),
+            Decision::Upgrade {
+                protocol: Some("secret".into()),
+                verdict: Ok(Role::Drive)
+            }
+        );
+        let open = AdmissionPolicy {
+            token: None,
+            ..policy()
+        };
+        assert_eq!(
+            verdict(admit(&open, &req("localhost", None, None))),
+            Ok(Role::Drive)
+        );
+    }
+}

@@ -1,0 +1,204 @@
+//! Carrier configuration and its validation.
+
+use std::time::Duration;
+
+use crate::protocol::Role;
+
+/// Every limit of SPEC section 3 and 8. All are published in the handshake result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Soft limit on one text message: larger ones are answered `too_large`, the socket stays open.
+    pub max_text_bytes: usize,
+    /// Hard cap on any reassembled message: larger ones close the socket with 1009.
+    pub max_message_bytes: usize,
+    /// Admitted connections at once; past it, upgrades get HTTP 503.
+    pub max_connections: usize,
+    /// Outbound bytes queued per connection before a slow reader is failed with 1013.
+    pub queue_bytes: usize,
+    /// Time from upgrade to a completed handshake before close 1008.
+    pub handshake_timeout: Duration,
+    /// Interval between server pings.
+    pub ping_interval: Duration,
+    /// Time to wait for a pong before closing with 1001.
+    pub pong_timeout: Duration,
+    /// Time `stop()` waits for clients to answer the close before forcing them.
+    pub stop_grace: Duration,
+    /// Time allowed to receive the HTTP upgrade request's headers.
+    pub header_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_text_bytes: 1 << 20,
+            max_message_bytes: 16 << 20,
+            max_connections: 1024,
+            queue_bytes: 8 << 20,
+            handshake_timeout: Duration::from_secs(10),
+            ping_interval: Duration::from_secs(20),
+            pong_timeout: Duration::from_secs(20),
+            stop_grace: Duration::from_secs(3),
+            header_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// How a carrier listens and whom it admits.
+#[derive(Debug, Clone)]
+pub struct CarrierConfig {
+    /// First port to try on 127.0.0.1 (0: let the OS choose). Default 7070.
+    pub port: u16,
+    /// How many following ports to try when the port is taken. Default 20.
+    pub max_retries: u16,
+    /// The credential every connection must present. `None` (and not `open`): one is minted.
+    pub token: Option<String>,
+    /// Run without a token. Needs `open_reason`; refused together with `token`.
+    pub open: bool,
+    /// Why the carrier runs open (required with `open`).
+    pub open_reason: Option<String>,
+    /// The most a connection may do on this listener.
+    pub role: Role,
+    /// Extra `Host` names (bare, no port) accepted besides loopback.
+    pub allowed_hosts: Vec<String>,
+    /// Extra browser origins (exact `scheme://host[:port]`) accepted besides loopback.
+    pub allowed_origins: Vec<String>,
+    /// Identity the host stamps on turns submitted through this listener.
+    pub driver_id: String,
+    /// The surface name the host stamps on turns (e.g. `"cli"`, `"web"`).
+    pub surface: String,
+    /// Message, queue and timing limits.
+    pub limits: Limits,
+}
+
+impl Default for CarrierConfig {
+    fn default() -> Self {
+        CarrierConfig {
+            port: 7070,
+            max_retries: 20,
+            token: None,
+            open: false,
+            open_reason: None,
+            role: Role::Drive,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            driver_id: "local".to_string(),
+            surface: "carrier".to_string(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// A configuration the carrier refuses at construction (nothing is bound).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// `open` without a reason.
+    #[error("open mode needs a non-empty open_reason (--open-reason): say why this carrier runs without a token")]
+    OpenWithoutReason,
+    /// `open` together with a token.
+    #[error("open mode and a token are mutually exclusive: drop --open or drop the token")]
+    OpenWithToken,
+    /// An open reason without open mode.
+    #[error("open_reason is only meaningful with open mode (--open)")]
+    ReasonWithoutOpen,
+    /// A token that cannot travel in a URL or a `Sec-WebSocket-Protocol` header.
+    #[error("the token must be non-empty and made of URL-safe characters (A-Z a-z 0-9 - . _ ~)")]
+    BadToken,
+    /// An allowed host or origin entry with the wrong shape.
+    #[error("invalid allow-list entry {0:?}: hosts are bare names without port, origins are scheme://host[:port]")]
+    BadAllowEntry(String),
+    /// A limit of zero or out of range.
+    #[error("invalid limit: {0}")]
+    BadLimit(&'static str),
+    /// The OS random source failed: the carrier refuses to start rather than run open.
+    #[error(
+        "cannot mint a token: the OS random source failed ({0}); refusing to start without a token"
+    )]
+    RandomSource(String),
+}
+
+impl CarrierConfig {
+    /// Checks the rules of SPEC section 2 and the limits.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.open {
+            if self.token.is_some() {
+                return Err(ConfigError::OpenWithToken);
+            }
+            if self
+                .open_reason
+                .as_deref()
+                .is_none_or(|r| r.trim().is_empty())
+            {
+                return Err(ConfigError::OpenWithoutReason);
+            }
+        } else if self.open_reason.is_some() {
+            return Err(ConfigError::ReasonWithoutOpen);
+        }
+        if let Some(token) = &self.token {
+            if !is_token_safe(token) {
+                return Err(ConfigError::BadToken);
+            }
+        }
+        for h in &self.allowed_hosts {
+            if h.is_empty() || h.contains([':', '/', ' ']) && !h.starts_with('[') {
+                return Err(ConfigError::BadAllowEntry(h.clone()));
+            }
+        }
+        for o in &self.allowed_origins {
+            if !(o.starts_with("http://") || o.starts_with("https://")) || o.ends_with('/') {
+                return Err(ConfigError::BadAllowEntry(o.clone()));
+            }
+        }
+        let l = &self.limits;
+        if l.max_text_bytes == 0 || l.max_message_bytes == 0 {
+            return Err(ConfigError::BadLimit("message limits must be positive"));
+        }
+        if l.max_text_bytes > l.max_message_bytes {
+            return Err(ConfigError::BadLimit(
+                "max_text_bytes must not exceed max_message_bytes",
+            ));
+        }
+        if l.max_connections == 0 || l.queue_bytes == 0 {
+            return Err(ConfigError::BadLimit(
+                "max_connections and queue_bytes must be positive",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Unreserved URL characters: valid unescaped in a query and as a header token.
+pub(crate) fn is_token_safe(token: &str) -> bool {
+    !token.is_empty()
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_rules() {
+        let mut c = CarrierConfig {
+            open: true,
+            ..Default::default()
+        };
+        assert_eq!(c.validate(), Err(ConfigError::OpenWithoutReason));
+        c.open_reason = Some("  ".into());
+        assert_eq!(c.validate(), Err(ConfigError::OpenWithoutReason));
+        c.open_reason = Some("demo".into());
+        assert_eq!(c.validate(), Ok(()));
+        c.token = Some("abc".into());
+        assert_eq!(c.validate(), Err(ConfigError::OpenWithToken));
+    }
+
+    #[test]
+    fn token_shape() {
+        let c = CarrierConfig {
+            token: Some("a b".into()),
+            ..Default::default()
+        };
+        assert_eq!(c.validate(), Err(ConfigError::BadToken));
+    }
+}

@@ -1,0 +1,475 @@
+//! The per-connection task: reads and reassembles messages, routes them by opcode, and runs the
+//! connection's single writer.
+//!
+//! Two tasks per connection: the reader (this module's [`run`]) and the writer
+//! ([`write_loop`]), joined by the [`Outbound`] queue. The reader never writes; everything it
+//! wants sent (pongs, close echoes, protocol errors) goes through the queue like every other
+//! frame.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use fastwebsockets::{Frame, OpCode, WebSocketError};
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
+use serde_json::{Map, Value};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::admission::CloseRefusal;
+use super::outbound::{close_code, FailReason, MessageKind, OutItem, Outbound};
+use super::profile::{Connection, ConnectionId, TextSession};
+use super::reassembly::{Reassembler, Reassembly};
+use super::shared::Shared;
+use super::wire::{FrameWriter, Opcode};
+use crate::protocol::error::{protocol_error_event, ProtocolErrorCode};
+use crate::protocol::Role;
+
+type Reader = Box<dyn AsyncRead + Send + Unpin>;
+type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// Ends the connection's tasks: set by the writer once its close frame has had its grace
+/// period, by a failure, or by a forced `stop()`.
+#[derive(Default)]
+pub(crate) struct Terminate {
+    notify: Notify,
+    done: std::sync::atomic::AtomicBool,
+}
+
+impl Terminate {
+    pub(crate) fn fire(&self) {
+        self.done.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    async fn wait(&self) {
+        loop {
+            let n = self.notify.notified();
+            if self.done.load(Ordering::Acquire) {
+                return;
+            }
+            n.await;
+        }
+    }
+}
+
+/// Milliseconds since the connection started at which the peer was last heard from.
+struct Liveness {
+    start: Instant,
+    last_heard_ms: AtomicU64,
+}
+
+impl Liveness {
+    fn heard(&self) {
+        let ms = self.start.elapsed().as_millis() as u64;
+        self.last_heard_ms.store(ms, Ordering::Relaxed);
+    }
+    fn silent_for(&self) -> Duration {
+        let now = self.start.elapsed().as_millis() as u64;
+        Duration::from_millis(now.saturating_sub(self.last_heard_ms.load(Ordering::Relaxed)))
+    }
+}
+
+/// Splits the upgraded stream. A plain TCP stream is split without a lock; anything else
+/// (a host's own server) falls back to `tokio::io::split`.
+fn split_io(upgraded: Upgraded) -> (Reader, Writer) {
+    match upgraded.downcast::<TokioIo<TcpStream>>() {
+        Ok(parts) => {
+            let tcp = parts.io.into_inner();
+            let _ = tcp.set_nodelay(true);
+            let (r, w) = tcp.into_split();
+            // Bytes hyper read past the upgrade request belong to the WebSocket stream.
+            let leftover = std::io::Cursor::new(parts.read_buf);
+            (Box::new(leftover.chain(r)), Box::new(w))
+        }
+        Err(upgraded) => {
+            let (r, w) = tokio::io::split(TokioIo::new(upgraded));
+            (Box::new(r), Box::new(w))
+        }
+    }
+}
+
+/// Runs one upgraded connection to its end. `verdict` is admission's: a role, or a refusal that
+/// closes with 1008 before any data frame.
+pub(crate) async fn run(
+    upgraded: Upgraded,
+    verdict: Result<Role, CloseRefusal>,
+    shared: Arc<Shared>,
+) {
+    let (reader, writer) = split_io(upgraded);
+    let limits = shared.limits.clone();
+    let out = Outbound::new(limits.queue_bytes);
+    let terminate = Arc::new(Terminate::default());
+    let live = Arc::new(Liveness {
+        start: Instant::now(),
+        last_heard_ms: AtomicU64::new(0),
+    });
+    let writer_task = tokio::spawn(write_loop(
+        writer,
+        out.clone(),
+        shared.clone(),
+        live.clone(),
+        terminate.clone(),
+    ));
+
+    let mut ws = fastwebsockets::after_handshake_split(
+        reader,
+        tokio::io::sink(),
+        fastwebsockets::Role::Server,
+    )
+    .0;
+    // The read half rejects a single frame at `max`; our cap is inclusive.
+    ws.set_max_message_size(limits.max_message_bytes.saturating_add(1));
+    ws.set_auto_close(true);
+    ws.set_auto_pong(true);
+
+    match verdict {
+        Err(refusal) => {
+            out.close(close_code::POLICY, &refusal.to_string());
+            drain(&mut ws, &out, &live, &terminate).await;
+        }
+        Ok(role) => serve_admitted(&mut ws, role, &out, &shared, &live, &terminate).await,
+    }
+
+    // The writer ends after its close frame (or failure) and grace period; never wait longer.
+    let _ = tokio::time::timeout(limits.stop_grace + Duration::from_millis(500), writer_task).await;
+}
+
+async fn serve_admitted(
+    ws: &mut fastwebsockets::WebSocketRead<Reader>,
+    role: Role,
+    out: &Outbound,
+    shared: &Arc<Shared>,
+    live: &Arc<Liveness>,
+    terminate: &Arc<Terminate>,
+) {
+    let id = ConnectionId::next();
+    let conn = Connection::new(id, role, out.clone());
+    let Some(mut session) = shared.open_session(&conn, terminate.clone()) else {
+        out.close(close_code::GOING_AWAY, "server stopping");
+        drain(ws, out, live, terminate).await;
+        return;
+    };
+    {
+        let registry = shared.registry.clone();
+        let metrics = shared.metrics.clone();
+        let term = terminate.clone();
+        out.set_on_fail(move |reason| {
+            metrics.delivery_failure();
+            registry.detach_sink(id);
+            tracing::debug!(conn = %id, ?reason, "connection failed");
+            // A write error leaves nothing worth draining; a slow reader still gets its close.
+            if reason == FailReason::WriteError {
+                term.fire();
+            }
+        });
+        let registry = shared.registry.clone();
+        let sink = conn.clone();
+        conn.set_on_handshake(move || registry.attach_sink(sink));
+    }
+    let handshake_timer = {
+        let conn = conn.clone();
+        let timeout = shared.limits.handshake_timeout;
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            if !conn.is_handshaken() {
+                conn.close(close_code::POLICY, "handshake timeout");
+            }
+        })
+    };
+
+    let mut reassembler = Reassembler::new(shared.limits.max_message_bytes);
+    let mut send = |f| obligated(out, f);
+    loop {
+        let frame = tokio::select! {
+            biased;
+            _ = terminate.wait() => break,
+            _ = out.failed() => break,
+            r = ws.read_frame(&mut send) => r,
+        };
+        live.heard();
+        let frame = match frame {
+            Ok(f) => f,
+            Err(e) => {
+                close_for_read_error(out, &e);
+                break;
+            }
+        };
+        match frame.opcode {
+            OpCode::Close => break,
+            OpCode::Pong | OpCode::Ping => continue,
+            OpCode::Text | OpCode::Binary | OpCode::Continuation => {}
+        }
+        let message = match reassembler.push(frame) {
+            Reassembly::Partial => continue,
+            Reassembly::Complete(kind, bytes) => (kind, bytes),
+            Reassembly::Fail(code, reason) => {
+                out.close(code, reason);
+                break;
+            }
+        };
+        match message {
+            (MessageKind::Text, text) => on_text(&conn, session.as_mut(), shared, text),
+            (MessageKind::Binary, data) => {
+                shared.metrics.inbound(MessageKind::Binary, data.len());
+                if !conn.is_handshaken() {
+                    send_protocol_error(
+                        &conn,
+                        shared,
+                        ProtocolErrorCode::HandshakeRequired,
+                        "the first frame must be a system.handshake request",
+                        Map::new(),
+                    );
+                    conn.close(close_code::POLICY, "handshake required");
+                    break;
+                }
+                shared.registry.route(&conn, data, shared).await;
+            }
+        }
+        if !out.is_open() {
+            break;
+        }
+    }
+    handshake_timer.abort();
+    shared.registry.detach_sink(id);
+    session.on_close();
+    shared.forget(id);
+    if out.failure().is_none() {
+        drain(ws, out, live, terminate).await;
+    }
+}
+
+fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, text: Bytes) {
+    shared.metrics.inbound(MessageKind::Text, text.len());
+    let limit = shared.limits.max_text_bytes;
+    if text.len() > limit {
+        answer_too_large(conn, shared, &text, limit);
+        return;
+    }
+    match std::str::from_utf8(&text) {
+        Ok(s) => session.on_text(s),
+        // Unreachable in practice: the reassembler validated it. Close as RFC 6455 asks.
+        Err(_) => conn.close(close_code::INVALID_PAYLOAD, "invalid UTF-8"),
+    }
+}
+
+/// A text message over the soft limit: answered, and the socket stays open. When the message
+/// is a request with a usable id, the answer is its error response; otherwise an event.
+fn answer_too_large(conn: &Connection, shared: &Shared, text: &[u8], limit: usize) {
+    #[derive(serde::Deserialize)]
+    struct IdOnly {
+        id: Option<Value>,
+    }
+    shared.metrics.protocol_error();
+    let message = format!(
+        "text message of {} bytes is over the {limit}-byte limit",
+        text.len()
+    );
+    let data = serde_json::json!({ "limit": limit, "size": text.len() });
+    let id = serde_json::from_slice::<IdOnly>(text)
+        .ok()
+        .and_then(|m| m.id)
+        .and_then(|id| id.as_str().filter(|s| !s.is_empty()).map(str::to_owned));
+    let frame = match id {
+        Some(id) => serde_json::json!({
+            "id": id,
+            "error": { "code": "too_large", "message": message, "data": data }
+        })
+        .to_string()
+        .into_bytes(),
+        None => {
+            let Value::Object(extra) = data else { return };
+            protocol_error_event(ProtocolErrorCode::TooLarge, &message, extra)
+        }
+    };
+    let _ = conn.send_text(frame);
+}
+
+/// Sends a `protocol_error` event and counts it.
+pub(crate) fn send_protocol_error(
+    conn: &Connection,
+    shared: &Shared,
+    code: ProtocolErrorCode,
+    message: &str,
+    extra: Map<String, Value>,
+) {
+    shared.metrics.protocol_error();
+    let _ = conn.send_text(protocol_error_event(code, message, extra));
+}
+
+/// Queues what fastwebsockets obliges us to send (pong, close echo). Never fails the read: if
+/// the queue is closed we are already closing.
+fn obligated<'f>(
+    out: &Outbound,
+    frame: Frame<'f>,
+) -> std::future::Ready<Result<(), std::io::Error>> {
+    let item = match frame.opcode {
+        OpCode::Pong => OutItem::Pong(Bytes::copy_from_slice(&frame.payload)),
+        OpCode::Close => {
+            let (code, reason) = parse_close(&frame.payload);
+            OutItem::Close {
+                code,
+                reason: Arc::from(reason),
+            }
+        }
+        _ => return std::future::ready(Ok(())),
+    };
+    let _ = out.push(item);
+    std::future::ready(Ok(()))
+}
+
+fn parse_close(payload: &[u8]) -> (u16, &str) {
+    if payload.len() < 2 {
+        return (close_code::NORMAL, "");
+    }
+    let code = u16::from_be_bytes([payload[0], payload[1]]);
+    (code, std::str::from_utf8(&payload[2..]).unwrap_or(""))
+}
+
+fn close_for_read_error(out: &Outbound, e: &WebSocketError) {
+    let (code, reason) = match e {
+        WebSocketError::FrameTooLarge => (close_code::TOO_BIG, "message over the size cap"),
+        WebSocketError::InvalidUTF8 => (close_code::INVALID_PAYLOAD, "invalid UTF-8"),
+        WebSocketError::UnexpectedEOF
+        | WebSocketError::IoError(_)
+        | WebSocketError::ConnectionClosed
+        | WebSocketError::SendError(_) => return,
+        _ => (close_code::PROTOCOL_ERROR, "protocol error"),
+    };
+    out.close(code, reason);
+}
+
+/// After we sent (or queued) a close: read and discard until the peer's close, an error or the
+/// writer's grace period ends, so the peer reads our close instead of a reset.
+async fn drain(
+    ws: &mut fastwebsockets::WebSocketRead<Reader>,
+    out: &Outbound,
+    live: &Liveness,
+    terminate: &Terminate,
+) {
+    let mut send = |f| obligated(out, f);
+    loop {
+        let r = tokio::select! {
+            biased;
+            _ = terminate.wait() => return,
+            r = ws.read_frame(&mut send) => r,
+        };
+        live.heard();
+        match r {
+            Ok(f) if f.opcode == OpCode::Close => return,
+            Ok(_) => continue,
+            Err(_) => return,
+        }
+    }
+}
+
+/// The connection's only writer: drains the outbound queue, pings, and ends after the close.
+async fn write_loop(
+    io: Writer,
+    out: Outbound,
+    shared: Arc<Shared>,
+    live: Arc<Liveness>,
+    terminate: Arc<Terminate>,
+) {
+    let mut w = FrameWriter::new(io);
+    let limits = shared.limits.clone();
+    let mut batch = Vec::new();
+    let mut drops = Vec::new();
+    let mut ping =
+        tokio::time::interval_at(Instant::now() + limits.ping_interval, limits.ping_interval);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let close_sent = 'run: loop {
+        tokio::select! {
+            biased;
+            _ = out.next_batch(&mut batch, &mut drops) => {}
+            _ = ping.tick() => {
+                if live.silent_for() >= limits.ping_interval + limits.pong_timeout {
+                    out.close(close_code::GOING_AWAY, "no pong");
+                } else {
+                    let _ = out.push(OutItem::Ping(Bytes::new()));
+                }
+                continue;
+            }
+        }
+        if batch.is_empty() {
+            // Failed with nothing left to write: tell the peer why, if the socket lets us.
+            if let Some(reason) = out.failure() {
+                let (code, text) = match reason {
+                    FailReason::SlowReader => (
+                        close_code::TRY_AGAIN_LATER,
+                        "slow reader: outbound queue over budget",
+                    ),
+                    FailReason::WriteError => break 'run false,
+                };
+                let sent = tokio::time::timeout(limits.stop_grace, async {
+                    w.frame(Opcode::Close, &[&code.to_be_bytes(), text.as_bytes()])
+                        .await?;
+                    w.shutdown().await
+                })
+                .await;
+                break 'run matches!(sent, Ok(Ok(())));
+            }
+            continue;
+        }
+        for (channel, count) in drops.drain(..) {
+            let notice = serde_json::json!({"event": "channel.dropped", "payload": {"channel": &*channel, "count": count}});
+            let text = notice.to_string();
+            shared.metrics.outbound(MessageKind::Text, text.len());
+            if w.frame(Opcode::Text, &[text.as_bytes()]).await.is_err() {
+                out.fail_once(FailReason::WriteError);
+                break 'run false;
+            }
+        }
+        let mut closing = false;
+        for item in batch.drain(..) {
+            let cost = item.cost();
+            let result = match &item {
+                OutItem::Message {
+                    kind, head, body, ..
+                } => {
+                    shared.metrics.outbound(*kind, head.len() + body.len());
+                    let op = match kind {
+                        MessageKind::Text => Opcode::Text,
+                        MessageKind::Binary => Opcode::Binary,
+                    };
+                    w.frame(op, &[head, body]).await
+                }
+                OutItem::Ping(p) => w.frame(Opcode::Ping, &[p]).await,
+                OutItem::Pong(p) => w.frame(Opcode::Pong, &[p]).await,
+                OutItem::Close { code, reason } => {
+                    closing = true;
+                    w.frame(Opcode::Close, &[&code.to_be_bytes(), reason.as_bytes()])
+                        .await
+                }
+            };
+            out.written(cost);
+            if result.is_err() {
+                out.fail_once(FailReason::WriteError);
+                break 'run false;
+            }
+            if closing {
+                break;
+            }
+        }
+        batch.clear();
+        if closing {
+            break 'run w.shutdown().await.is_ok();
+        }
+        if w.flush().await.is_err() {
+            out.fail_once(FailReason::WriteError);
+            break 'run false;
+        }
+    };
+    if close_sent {
+        // Give the peer its grace period to answer our close, then end the reader.
+        tokio::select! {
+            _ = terminate.wait() => {}
+            _ = tokio::time::sleep(limits.stop_grace) => {}
+        }
+    }
+    terminate.fire();
+}

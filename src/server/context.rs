@@ -1,0 +1,76 @@
+//! What a text profile may read from the carrier it runs on.
+
+use std::sync::Arc;
+
+use super::config::Limits;
+use super::metrics::Metrics;
+use super::registry::{ChannelDescriptor, ChannelRegistry};
+use crate::protocol::Role;
+
+/// The identity the host stamps on turns: never a value a client claims.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Driver {
+    /// Host-configured driver id.
+    pub driver_id: String,
+    /// Host-configured surface name.
+    pub surface: String,
+}
+
+/// Read access to the running carrier for text profiles: limits, grant, driver identity, epoch,
+/// connection count, declared channels, and the protocol-error counter.
+#[derive(Clone)]
+pub struct CarrierContext {
+    pub(crate) limits: Arc<Limits>,
+    pub(crate) grant: Role,
+    pub(crate) driver: Arc<Driver>,
+    pub(crate) epoch: Arc<str>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) registry: ChannelRegistry,
+}
+
+impl CarrierContext {
+    /// The limits published in the handshake result.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The most this listener grants.
+    pub fn grant(&self) -> Role {
+        self.grant
+    }
+
+    /// The host-configured driver identity.
+    pub fn driver(&self) -> &Driver {
+        &self.driver
+    }
+
+    /// Changes whenever the server (re)starts; clients use it to detect a restart on resume.
+    pub fn epoch(&self) -> &str {
+        &self.epoch
+    }
+
+    /// Admitted connections right now.
+    pub fn connection_count(&self) -> usize {
+        self.metrics.connections()
+    }
+
+    /// The declared channel descriptors, sorted by name.
+    pub fn channels(&self) -> Vec<ChannelDescriptor> {
+        self.registry.descriptors()
+    }
+
+    /// Counts one protocol error (`carrier_protocol_errors_total`).
+    pub fn count_protocol_error(&self) {
+        self.metrics.protocol_error();
+    }
+
+    /// The server name reported in handshakes and status.
+    pub fn server_name(&self) -> &'static str {
+        "carrier"
+    }
+
+    /// The server's own version (never compared by clients).
+    pub fn server_version(&self) -> &'static str {
+        env!("CARGO_PKG_VERSION")
+    }
+}

@@ -1,0 +1,190 @@
+//! The HTTP face of the carrier: `GET /` upgrades (after admission), `/healthz`, `/metrics`,
+//! `/console` and `/client.js`. [`CarrierService`] is also what a host mounts in its own
+//! hyper or axum server.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{
+    HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN, SEC_WEBSOCKET_PROTOCOL,
+};
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::admission::{admit, query_param, tokens_equal, AdmissionRequest, Decision};
+use super::connection;
+use super::shared::Shared;
+
+/// The response body type of every carrier response.
+pub type Body = Full<Bytes>;
+
+const CLIENT_JS: &str = include_str!("../web/client.js");
+const CONSOLE_HTML: &str = include_str!("../web/console.html");
+
+/// A `tower::Service` (and hyper service) answering every carrier route, with the same admission
+/// as the carrier's own listener. Cheap to clone.
+///
+/// Mount it on a route of your own server, e.g. with axum:
+/// `Router::new().route_service("/agent", transport.service()?)`. The upgrade needs the request's
+/// `hyper::upgrade::OnUpgrade` extension, which hyper and axum provide.
+#[derive(Clone)]
+pub struct CarrierService {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl<B: Send + 'static> tower_service::Service<Request<B>> for CarrierService {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let shared = self.shared.clone();
+        Box::pin(async move { Ok(handle(req, shared)) })
+    }
+}
+
+impl<B: Send + 'static> hyper::service::Service<Request<B>> for CarrierService {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn call(&self, req: Request<B>) -> Self::Future {
+        let shared = self.shared.clone();
+        Box::pin(async move { Ok(handle(req, shared)) })
+    }
+}
+
+fn text(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut()
+        .insert("cache-control", HeaderValue::from_static("no-store"));
+    r
+}
+
+fn plain(status: StatusCode, body: &'static str) -> Response<Body> {
+    text(status, "text/plain; charset=utf-8", body)
+}
+
+fn header<'a, B>(req: &'a Request<B>, name: hyper::header::HeaderName) -> Option<&'a str> {
+    // A header that is not visible ASCII becomes "\u{0}", which matches nothing.
+    req.headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap_or("\u{0}"))
+}
+
+fn handle<B: Send + 'static>(mut req: Request<B>, shared: Arc<Shared>) -> Response<Body> {
+    let path = req.uri().path();
+    if path == "/healthz" {
+        return text(StatusCode::OK, "application/json", r#"{"status":"ok"}"#);
+    }
+    // Every other route is behind the Host check (DNS-rebinding defence).
+    let host_only = AdmissionRequest {
+        host: header(&req, HOST),
+        ..Default::default()
+    };
+    if let Decision::Refuse(why) = admit(&shared.policy, &host_only) {
+        tracing::debug!(%why, "refused before upgrade");
+        return plain(
+            StatusCode::FORBIDDEN,
+            "forbidden: Host is not a loopback name\n",
+        );
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+    }
+    match path {
+        "/" if fastwebsockets::upgrade::is_upgrade_request(&req) => upgrade(&mut req, shared),
+        "/" => plain(
+            StatusCode::UPGRADE_REQUIRED,
+            "this is a WebSocket endpoint; see /console\n",
+        ),
+        "/metrics" => metrics(&req, &shared),
+        "/console" => text(StatusCode::OK, "text/html; charset=utf-8", CONSOLE_HTML),
+        "/client.js" => text(StatusCode::OK, "text/javascript; charset=utf-8", CLIENT_JS),
+        _ => plain(StatusCode::NOT_FOUND, "not found\n"),
+    }
+}
+
+fn metrics<B>(req: &Request<B>, shared: &Shared) -> Response<Body> {
+    if let Some(expected) = &shared.policy.token {
+        let from_query = req.uri().query().and_then(|q| query_param(q, "token"));
+        let from_header = header(req, AUTHORIZATION)
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(|t| t.trim().to_string());
+        let ok = from_query
+            .or(from_header)
+            .is_some_and(|t| tokens_equal(expected, &t));
+        if !ok {
+            let mut r = plain(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized: pass ?token= or Authorization: Bearer\n",
+            );
+            r.headers_mut()
+                .insert("www-authenticate", HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
+    text(
+        StatusCode::OK,
+        "text/plain; version=0.0.4; charset=utf-8",
+        shared.metrics.render(),
+    )
+}
+
+fn upgrade<B: Send + 'static>(req: &mut Request<B>, shared: Arc<Shared>) -> Response<Body> {
+    let decision = admit(
+        &shared.policy,
+        &AdmissionRequest {
+            host: header(req, HOST),
+            origin: header(req, ORIGIN),
+            query: req.uri().query(),
+            protocols: header(req, SEC_WEBSOCKET_PROTOCOL),
+        },
+    );
+    let (protocol, verdict) = match decision {
+        Decision::Refuse(why) => {
+            tracing::info!(%why, "upgrade refused");
+            return plain(
+                StatusCode::FORBIDDEN,
+                "forbidden: Host or Origin not allowed\n",
+            );
+        }
+        Decision::Upgrade { protocol, verdict } => (protocol, verdict),
+    };
+    if shared.running.read().map(|r| r.is_none()).unwrap_or(true) {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "carrier is not running\n");
+    }
+    let Some(slot) = shared.reserve_slot() else {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "too many connections\n");
+    };
+    let (response, upgrade_fut) = match fastwebsockets::upgrade::upgrade(&mut *req) {
+        Ok(pair) => pair,
+        Err(e) => {
+            tracing::debug!(error = %e, "bad upgrade request");
+            return plain(StatusCode::BAD_REQUEST, "bad WebSocket upgrade request\n");
+        }
+    };
+    let (mut parts, _) = response.into_parts();
+    if let Some(p) = protocol.and_then(|p| HeaderValue::from_str(&p).ok()) {
+        parts.headers.insert(SEC_WEBSOCKET_PROTOCOL, p);
+    }
+    tokio::spawn(async move {
+        let _slot = slot;
+        match upgrade_fut.await {
+            Ok(ws) => connection::run(ws.into_inner().into_inner(), verdict, shared).await,
+            Err(e) => tracing::debug!(error = %e, "upgrade failed"),
+        }
+    });
+    Response::from_parts(parts, Full::new(Bytes::new()))
+}

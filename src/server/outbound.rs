@@ -1,0 +1,466 @@
+//! The one outbound path of a connection.
+//!
+//! Every frame a connection sends — responses, session events, channel frames, protocol errors,
+//! pings, pongs and the close — is queued here and written by the connection's single writer
+//! task. The queue is bounded in bytes, not frames: a reader that falls behind by more than the
+//! budget fails the connection (1013) instead of growing the server's memory. Failure is latched:
+//! [`Outbound::fail_once`] runs its cleanup exactly once, however many sends fail after it.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+
+/// WebSocket close codes the carrier uses.
+pub mod close_code {
+    /// Normal closure.
+    pub const NORMAL: u16 = 1000;
+    /// Going away: server stop, or the peer stopped answering pings.
+    pub const GOING_AWAY: u16 = 1001;
+    /// Protocol error (RFC 6455), or an incompatible protocol version.
+    pub const PROTOCOL_ERROR: u16 = 1002;
+    /// Invalid payload data, e.g. invalid UTF-8 in a text message.
+    pub const INVALID_PAYLOAD: u16 = 1007;
+    /// Policy violation: unauthorized, refused role, handshake missing or late.
+    pub const POLICY: u16 = 1008;
+    /// Message too big for the hard cap.
+    pub const TOO_BIG: u16 = 1009;
+    /// Internal error: a write to the socket failed.
+    pub const INTERNAL: u16 = 1011;
+    /// Try again later: the reader fell past the outbound byte budget.
+    pub const TRY_AGAIN_LATER: u16 = 1013;
+}
+
+/// Kind of a data message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageKind {
+    /// A text message (UTF-8).
+    Text,
+    /// A binary message.
+    Binary,
+}
+
+/// One queued outbound item.
+#[derive(Debug, Clone)]
+pub(crate) enum OutItem {
+    /// A data message made of two shared parts written back to back (a channel-frame header and
+    /// its payload, or a whole JSON text with an empty second part). Neither part is copied.
+    Message {
+        kind: MessageKind,
+        head: Bytes,
+        body: Bytes,
+        /// The lossy channel this frame belongs to, if any: lossy frames may be dropped.
+        lossy: Option<Arc<str>>,
+    },
+    Ping(Bytes),
+    Pong(Bytes),
+    Close {
+        code: u16,
+        reason: Arc<str>,
+    },
+}
+
+impl OutItem {
+    /// Bytes this item holds while queued (payload bytes; control frames count their payload).
+    pub(crate) fn cost(&self) -> usize {
+        match self {
+            OutItem::Message { head, body, .. } => head.len() + body.len(),
+            OutItem::Ping(p) | OutItem::Pong(p) => p.len(),
+            OutItem::Close { reason, .. } => 2 + reason.len(),
+        }
+    }
+}
+
+/// Why a send did not queue its frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DeliveryError {
+    /// The connection is closing or closed; nothing more is sent on it.
+    #[error("the connection is closed")]
+    Closed,
+    /// This send pushed the queue past its byte budget; the connection has been failed (1013).
+    #[error("the reader is too slow: outbound queue over its byte budget; connection failed")]
+    Overflow,
+}
+
+/// How a connection ended, reported once by the latched cleanup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailReason {
+    /// The outbound queue went over its byte budget (close 1013).
+    SlowReader,
+    /// Writing to the socket failed (close 1011).
+    WriteError,
+}
+
+#[derive(Default)]
+struct Queue {
+    items: VecDeque<OutItem>,
+    /// Per lossy channel: bytes queued and frames dropped since the receiver was last told.
+    lossy: Vec<LossyState>,
+    /// No more frames are accepted (close queued, or failed).
+    closed: bool,
+}
+
+struct LossyState {
+    channel: Arc<str>,
+    queued_bytes: usize,
+    dropped: u64,
+}
+
+/// The shared outbound queue of one connection. Cheap to clone (an `Arc`).
+#[derive(Clone)]
+pub struct Outbound {
+    inner: Arc<OutboundInner>,
+}
+
+struct OutboundInner {
+    queue: Mutex<Queue>,
+    /// Bytes held by queued items plus the batch the writer is writing now. This is the number
+    /// the budget is checked against, so a slow reader's memory is bounded by it.
+    bytes: AtomicUsize,
+    budget: usize,
+    /// Wakes the writer: a frame was queued, or the connection failed.
+    wake: Notify,
+    /// Latch for [`Outbound::fail_once`].
+    failed: AtomicBool,
+    /// Set on failure so the writer and reader stop.
+    fail_reason: Mutex<Option<FailReason>>,
+    /// Runs once, on the first failure.
+    on_fail: Mutex<Option<Box<dyn FnOnce(FailReason) + Send>>>,
+    /// Wakes tasks waiting in [`Outbound::failed`].
+    failed_notify: Notify,
+}
+
+impl Outbound {
+    /// A queue that fails the connection once more than `budget` bytes are waiting.
+    pub fn new(budget: usize) -> Self {
+        Outbound {
+            inner: Arc::new(OutboundInner {
+                queue: Mutex::new(Queue::default()),
+                bytes: AtomicUsize::new(0),
+                budget,
+                wake: Notify::new(),
+                failed: AtomicBool::new(false),
+                fail_reason: Mutex::new(None),
+                on_fail: Mutex::new(None),
+                failed_notify: Notify::new(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // A panic while holding this lock cannot leave the queue inconsistent in a way that
+        // matters more than losing the connection, so poisoning is ignored.
+        self.inner.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets the cleanup that runs exactly once when the connection fails.
+    pub(crate) fn set_on_fail(&self, f: impl FnOnce(FailReason) + Send + 'static) {
+        *self.inner.on_fail.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(f));
+    }
+
+    /// Bytes currently held for this connection (queued plus being written).
+    pub fn queued_bytes(&self) -> usize {
+        self.inner.bytes.load(Ordering::Acquire)
+    }
+
+    /// The byte budget.
+    pub fn budget(&self) -> usize {
+        self.inner.budget
+    }
+
+    /// Whether the connection still accepts frames.
+    pub fn is_open(&self) -> bool {
+        !self.lock().closed
+    }
+
+    /// Queues a text message (a whole JSON document).
+    pub fn send_text(&self, text: Bytes) -> Result<(), DeliveryError> {
+        self.push(OutItem::Message {
+            kind: MessageKind::Text,
+            head: text,
+            body: Bytes::new(),
+            lossy: None,
+        })
+    }
+
+    /// Queues a binary message made of a header and a payload written back to back.
+    pub fn send_binary(&self, head: Bytes, body: Bytes) -> Result<(), DeliveryError> {
+        self.push(OutItem::Message {
+            kind: MessageKind::Binary,
+            head,
+            body,
+            lossy: None,
+        })
+    }
+
+    /// Queues a binary frame of a lossy channel: when that channel's frames queued for this
+    /// connection exceed `channel_budget` bytes, its oldest queued frames are dropped (never
+    /// another channel's, never a reliable frame) and the receiver is told with a
+    /// `channel.dropped` event before the channel's next frame.
+    pub fn send_lossy(
+        &self,
+        channel: &Arc<str>,
+        channel_budget: usize,
+        head: Bytes,
+        body: Bytes,
+    ) -> Result<(), DeliveryError> {
+        let cost = head.len() + body.len();
+        let mut q = self.lock();
+        if q.closed {
+            return Err(DeliveryError::Closed);
+        }
+        let idx = match q.lossy.iter().position(|s| s.channel == *channel) {
+            Some(i) => i,
+            None => {
+                q.lossy.push(LossyState {
+                    channel: channel.clone(),
+                    queued_bytes: 0,
+                    dropped: 0,
+                });
+                q.lossy.len() - 1
+            }
+        };
+        let mut freed = 0usize;
+        let mut dropped = 0u64;
+        if q.lossy[idx].queued_bytes + cost > channel_budget {
+            let mut over = q.lossy[idx].queued_bytes + cost - channel_budget;
+            q.items.retain(|item| {
+                if over == 0 {
+                    return true;
+                }
+                match item {
+                    OutItem::Message {
+                        lossy: Some(c),
+                        head,
+                        body,
+                        ..
+                    } if c == channel => {
+                        let n = head.len() + body.len();
+                        over = over.saturating_sub(n);
+                        freed += n;
+                        dropped += 1;
+                        false
+                    }
+                    _ => true,
+                }
+            });
+        }
+        let state = &mut q.lossy[idx];
+        state.queued_bytes = state.queued_bytes - freed + cost;
+        state.dropped += dropped;
+        q.items.push_back(OutItem::Message {
+            kind: MessageKind::Binary,
+            head,
+            body,
+            lossy: Some(channel.clone()),
+        });
+        drop(q);
+        self.inner.bytes.fetch_sub(freed, Ordering::AcqRel);
+        self.account(cost)
+    }
+
+    /// Queues a control or data item; the single entry point for reliable frames.
+    pub(crate) fn push(&self, item: OutItem) -> Result<(), DeliveryError> {
+        let cost = item.cost();
+        {
+            let mut q = self.lock();
+            if q.closed {
+                return Err(DeliveryError::Closed);
+            }
+            if matches!(item, OutItem::Close { .. }) {
+                q.closed = true;
+            }
+            q.items.push_back(item);
+        }
+        self.account(cost)
+    }
+
+    fn account(&self, cost: usize) -> Result<(), DeliveryError> {
+        let now = self.inner.bytes.fetch_add(cost, Ordering::AcqRel) + cost;
+        if now > self.inner.budget {
+            self.fail_once(FailReason::SlowReader);
+            return Err(DeliveryError::Overflow);
+        }
+        self.inner.wake.notify_one();
+        Ok(())
+    }
+
+    /// Queues a close frame; the writer sends it after everything queued before it and then
+    /// ends the connection. Later sends fail with [`DeliveryError::Closed`].
+    pub fn close(&self, code: u16, reason: &str) {
+        let _ = self.push(OutItem::Close {
+            code,
+            reason: Arc::from(truncate_reason(reason)),
+        });
+    }
+
+    /// Fails the connection: the first call latches, drops everything queued, stops accepting
+    /// frames, runs the cleanup and tells the writer to send the matching close code (1013 for a
+    /// slow reader, 1011 for a write error). Every later call is a no-op. Returns whether this
+    /// call was the one that latched.
+    pub fn fail_once(&self, reason: FailReason) -> bool {
+        if self.inner.failed.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        *self
+            .inner
+            .fail_reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(reason);
+        let freed: usize = {
+            let mut q = self.lock();
+            q.closed = true;
+            let freed = q.items.iter().map(OutItem::cost).sum();
+            q.items.clear();
+            q.lossy.clear();
+            freed
+        };
+        self.inner.bytes.fetch_sub(freed, Ordering::AcqRel);
+        let cleanup = self
+            .inner
+            .on_fail
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(cleanup) = cleanup {
+            cleanup(reason);
+        }
+        self.inner.wake.notify_one();
+        self.inner.failed_notify.notify_waiters();
+        true
+    }
+
+    /// The failure, once latched.
+    pub fn failure(&self) -> Option<FailReason> {
+        *self
+            .inner
+            .fail_reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Resolves once the connection has failed.
+    pub(crate) async fn failed(&self) {
+        loop {
+            let notified = self.inner.failed_notify.notified();
+            if self.inner.failed.load(Ordering::Acquire) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Waits until something is queued (or the connection failed), then takes the whole batch.
+    /// The batch's bytes stay counted until [`Outbound::written`] releases them.
+    pub(crate) async fn next_batch(
+        &self,
+        batch: &mut Vec<OutItem>,
+        drops: &mut Vec<(Arc<str>, u64)>,
+    ) {
+        loop {
+            {
+                let mut q = self.lock();
+                if !q.items.is_empty() {
+                    batch.extend(q.items.drain(..));
+                    for s in q.lossy.iter_mut() {
+                        s.queued_bytes = 0;
+                        if s.dropped > 0 {
+                            drops.push((s.channel.clone(), s.dropped));
+                            s.dropped = 0;
+                        }
+                    }
+                    return;
+                }
+                if self.inner.failed.load(Ordering::Acquire) {
+                    return;
+                }
+            }
+            self.inner.wake.notified().await;
+        }
+    }
+
+    /// Releases the bytes of items the writer has handed to the socket.
+    pub(crate) fn written(&self, bytes: usize) {
+        self.inner.bytes.fetch_sub(bytes, Ordering::AcqRel);
+    }
+}
+
+/// Close reasons are limited to 123 bytes by RFC 6455; cut on a character boundary.
+fn truncate_reason(reason: &str) -> &str {
+    if reason.len() <= 123 {
+        return reason;
+    }
+    let mut end = 123;
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    &reason[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    #[test]
+    fn overflow_fails_once_and_releases_memory() {
+        let out = Outbound::new(100);
+        let runs = Arc::new(AtomicU32::new(0));
+        let r = runs.clone();
+        out.set_on_fail(move |reason| {
+            assert_eq!(reason, FailReason::SlowReader);
+            r.fetch_add(1, Ordering::SeqCst);
+        });
+        assert!(out.send_text(Bytes::from(vec![b'a'; 100])).is_ok());
+        assert_eq!(out.queued_bytes(), 100);
+        assert_eq!(
+            out.send_text(Bytes::from_static(b"x")),
+            Err(DeliveryError::Overflow)
+        );
+        for _ in 0..10 {
+            assert_eq!(
+                out.send_text(Bytes::from_static(b"x")),
+                Err(DeliveryError::Closed)
+            );
+        }
+        assert!(!out.fail_once(FailReason::WriteError));
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        assert_eq!(out.queued_bytes(), 0);
+        assert_eq!(out.failure(), Some(FailReason::SlowReader));
+    }
+
+    #[test]
+    fn lossy_drops_oldest_of_its_channel_only() {
+        let out = Outbound::new(1 << 20);
+        let mic: Arc<str> = Arc::from("mic");
+        out.send_text(Bytes::from_static(b"reliable")).unwrap();
+        for i in 0..5u8 {
+            out.send_lossy(&mic, 30, Bytes::new(), Bytes::from(vec![i; 10]))
+                .unwrap();
+        }
+        // 5 frames of 10 bytes with a 30-byte budget: the two oldest were dropped.
+        assert_eq!(out.queued_bytes(), 8 + 30);
+        let mut batch = Vec::new();
+        let mut drops = Vec::new();
+        futures_util::FutureExt::now_or_never(out.next_batch(&mut batch, &mut drops)).unwrap();
+        assert_eq!(batch.len(), 4);
+        assert_eq!(drops, vec![(mic.clone(), 2)]);
+        match &batch[1] {
+            OutItem::Message { body, .. } => assert_eq!(body[0], 2),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn close_stops_further_sends() {
+        let out = Outbound::new(1000);
+        out.close(1000, "bye");
+        assert_eq!(
+            out.send_text(Bytes::from_static(b"late")),
+            Err(DeliveryError::Closed)
+        );
+        assert!(!out.is_open());
+    }
+}

@@ -1,0 +1,522 @@
+//! The payload-channel registry (SPEC section 7): named, host-declared channels, the
+//! connections that receive them, inbound routing and the host-side [`ChannelHandle`].
+//!
+//! Outbound frames are encoded once and shared by every receiving connection: the payload
+//! `Bytes` is reference-counted, never copied per receiver. Inbound binary payloads reach the
+//! handler as a slice of the received message.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use dashmap::{DashMap, DashSet};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+
+use super::connection::send_protocol_error;
+use super::outbound::DeliveryError;
+use super::profile::{Connection, ConnectionId};
+use super::shared::Shared;
+use crate::protocol::channel_frame::{self, ChannelFrameError, EncodedFrame, FrameBody};
+use crate::protocol::error::ProtocolErrorCode;
+use crate::protocol::Role;
+
+/// Default per-connection budget of a lossy channel's queued frames.
+pub const DEFAULT_LOSSY_BUDGET: usize = 1 << 20;
+
+/// Outbound delivery class of a channel.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryClass {
+    /// Never dropped; a reader past the connection budget is failed (1013).
+    #[default]
+    Reliable,
+    /// Live media: past the channel's per-connection budget the oldest queued frames of the
+    /// channel are dropped and the receiver gets `channel.dropped {channel, count}`.
+    Lossy,
+}
+
+/// A channel as the host declares it (and as `channels.list` and the handshake show it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ChannelDescriptor {
+    /// Unique name on the carrier (1..=255 UTF-8 bytes).
+    pub name: String,
+    /// Event names the channel carries; `["*"]` declares any event.
+    pub events: Vec<String>,
+    /// Whether opaque binary frames are accepted.
+    pub binary: bool,
+    /// Outbound delivery class.
+    #[serde(default)]
+    pub delivery: DeliveryClass,
+}
+
+impl ChannelDescriptor {
+    /// A reliable channel with the given events and binary flag.
+    pub fn new(name: impl Into<String>, events: &[&str], binary: bool) -> Self {
+        ChannelDescriptor {
+            name: name.into(),
+            events: events.iter().map(|e| e.to_string()).collect(),
+            binary,
+            delivery: DeliveryClass::Reliable,
+        }
+    }
+
+    /// Sets the delivery class.
+    pub fn delivery(mut self, delivery: DeliveryClass) -> Self {
+        self.delivery = delivery;
+        self
+    }
+
+    /// Whether `event` is declared.
+    pub fn declares(&self, event: &str) -> bool {
+        self.events.iter().any(|e| e == "*" || e == event)
+    }
+}
+
+/// A host-side channel operation that was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChannelError {
+    /// Another open channel already has this name.
+    #[error("a channel named {0:?} is already registered")]
+    NameTaken(String),
+    /// The name is empty or longer than 255 bytes.
+    #[error("channel names are 1 to 255 bytes of UTF-8, got {0} bytes")]
+    InvalidName(usize),
+    /// The event is not in the descriptor's `events`.
+    #[error("event {event:?} is not declared on channel {channel:?}")]
+    UndeclaredEvent {
+        /// Channel name.
+        channel: String,
+        /// The event.
+        event: String,
+    },
+    /// Binary on a channel that did not declare it.
+    #[error("channel {0:?} does not declare binary frames")]
+    BinaryNotDeclared(String),
+    /// The channel was closed.
+    #[error("channel {0:?} is closed")]
+    Closed(String),
+    /// No admitted, handshaken connection with that id.
+    #[error("no connection {0}")]
+    UnknownConnection(ConnectionId),
+    /// The frame could not be encoded.
+    #[error(transparent)]
+    Encode(#[from] ChannelFrameError),
+    /// The connection did not take the frame (closed, or failed as a slow reader).
+    #[error(transparent)]
+    Delivery(#[from] DeliveryError),
+}
+
+/// What a client sent on a channel, or that it went away.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InboundBody {
+    /// Opaque bytes: a slice of the received message, not a copy.
+    Binary(Bytes),
+    /// A declared event.
+    Event {
+        /// Event name.
+        event: String,
+        /// Event payload.
+        payload: Value,
+    },
+    /// The connection, which had sent on this channel, has ended.
+    Disconnected,
+}
+
+/// One inbound channel message with the connection it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inbound {
+    /// The sending connection.
+    pub connection: ConnectionId,
+    /// The client's own seq for this channel (0 for `Disconnected`).
+    pub seq: u32,
+    /// What arrived.
+    pub body: InboundBody,
+}
+
+type Handler = Arc<dyn Fn(Inbound) + Send + Sync>;
+
+enum Sink {
+    Handler(Handler),
+    Stream(mpsc::Sender<Inbound>),
+}
+
+struct ChannelEntry {
+    descriptor: ChannelDescriptor,
+    name: Arc<str>,
+    lossy_budget: AtomicUsize,
+    /// The server's outbound seq, shared by binary and event frames, across all connections.
+    seq: AtomicU32,
+    /// Held while a frame is numbered and queued, so every receiver sees seqs in order.
+    send_lock: Mutex<()>,
+    closed: AtomicBool,
+    sink: Mutex<Option<Arc<Sink>>>,
+    /// Connections that have sent on this channel: told when they disconnect.
+    senders: DashSet<ConnectionId>,
+}
+
+/// The registry of channels and of the connections that receive them. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct ChannelRegistry {
+    inner: Arc<RegistryInner>,
+}
+
+#[derive(Default)]
+struct RegistryInner {
+    channels: DashMap<String, Arc<ChannelEntry>>,
+    /// Handshaken connections: the only channel sinks.
+    sinks: DashMap<ConnectionId, Connection>,
+}
+
+impl ChannelRegistry {
+    /// Declares a channel. Its name must be free (a closed channel frees its name).
+    pub fn register(&self, descriptor: ChannelDescriptor) -> Result<ChannelHandle, ChannelError> {
+        let len = descriptor.name.len();
+        if len == 0 || len > channel_frame::MAX_CHANNEL_NAME {
+            return Err(ChannelError::InvalidName(len));
+        }
+        let entry = Arc::new(ChannelEntry {
+            name: Arc::from(descriptor.name.as_str()),
+            lossy_budget: AtomicUsize::new(DEFAULT_LOSSY_BUDGET),
+            descriptor,
+            seq: AtomicU32::new(0),
+            send_lock: Mutex::new(()),
+            closed: AtomicBool::new(false),
+            sink: Mutex::new(None),
+            senders: DashSet::new(),
+        });
+        match self.inner.channels.entry(entry.descriptor.name.clone()) {
+            dashmap::Entry::Occupied(_) => {
+                Err(ChannelError::NameTaken(entry.descriptor.name.clone()))
+            }
+            dashmap::Entry::Vacant(v) => {
+                v.insert(entry.clone());
+                Ok(ChannelHandle {
+                    entry,
+                    registry: self.clone(),
+                })
+            }
+        }
+    }
+
+    /// The declared descriptors, sorted by name.
+    pub fn descriptors(&self) -> Vec<ChannelDescriptor> {
+        let mut v: Vec<_> = self
+            .inner
+            .channels
+            .iter()
+            .map(|e| e.descriptor.clone())
+            .collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    /// Ids of the connections that currently receive channel frames.
+    pub fn sinks(&self) -> Vec<ConnectionId> {
+        self.inner.sinks.iter().map(|e| *e.key()).collect()
+    }
+
+    pub(crate) fn attach_sink(&self, conn: Connection) {
+        self.inner.sinks.insert(conn.id(), conn);
+    }
+
+    pub(crate) fn detach_sink(&self, id: ConnectionId) {
+        if self.inner.sinks.remove(&id).is_none() {
+            return;
+        }
+        for entry in self.inner.channels.iter() {
+            if entry.senders.remove(&id).is_some() {
+                entry.deliver_now(Inbound {
+                    connection: id,
+                    seq: 0,
+                    body: InboundBody::Disconnected,
+                });
+            }
+        }
+    }
+
+    /// Routes one inbound binary message of a handshaken connection. Every refusal is answered
+    /// with a `protocol_error` event carrying the channel and seq; the connection stays open.
+    pub(crate) async fn route(&self, conn: &Connection, msg: Bytes, shared: &Shared) {
+        let refuse =
+            |code: ProtocolErrorCode, message: &str, channel: Option<&str>, seq: Option<u32>| {
+                let mut extra = Map::new();
+                if let Some(c) = channel {
+                    extra.insert("channel".into(), Value::from(c));
+                }
+                if let Some(s) = seq {
+                    extra.insert("seq".into(), Value::from(s));
+                }
+                send_protocol_error(conn, shared, code, message, extra);
+            };
+        let frame = match channel_frame::decode(msg.clone()) {
+            Ok(f) => f,
+            Err(e) => {
+                let header = channel_frame::peek(&msg).ok();
+                refuse(
+                    ProtocolErrorCode::MalformedFrame,
+                    &e.to_string(),
+                    header.as_ref().map(|h| h.channel),
+                    header.as_ref().map(|h| h.seq),
+                );
+                return;
+            }
+        };
+        let (channel, seq) = (frame.channel.as_str(), frame.seq);
+        if conn.role() < Role::Drive {
+            refuse(
+                ProtocolErrorCode::Forbidden,
+                "observe connections may not send channel frames",
+                Some(channel),
+                Some(seq),
+            );
+            return;
+        }
+        let Some(entry) = self.inner.channels.get(channel).map(|e| e.clone()) else {
+            refuse(
+                ProtocolErrorCode::UnknownChannel,
+                "no channel with this name is registered",
+                Some(channel),
+                Some(seq),
+            );
+            return;
+        };
+        let body = match frame.body {
+            FrameBody::Binary(bytes) if entry.descriptor.binary => InboundBody::Binary(bytes),
+            FrameBody::Binary(_) => {
+                refuse(
+                    ProtocolErrorCode::BinaryNotDeclared,
+                    "this channel does not accept binary frames",
+                    Some(channel),
+                    Some(seq),
+                );
+                return;
+            }
+            FrameBody::Event { event, payload } if entry.descriptor.declares(&event) => {
+                InboundBody::Event { event, payload }
+            }
+            FrameBody::Event { event, .. } => {
+                let message = format!("event {event:?} is not declared on this channel");
+                refuse(
+                    ProtocolErrorCode::UndeclaredEvent,
+                    &message,
+                    Some(channel),
+                    Some(seq),
+                );
+                return;
+            }
+        };
+        entry.senders.insert(conn.id());
+        entry
+            .deliver(Inbound {
+                connection: conn.id(),
+                seq,
+                body,
+            })
+            .await;
+    }
+}
+
+impl ChannelEntry {
+    fn current_sink(&self) -> Option<Arc<Sink>> {
+        self.sink.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Delivers with backpressure: a full stream pauses the sending connection's reader.
+    async fn deliver(&self, msg: Inbound) {
+        match self.current_sink().as_deref() {
+            Some(Sink::Handler(h)) => h(msg),
+            Some(Sink::Stream(tx)) => {
+                let _ = tx.send(msg).await;
+            }
+            None => tracing::debug!(channel = %self.name, "inbound frame with no handler"),
+        }
+    }
+
+    /// Delivers without waiting (disconnect notices come from synchronous cleanup).
+    fn deliver_now(&self, msg: Inbound) {
+        match self.current_sink().as_deref() {
+            Some(Sink::Handler(h)) => h(msg),
+            Some(Sink::Stream(tx)) => {
+                if let Err(mpsc::error::TrySendError::Full(msg)) = tx.try_send(msg) {
+                    let tx = tx.clone();
+                    tokio::spawn(async move {
+                        let _ = tx.send(msg).await;
+                    });
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+/// The host's side of one registered channel.
+#[derive(Clone)]
+pub struct ChannelHandle {
+    entry: Arc<ChannelEntry>,
+    registry: ChannelRegistry,
+}
+
+impl ChannelHandle {
+    /// The channel's descriptor.
+    pub fn descriptor(&self) -> &ChannelDescriptor {
+        &self.entry.descriptor
+    }
+
+    /// The channel's name.
+    pub fn name(&self) -> &str {
+        &self.entry.descriptor.name
+    }
+
+    /// Sets the per-connection byte budget of a lossy channel (default 1 MiB).
+    pub fn set_lossy_budget(&self, bytes: usize) {
+        self.entry
+            .lossy_budget
+            .store(bytes.max(1), Ordering::Release);
+    }
+
+    /// Handles inbound frames with a callback, run on the sending connection's reader task
+    /// (keep it short; spawn for slow work). Replaces any previous handler or stream.
+    pub fn on_inbound(&self, handler: impl Fn(Inbound) + Send + Sync + 'static) {
+        *self.entry.sink.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(Arc::new(Sink::Handler(Arc::new(handler))));
+    }
+
+    /// Receives inbound frames as a stream. A full stream (`capacity` waiting) pauses the
+    /// sending connection's reader: backpressure, not loss. Replaces any previous handler.
+    pub fn inbound(&self, capacity: usize) -> mpsc::Receiver<Inbound> {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        *self.entry.sink.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(Arc::new(Sink::Stream(tx)));
+        rx
+    }
+
+    fn check(&self, body: &FrameBody) -> Result<(), ChannelError> {
+        let d = &self.entry.descriptor;
+        if self.entry.closed.load(Ordering::Acquire) {
+            return Err(ChannelError::Closed(d.name.clone()));
+        }
+        match body {
+            FrameBody::Binary(_) if !d.binary => {
+                Err(ChannelError::BinaryNotDeclared(d.name.clone()))
+            }
+            FrameBody::Event { event, .. } if !d.declares(event) => {
+                Err(ChannelError::UndeclaredEvent {
+                    channel: d.name.clone(),
+                    event: event.clone(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn next_seq(&self) -> u32 {
+        self.entry.seq.fetch_add(1, Ordering::AcqRel)
+    }
+
+    fn queue(&self, conn: &Connection, frame: &EncodedFrame) -> Result<(), DeliveryError> {
+        match self.entry.descriptor.delivery {
+            DeliveryClass::Reliable => conn.send_binary(frame.head.clone(), frame.body.clone()),
+            DeliveryClass::Lossy => conn.outbound().send_lossy(
+                &self.entry.name,
+                self.entry.lossy_budget.load(Ordering::Acquire),
+                frame.head.clone(),
+                frame.body.clone(),
+            ),
+        }
+    }
+
+    /// Sends to every handshaken connection; the frame is encoded once. Returns its seq.
+    /// Connections that cannot take it fail on their own; the send still succeeds.
+    pub fn broadcast(&self, body: FrameBody) -> Result<u32, ChannelError> {
+        self.check(&body)?;
+        let _order = self
+            .entry
+            .send_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let seq = self.next_seq();
+        let frame = channel_frame::encode(&self.entry.descriptor.name, seq, &body)?;
+        for sink in self.registry.inner.sinks.iter() {
+            let _ = self.queue(sink.value(), &frame);
+        }
+        Ok(seq)
+    }
+
+    /// Sends to every handshaken connection except `except` (used by relays).
+    pub fn broadcast_except(
+        &self,
+        except: ConnectionId,
+        body: FrameBody,
+    ) -> Result<u32, ChannelError> {
+        self.check(&body)?;
+        let _order = self
+            .entry
+            .send_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let seq = self.next_seq();
+        let frame = channel_frame::encode(&self.entry.descriptor.name, seq, &body)?;
+        for sink in self.registry.inner.sinks.iter() {
+            if *sink.key() != except {
+                let _ = self.queue(sink.value(), &frame);
+            }
+        }
+        Ok(seq)
+    }
+
+    /// Broadcasts an event.
+    pub fn send_event(&self, event: &str, payload: Value) -> Result<u32, ChannelError> {
+        self.broadcast(FrameBody::Event {
+            event: event.to_string(),
+            payload,
+        })
+    }
+
+    /// Broadcasts opaque bytes (shared, not copied, per receiver).
+    pub fn send_binary(&self, payload: Bytes) -> Result<u32, ChannelError> {
+        self.broadcast(FrameBody::Binary(payload))
+    }
+
+    /// Sends to one connection. Returns the frame's seq.
+    pub fn send_to(&self, connection: ConnectionId, body: FrameBody) -> Result<u32, ChannelError> {
+        self.check(&body)?;
+        let conn = self
+            .registry
+            .inner
+            .sinks
+            .get(&connection)
+            .map(|c| c.value().clone())
+            .ok_or(ChannelError::UnknownConnection(connection))?;
+        let _order = self
+            .entry
+            .send_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let seq = self.next_seq();
+        let frame = channel_frame::encode(&self.entry.descriptor.name, seq, &body)?;
+        self.queue(&conn, &frame)?;
+        Ok(seq)
+    }
+
+    /// Closes the channel: frees its name, refuses further sends, and inbound frames for it
+    /// get `unknown_channel`.
+    pub fn close(&self) {
+        self.entry.closed.store(true, Ordering::Release);
+        self.registry
+            .inner
+            .channels
+            .remove_if(&self.entry.descriptor.name, |_, e| {
+                Arc::ptr_eq(e, &self.entry)
+            });
+        *self.entry.sink.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Whether `close()` was called.
+    pub fn is_closed(&self) -> bool {
+        self.entry.closed.load(Ordering::Acquire)
+    }
+}

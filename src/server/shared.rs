@@ -1,0 +1,130 @@
+//! State shared by the listener, the HTTP service and every connection of one transport.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+use dashmap::DashMap;
+use tokio::sync::Notify;
+
+use super::admission::AdmissionPolicy;
+use super::config::Limits;
+use super::connection::Terminate;
+use super::context::CarrierContext;
+use super::metrics::Metrics;
+use super::profile::{Connection, ConnectionId, TextProfile, TextSession};
+use super::registry::ChannelRegistry;
+
+/// What exists only while the transport runs.
+pub(crate) struct Running {
+    pub(crate) profile: Arc<dyn TextProfile>,
+    pub(crate) ctx: CarrierContext,
+}
+
+pub(crate) struct Shared {
+    pub(crate) limits: Arc<Limits>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) registry: ChannelRegistry,
+    pub(crate) policy: AdmissionPolicy,
+    pub(crate) running: RwLock<Option<Running>>,
+    /// Admitted connections, for `stop()`.
+    pub(crate) connections: DashMap<ConnectionId, (Connection, Arc<Terminate>)>,
+    /// Upgrades in flight or admitted: checked against `max_connections` before upgrading.
+    slots: AtomicUsize,
+    /// Connection tasks still running (admitted or refused), for `stop()` to wait on.
+    tasks: AtomicUsize,
+    tasks_done: Notify,
+    pub(crate) stopping: AtomicBool,
+}
+
+/// A reserved connection slot, released on drop.
+pub(crate) struct Slot(Arc<Shared>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.slots.fetch_sub(1, Ordering::AcqRel);
+        if self.0.tasks.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.tasks_done.notify_waiters();
+        }
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(limits: Limits, policy: AdmissionPolicy, registry: ChannelRegistry) -> Self {
+        Shared {
+            limits: Arc::new(limits),
+            metrics: Arc::new(Metrics::default()),
+            registry,
+            policy,
+            running: RwLock::new(None),
+            connections: DashMap::new(),
+            slots: AtomicUsize::new(0),
+            tasks: AtomicUsize::new(0),
+            tasks_done: Notify::new(),
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    /// Reserves a connection slot, or `None` when `max_connections` are taken.
+    pub(crate) fn reserve_slot(self: &Arc<Self>) -> Option<Slot> {
+        let max = self.limits.max_connections;
+        let mut cur = self.slots.load(Ordering::Acquire);
+        loop {
+            if cur >= max {
+                return None;
+            }
+            match self.slots.compare_exchange_weak(
+                cur,
+                cur + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+        self.tasks.fetch_add(1, Ordering::AcqRel);
+        Some(Slot(self.clone()))
+    }
+
+    /// Opens the text session of a newly admitted connection and registers it for `stop()`.
+    /// `None` if the transport is not running (or stopping).
+    pub(crate) fn open_session(
+        &self,
+        conn: &Connection,
+        terminate: Arc<Terminate>,
+    ) -> Option<Box<dyn TextSession>> {
+        if self.stopping.load(Ordering::Acquire) {
+            return None;
+        }
+        let guard = self.running.read().unwrap_or_else(|e| e.into_inner());
+        let running = guard.as_ref()?;
+        self.connections
+            .insert(conn.id(), (conn.clone(), terminate));
+        self.metrics.connection_opened();
+        Some(running.profile.open(conn.clone(), &running.ctx))
+    }
+
+    /// The connection ended: unregister it. Runs once per admitted connection.
+    pub(crate) fn forget(&self, id: ConnectionId) {
+        if self.connections.remove(&id).is_some() {
+            self.metrics.connection_closed();
+            self.metrics.cleanup_ran();
+        }
+    }
+
+    /// Connection tasks still running.
+    pub(crate) fn tasks(&self) -> usize {
+        self.tasks.load(Ordering::Acquire)
+    }
+
+    /// Resolves when no connection task is left.
+    pub(crate) async fn all_tasks_done(&self) {
+        loop {
+            let n = self.tasks_done.notified();
+            if self.tasks() == 0 {
+                return;
+            }
+            n.await;
+        }
+    }
+}

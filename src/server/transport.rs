@@ -1,0 +1,302 @@
+//! [`WsTransport`]: the carrier's lifecycle — `new` → `attach` → `start` → `stop`.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use rand::TryRngCore;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::admission::AdmissionPolicy;
+use super::config::{CarrierConfig, ConfigError};
+use super::context::{CarrierContext, Driver};
+use super::http::CarrierService;
+use super::listener::{accept_loop, bind_loopback, BindError};
+use super::metrics::Metrics;
+use super::outbound::close_code;
+use super::profile::Attachment;
+use super::registry::{ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry};
+use super::shared::{Running, Shared};
+
+/// A lifecycle call made in the wrong state, or a bind failure.
+#[derive(Debug, thiserror::Error)]
+pub enum LifecycleError {
+    /// `start()` before `attach()` (or after `stop()` without a new `attach()`).
+    #[error("start() needs attach() first: no session is attached")]
+    NotAttached,
+    /// `start()` while already running.
+    #[error("the transport is already running")]
+    AlreadyRunning,
+    /// No free port.
+    #[error(transparent)]
+    Bind(#[from] BindError),
+}
+
+#[derive(Default)]
+struct State {
+    attachment: Option<Attachment>,
+    port: Option<u16>,
+    shutdown: Option<watch::Sender<bool>>,
+    accept: Option<JoinHandle<()>>,
+}
+
+/// A loopback WebSocket carrier for one agent session host.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use carrier::server::{CarrierConfig, WsTransport};
+/// use carrier::agent::{AgentProfile, EmbeddedAgent};
+///
+/// let transport = WsTransport::new(CarrierConfig { port: 0, ..Default::default() })?;
+/// transport.attach(AgentProfile::embedded(EmbeddedAgent::default()));
+/// transport.start().await?;
+/// println!("ws://127.0.0.1:{}/?token={}", transport.bound_port().unwrap_or(0), transport.resolved_token().unwrap_or_default());
+/// transport.stop().await;
+/// # Ok(()) }
+/// ```
+pub struct WsTransport {
+    config: CarrierConfig,
+    token: Option<String>,
+    shared: Arc<Shared>,
+    state: Mutex<State>,
+}
+
+/// Mints a per-launch token: 32 bytes of OS randomness as 64 hex characters (valid in a URL
+/// and as a `Sec-WebSocket-Protocol` value). Fails rather than falling back to anything weaker.
+pub fn mint_token() -> Result<String, ConfigError> {
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng
+        .try_fill_bytes(&mut bytes)
+        .map_err(|e| ConfigError::RandomSource(e.to_string()))?;
+    Ok(hex::encode(bytes))
+}
+
+fn mint_epoch() -> String {
+    let mut bytes = [0u8; 8];
+    // The epoch only has to differ between launches; a clock-derived fallback is fine here.
+    if rand::rngs::OsRng.try_fill_bytes(&mut bytes).is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        bytes = (nanos as u64).to_be_bytes();
+    }
+    hex::encode(bytes)
+}
+
+impl WsTransport {
+    /// Validates the configuration and mints the token when none is given (and not open).
+    /// Nothing is bound yet.
+    pub fn new(config: CarrierConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let token = match (&config.token, config.open) {
+            (Some(t), _) => Some(t.clone()),
+            (None, true) => None,
+            (None, false) => Some(mint_token()?),
+        };
+        let policy = AdmissionPolicy {
+            token: token.clone(),
+            grant: config.role,
+            allowed_hosts: config.allowed_hosts.clone(),
+            allowed_origins: config.allowed_origins.clone(),
+        };
+        let shared = Arc::new(Shared::new(
+            config.limits.clone(),
+            policy,
+            ChannelRegistry::default(),
+        ));
+        Ok(WsTransport {
+            config,
+            token,
+            shared,
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Attaches what serves text frames (e.g. [`crate::agent::AgentProfile`]). Needed before
+    /// every `start()`.
+    pub fn attach(&self, attachment: impl Into<Attachment>) {
+        self.state().attachment = Some(attachment.into());
+    }
+
+    /// Binds 127.0.0.1 and starts accepting. Errors: not attached, already running, no port.
+    pub async fn start(&self) -> Result<(), LifecycleError> {
+        let attachment = {
+            let st = self.state();
+            if st.shutdown.is_some() {
+                return Err(LifecycleError::AlreadyRunning);
+            }
+            st.attachment.clone().ok_or(LifecycleError::NotAttached)?
+        };
+        let listener = bind_loopback(self.config.port, self.config.max_retries).await?;
+        let port = listener.local_addr().map(|a| a.port()).ok();
+        let ctx = self.context(mint_epoch());
+        let (tx, rx) = watch::channel(false);
+        {
+            let mut st = self.state();
+            if st.shutdown.is_some() {
+                return Err(LifecycleError::AlreadyRunning);
+            }
+            *self
+                .shared
+                .running
+                .write()
+                .unwrap_or_else(|e| e.into_inner()) = Some(Running {
+                profile: attachment.0.clone(),
+                ctx,
+            });
+            self.shared.stopping.store(false, Ordering::Release);
+            st.port = port;
+            st.shutdown = Some(tx);
+            st.accept = Some(tokio::spawn(accept_loop(listener, self.shared.clone(), rx)));
+        }
+        tracing::info!(port, "carrier listening on 127.0.0.1");
+        Ok(())
+    }
+
+    fn context(&self, epoch: String) -> CarrierContext {
+        CarrierContext {
+            limits: self.shared.limits.clone(),
+            grant: self.config.role,
+            driver: Arc::new(Driver {
+                driver_id: self.config.driver_id.clone(),
+                surface: self.config.surface.clone(),
+            }),
+            epoch: Arc::from(epoch),
+            metrics: self.shared.metrics.clone(),
+            registry: self.shared.registry.clone(),
+        }
+    }
+
+    /// Stops accepting, closes every client with 1001 (forcing those that do not answer within
+    /// the grace period, 3 s by default) and detaches the session: a restart needs `attach()`.
+    /// Safe to call more than once, and before `start()`.
+    pub async fn stop(&self) {
+        let (shutdown, accept, profile) = {
+            let mut st = self.state();
+            st.attachment = None;
+            st.port = None;
+            let running = self
+                .shared
+                .running
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            (
+                st.shutdown.take(),
+                st.accept.take(),
+                running.map(|r| r.profile),
+            )
+        };
+        let Some(shutdown) = shutdown else { return };
+        self.shared.stopping.store(true, Ordering::Release);
+        let _ = shutdown.send(true);
+        if let Some(accept) = accept {
+            let _ = accept.await;
+        }
+        for entry in self.shared.connections.iter() {
+            entry
+                .value()
+                .0
+                .close(close_code::GOING_AWAY, "server stopping");
+        }
+        let grace = self.shared.limits.stop_grace;
+        if tokio::time::timeout(grace, self.shared.all_tasks_done())
+            .await
+            .is_err()
+        {
+            for entry in self.shared.connections.iter() {
+                entry.value().1.fire();
+            }
+            let _ = tokio::time::timeout(
+                std::time::Duration::from_millis(300),
+                self.shared.all_tasks_done(),
+            )
+            .await;
+        }
+        if let Some(profile) = profile {
+            profile.shutdown();
+        }
+        tracing::info!("carrier stopped");
+    }
+
+    /// The port bound by the last `start()`, while running.
+    pub fn bound_port(&self) -> Option<u16> {
+        self.state().port
+    }
+
+    /// The token connections must present (configured or minted); `None` in open mode.
+    pub fn resolved_token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    /// Whether `start()` succeeded and `stop()` has not been called since.
+    pub fn is_running(&self) -> bool {
+        self.state().shutdown.is_some()
+    }
+
+    /// The configuration this transport was built with.
+    pub fn config(&self) -> &CarrierConfig {
+        &self.config
+    }
+
+    /// Counters behind `/metrics`.
+    pub fn metrics(&self) -> &Metrics {
+        &self.shared.metrics
+    }
+
+    /// Declares a payload channel (before or after `start()`).
+    pub fn register_channel(
+        &self,
+        descriptor: ChannelDescriptor,
+    ) -> Result<ChannelHandle, ChannelError> {
+        self.shared.registry.register(descriptor)
+    }
+
+    /// The channel registry (for hosts that route channels themselves).
+    pub fn registry(&self) -> &ChannelRegistry {
+        &self.shared.registry
+    }
+
+    /// A service to mount the carrier on a route of the host's own hyper/axum server, with the
+    /// same admission. Upgrades it accepts are served only while the transport runs (after
+    /// `attach()` and `start()`); use [`WsTransport::start_mounted`] to run without a listener.
+    pub fn service(&self) -> CarrierService {
+        CarrierService {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Starts without binding a listener, for hosts that only serve through [`Self::service`].
+    pub fn start_mounted(&self) -> Result<(), LifecycleError> {
+        let mut st = self.state();
+        if st.shutdown.is_some() {
+            return Err(LifecycleError::AlreadyRunning);
+        }
+        let attachment = st.attachment.clone().ok_or(LifecycleError::NotAttached)?;
+        *self
+            .shared
+            .running
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Running {
+            profile: attachment.0,
+            ctx: self.context(mint_epoch()),
+        });
+        self.shared.stopping.store(false, Ordering::Release);
+        let (tx, _rx) = watch::channel(false);
+        st.shutdown = Some(tx);
+        Ok(())
+    }
+}
+
+impl Drop for WsTransport {
+    fn drop(&mut self) {
+        if let Some(tx) = self.state().shutdown.take() {
+            let _ = tx.send(true);
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! Server-to-client WebSocket frame writing.
+//!
+//! Server frames are never masked, so a frame is a 2–10 byte header followed by the payload.
+//! Small frames are gathered into one buffer and written with one syscall per batch; large
+//! payloads are written straight from their shared `Bytes` with a vectored write, never copied.
+
+use std::io::IoSlice;
+
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+/// Parts at or below this size are copied into the batch buffer; larger ones are written in place.
+const COPY_MAX: usize = 16 * 1024;
+/// The batch buffer is released after a batch that grew it past this, so idle connections
+/// do not pin memory.
+const KEEP_MAX: usize = 64 * 1024;
+
+/// WebSocket opcodes the server writes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Opcode {
+    Text = 0x1,
+    Binary = 0x2,
+    Close = 0x8,
+    Ping = 0x9,
+    Pong = 0xA,
+}
+
+/// Writes frames to one socket, batching small ones.
+pub(crate) struct FrameWriter<W> {
+    io: W,
+    buf: Vec<u8>,
+}
+
+impl<W: AsyncWrite + Unpin> FrameWriter<W> {
+    pub(crate) fn new(io: W) -> Self {
+        FrameWriter {
+            io,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Queues one frame whose payload is `parts` written back to back.
+    pub(crate) async fn frame(&mut self, op: Opcode, parts: &[&[u8]]) -> std::io::Result<()> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let mut head = [0u8; 10];
+        head[0] = 0x80 | op as u8;
+        let n = if len < 126 {
+            head[1] = len as u8;
+            2
+        } else if len <= u16::MAX as usize {
+            head[1] = 126;
+            head[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+            4
+        } else {
+            head[1] = 127;
+            head[2..10].copy_from_slice(&(len as u64).to_be_bytes());
+            10
+        };
+        self.buf.extend_from_slice(&head[..n]);
+        for part in parts {
+            if part.len() <= COPY_MAX {
+                self.buf.extend_from_slice(part);
+            } else {
+                write_all_vectored(&mut self.io, &self.buf, part).await?;
+                self.buf.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes what is buffered and flushes the socket.
+    pub(crate) async fn flush(&mut self) -> std::io::Result<()> {
+        if !self.buf.is_empty() {
+            self.io.write_all(&self.buf).await?;
+            self.buf.clear();
+        }
+        if self.buf.capacity() > KEEP_MAX {
+            self.buf = Vec::new();
+        }
+        self.io.flush().await
+    }
+
+    /// Flushes and shuts the write side down (TCP FIN).
+    pub(crate) async fn shutdown(&mut self) -> std::io::Result<()> {
+        self.flush().await?;
+        self.io.shutdown().await
+    }
+}
+
+async fn write_all_vectored<W: AsyncWrite + Unpin>(
+    io: &mut W,
+    a: &[u8],
+    b: &[u8],
+) -> std::io::Result<()> {
+    let mut storage = [IoSlice::new(a), IoSlice::new(b)];
+    let mut slices: &mut [IoSlice<'_>] = &mut storage;
+    IoSlice::advance_slices(&mut slices, 0);
+    while !slices.is_empty() {
+        let n = io.write_vectored(slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut slices, n);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn headers_for_each_length_class() {
+        for len in [0usize, 125, 126, 65535, 65536, 100_000] {
+            let mut w = FrameWriter::new(Vec::new());
+            let payload = vec![7u8; len];
+            w.frame(Opcode::Binary, &[&payload[..len / 2], &payload[len / 2..]])
+                .await
+                .unwrap();
+            w.flush().await.unwrap();
+            let out = w.io;
+            assert_eq!(out[0], 0x82);
+            let (hl, decoded) = match out[1] {
+                126 => (4, u16::from_be_bytes([out[2], out[3]]) as usize),
+                127 => (
+                    10,
+                    u64::from_be_bytes(out[2..10].try_into().unwrap()) as usize,
+                ),
+                n => (2, n as usize),
+            };
+            assert_eq!(decoded, len);
+            assert_eq!(out.len(), hl + len);
+            assert!(out[hl..].iter().all(|&b| b == 7));
+        }
+    }
+}
