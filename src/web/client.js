@@ -9,6 +9,18 @@
  *
  * It runs in browsers and in Node 20+ (tests pass a fake socket class as `WebSocketImpl`).
  *
+ * Behaviour the SPEC leaves open, decided here:
+ * - While a reconnect is scheduled or under way the state is `connecting`; `disconnected` means
+ *   the client has stopped trying (disconnect(), close 1008, a refused handshake, a failed first
+ *   connect).
+ * - Requests need a completed handshake (`not_connected` otherwise, nothing queued); on a break,
+ *   outstanding requests reject with `connection_closed` and `effectState: "unknown"`.
+ * - The `seq` line restarts (dedupe floor 0) when the handshake does not resume the same session
+ *   (`new` / `reset`) and when `sessions.start` / `sessions.switch` binds another session.
+ * - Outbound channel seq numbering restarts at 0 on every new socket.
+ * - Feature preflight trusts an explicit `features[name]` boolean; a feature the server does not
+ *   list is judged by comparing its `protocol_version` with the one that introduced the feature.
+ *
  * @example
  * import { CarrierClient } from "/client.js";
  * const client = new CarrierClient("ws://127.0.0.1:7070/", { token });
@@ -393,7 +405,10 @@ export class CarrierClient {
   }
 
   /**
-   * Opens the socket and performs the handshake.
+   * Opens the socket and performs the handshake. After an earlier connection it asks to resume
+   * the last session (`resume` in the handshake), so `connect()` after `disconnect()` continues
+   * where the client left off. Only a break after a successful handshake is retried; a first
+   * connect that fails rejects and stays `disconnected`.
    * @returns {Promise<object>} the handshake result
    * @throws {CarrierError} `version_incompatible` or another handshake error, or
    *   `connection_closed` when the socket closed before the handshake completed
