@@ -1,5 +1,4 @@
-// Proves CarrierClient keeps the SPEC section 10/11 client contract against a scripted fake socket
-// and a test-controlled clock: handshake first, correlation, drops, preflight, resume, dedupe, backoff.
+// Proves CarrierClient keeps the SPEC 10/11 client contract (handshake, correlation, drops, preflight, resume, dedupe, backoff) on a fake socket and clock.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { CarrierClient, decodeChannelFrame, encodeChannelFrame, RECONNECT_DELAYS_MS } from "../../src/web/client.js";

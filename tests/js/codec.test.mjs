@@ -1,5 +1,4 @@
-// Proves the JS channel-frame codec matches the reference RBF v1 vectors byte for byte and
-// refuses every invalid vector with a typed ChannelFrameError.
+// Proves the JS RBF v1 codec matches every valid shared vector byte for byte and refuses every invalid one with a typed error.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
