@@ -239,7 +239,9 @@ async fn serve_admitted(
                     conn.close(close_code::POLICY, "handshake required");
                     break;
                 }
-                shared.registry.route(&conn, data, shared).await;
+                if let Some(data) = session.on_binary(data) {
+                    shared.registry.route(&conn, data, shared).await;
+                }
             }
         }
         if !out.is_open() {
