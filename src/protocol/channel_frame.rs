@@ -1,1 +1,500 @@
-//! Channel-frame codec (SPEC section 7). Filled in by the codec work.
+//! The RBF v1 channel-frame codec (SPEC section 7): one binary WebSocket message carries one frame.
+//!
+//! ```text
+//! 0..2  magic "RBF"   3  version = 1   4  kind: 0x01 opaque binary, 0x02 event (UTF-8 JSON)
+//! 5     channel-name length N (1..=255)   6..6+N  channel name (UTF-8)
+//! +4    seq (u32, big-endian)   rest  body
+//! ```
+//!
+//! Both directions avoid copying payloads. [`decode`] hands an opaque payload back as a slice of
+//! the received message, and [`encode`] returns the header and the body as two separate shared
+//! buffers ([`EncodedFrame`]), so a payload that is fanned out is never duplicated.
+//! [`peek`] reads only the header, for routing before the body is looked at.
+//!
+//! An event body is the JSON object `{"event": string, "payload": any}`. On decode a missing
+//! `payload` reads as `null`, other keys are ignored (room for later additions), and an empty
+//! `event` name is refused, as the reference codec does. The encoder refuses everything the
+//! decoder refuses, so whatever [`encode`] accepts round-trips.
+//!
+//! ```
+//! use bytes::Bytes;
+//! use carrier::protocol::channel_frame::{decode, encode_binary, FrameBody};
+//!
+//! let encoded = encode_binary("audio", 7, Bytes::from_static(b"\x01\x02")).unwrap();
+//! let frame = decode(Bytes::from(encoded.to_vec())).unwrap();
+//! assert_eq!(frame.channel, "audio");
+//! assert_eq!(frame.seq, 7);
+//! assert_eq!(frame.body, FrameBody::Binary(Bytes::from_static(b"\x01\x02")));
+//! ```
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::Serialize;
+use serde_json::Value;
+
+/// The three bytes every channel frame starts with.
+pub const MAGIC: [u8; 3] = *b"RBF";
+/// The only wire version this codec reads and writes.
+pub const VERSION: u8 = 1;
+/// The longest channel name in bytes (its length is one byte on the wire).
+pub const MAX_CHANNEL_NAME: usize = 255;
+
+/// Magic, version, kind and name length: the part of the header before the name.
+const PREFIX_LEN: usize = 6;
+/// Width of the big-endian `seq` that follows the name.
+const SEQ_LEN: usize = 4;
+
+/// What a frame carries, as told by its kind byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameKind {
+    /// `0x01`: opaque bytes the carrier never interprets.
+    Binary = 1,
+    /// `0x02`: a UTF-8 JSON object `{"event", "payload"}`.
+    Event = 2,
+}
+
+impl FrameKind {
+    /// The kind for a wire byte, or `None` for a byte no kind uses.
+    pub fn from_byte(byte: u8) -> Option<FrameKind> {
+        match byte {
+            1 => Some(FrameKind::Binary),
+            2 => Some(FrameKind::Event),
+            _ => None,
+        }
+    }
+}
+
+/// The body of a decoded (or to-be-encoded) frame.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FrameBody {
+    /// Opaque bytes. After [`decode`] this is a slice of the received message, not a copy.
+    Binary(Bytes),
+    /// A named application event with its JSON payload (`null` when the sender left it out).
+    Event {
+        /// The event name; never empty.
+        event: String,
+        /// The event's payload.
+        payload: Value,
+    },
+}
+
+impl FrameBody {
+    /// The wire kind this body is sent as.
+    pub fn kind(&self) -> FrameKind {
+        match self {
+            FrameBody::Binary(_) => FrameKind::Binary,
+            FrameBody::Event { .. } => FrameKind::Event,
+        }
+    }
+}
+
+/// One channel frame: which channel, its sender's sequence number, and what it carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChannelFrame {
+    /// The channel name, 1..=255 bytes of UTF-8.
+    pub channel: String,
+    /// The sender's per-channel sequence number (SPEC section 7, `seq`).
+    pub seq: u32,
+    /// The payload.
+    pub body: FrameBody,
+}
+
+/// The header of a frame, borrowed from the message: enough to route it without reading the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameHeader<'a> {
+    /// Binary or event.
+    pub kind: FrameKind,
+    /// The channel name, borrowed from the message.
+    pub channel: &'a str,
+    /// The sender's sequence number.
+    pub seq: u32,
+    /// Where the body starts in the message (the body runs to its end).
+    pub body_offset: usize,
+}
+
+/// Every way a channel frame can be refused. All of them are answered on the wire with the
+/// `protocol_error` code [`wire_code`](ChannelFrameError::wire_code) gives.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChannelFrameError {
+    /// The message ends before the name length byte, so not even the fixed header is there.
+    #[error("channel frame is {len} bytes, shorter than the {PREFIX_LEN}-byte fixed header")]
+    TooShort {
+        /// The message length.
+        len: usize,
+    },
+    /// The message does not start with `RBF`: it is not a channel frame at all.
+    #[error("not a channel frame: it does not start with the magic bytes \"RBF\"")]
+    BadMagic,
+    /// The version byte is not one this codec speaks.
+    #[error("channel frame version {0} is not supported (this carrier speaks version {VERSION})")]
+    UnsupportedVersion(u8),
+    /// The kind byte is neither binary (1) nor event (2).
+    #[error("channel frame kind {0} is unknown (expected 1 = binary or 2 = event)")]
+    UnknownKind(u8),
+    /// The channel name is empty (length byte 0 on the wire, or `""` given to the encoder).
+    #[error("channel name is empty; a channel frame must name its channel")]
+    EmptyChannelName,
+    /// The encoder was given a channel name longer than [`MAX_CHANNEL_NAME`] bytes.
+    #[error("channel name is {len} bytes; at most {MAX_CHANNEL_NAME} fit in a channel frame")]
+    ChannelNameTooLong {
+        /// The name's length in bytes.
+        len: usize,
+    },
+    /// The name and `seq` the header announces run past the end of the message.
+    #[error(
+        "channel frame is truncated: its header needs {needed} bytes but the message has {len}"
+    )]
+    Truncated {
+        /// Bytes the header needs.
+        needed: usize,
+        /// Bytes the message has.
+        len: usize,
+    },
+    /// The channel name bytes are not valid UTF-8.
+    #[error("channel name is not valid UTF-8")]
+    ChannelNameNotUtf8,
+    /// An event frame's body is not valid UTF-8.
+    #[error("event frame body is not valid UTF-8")]
+    EventBodyNotUtf8,
+    /// An event frame's body is not JSON (an empty body included).
+    #[error("event frame body is not valid JSON: {detail}")]
+    EventBodyNotJson {
+        /// What the JSON parser reported.
+        detail: String,
+    },
+    /// An event frame's body is JSON but not an object.
+    #[error("event frame body must be a JSON object {{\"event\", \"payload\"}}")]
+    EventBodyNotObject,
+    /// An event frame's body has no `event` key, or its value is not a string.
+    #[error("event frame body has no string \"event\" name")]
+    MissingEventName,
+    /// An event frame's `event` name is the empty string (on decode, or given to the encoder).
+    #[error("event name is empty")]
+    EmptyEventName,
+    /// The event payload could not be serialized to JSON (the encoder side only).
+    #[error("event payload could not be serialized: {detail}")]
+    EventNotSerializable {
+        /// What the serializer reported.
+        detail: String,
+    },
+}
+
+impl ChannelFrameError {
+    /// The `protocol_error` code a server answers with (SPEC section 6): always
+    /// `"malformed_frame"` — the variants only refine the human-readable message.
+    pub fn wire_code(&self) -> &'static str {
+        "malformed_frame"
+    }
+}
+
+/// Reads and checks a frame's header without looking at its body.
+///
+/// Refuses anything [`decode`] refuses about the header; the body is not checked here (an event
+/// body's JSON is only parsed by [`decode`]).
+pub fn peek(msg: &[u8]) -> Result<FrameHeader<'_>, ChannelFrameError> {
+    // Check the magic on whatever is present first, so short non-RBF data reads as "not a frame".
+    let magic_seen = &msg[..msg.len().min(MAGIC.len())];
+    if !MAGIC.starts_with(magic_seen) {
+        return Err(ChannelFrameError::BadMagic);
+    }
+    let [_, _, _, version, kind, name_len, ..] = *msg else {
+        return Err(ChannelFrameError::TooShort { len: msg.len() });
+    };
+    if version != VERSION {
+        return Err(ChannelFrameError::UnsupportedVersion(version));
+    }
+    let kind = FrameKind::from_byte(kind).ok_or(ChannelFrameError::UnknownKind(kind))?;
+    if name_len == 0 {
+        return Err(ChannelFrameError::EmptyChannelName);
+    }
+    let name_end = PREFIX_LEN + usize::from(name_len);
+    let body_offset = name_end + SEQ_LEN;
+    let (Some(name), Some(seq)) = (
+        msg.get(PREFIX_LEN..name_end),
+        msg.get(name_end..body_offset),
+    ) else {
+        return Err(ChannelFrameError::Truncated {
+            needed: body_offset,
+            len: msg.len(),
+        });
+    };
+    let channel = std::str::from_utf8(name).map_err(|_| ChannelFrameError::ChannelNameNotUtf8)?;
+    let seq = u32::from_be_bytes([seq[0], seq[1], seq[2], seq[3]]);
+    Ok(FrameHeader {
+        kind,
+        channel,
+        seq,
+        body_offset,
+    })
+}
+
+/// Decodes one received binary message.
+///
+/// A binary payload is `msg.slice(..)` of the input: it shares the message's memory.
+pub fn decode(msg: Bytes) -> Result<ChannelFrame, ChannelFrameError> {
+    let header = peek(&msg)?;
+    let body = match header.kind {
+        FrameKind::Binary => FrameBody::Binary(msg.slice(header.body_offset..)),
+        FrameKind::Event => decode_event_body(&msg[header.body_offset..])?,
+    };
+    Ok(ChannelFrame {
+        channel: header.channel.to_owned(),
+        seq: header.seq,
+        body,
+    })
+}
+
+fn decode_event_body(body: &[u8]) -> Result<FrameBody, ChannelFrameError> {
+    let text = std::str::from_utf8(body).map_err(|_| ChannelFrameError::EventBodyNotUtf8)?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|err| ChannelFrameError::EventBodyNotJson {
+            detail: err.to_string(),
+        })?;
+    let Value::Object(mut fields) = value else {
+        return Err(ChannelFrameError::EventBodyNotObject);
+    };
+    let Some(Value::String(event)) = fields.remove("event") else {
+        return Err(ChannelFrameError::MissingEventName);
+    };
+    if event.is_empty() {
+        return Err(ChannelFrameError::EmptyEventName);
+    }
+    let payload = fields.remove("payload").unwrap_or(Value::Null);
+    Ok(FrameBody::Event { event, payload })
+}
+
+/// An encoded frame in two shared parts, so a payload is never copied to be sent.
+///
+/// Send `head` followed by `body` as one binary message (or [`to_vec`](Self::to_vec) when a
+/// single buffer is needed). Cloning is cheap: both parts are reference-counted.
+#[derive(Debug, Clone)]
+pub struct EncodedFrame {
+    /// Magic, version, kind, name length, name and `seq`.
+    pub head: Bytes,
+    /// The payload: for binary frames the caller's own `Bytes`, for events the serialized JSON.
+    pub body: Bytes,
+}
+
+impl EncodedFrame {
+    /// The length of the whole message in bytes.
+    pub fn len(&self) -> usize {
+        self.head.len() + self.body.len()
+    }
+
+    /// Whether the message is empty; never true for a frame made by [`encode`].
+    pub fn is_empty(&self) -> bool {
+        self.head.is_empty() && self.body.is_empty()
+    }
+
+    /// The whole message in one freshly allocated buffer (this copies the payload).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len());
+        out.extend_from_slice(&self.head);
+        out.extend_from_slice(&self.body);
+        out
+    }
+}
+
+/// Encodes a frame. Refuses an empty or over-long (> 255 bytes) channel name and an empty event
+/// name.
+pub fn encode(
+    channel: &str,
+    seq: u32,
+    body: &FrameBody,
+) -> Result<EncodedFrame, ChannelFrameError> {
+    match body {
+        FrameBody::Binary(payload) => encode_binary(channel, seq, payload.clone()),
+        FrameBody::Event { event, payload } => encode_event(channel, seq, event, payload),
+    }
+}
+
+/// Encodes an opaque binary frame; `payload` becomes the frame's `body` without a copy.
+pub fn encode_binary(
+    channel: &str,
+    seq: u32,
+    payload: Bytes,
+) -> Result<EncodedFrame, ChannelFrameError> {
+    Ok(EncodedFrame {
+        head: encode_head(FrameKind::Binary, channel, seq)?,
+        body: payload,
+    })
+}
+
+/// Encodes an event frame with the compact JSON body `{"event":…,"payload":…}`.
+pub fn encode_event(
+    channel: &str,
+    seq: u32,
+    event: &str,
+    payload: &Value,
+) -> Result<EncodedFrame, ChannelFrameError> {
+    /// The wire body, borrowed; field order is the order the keys are written in.
+    #[derive(Serialize)]
+    struct EventBody<'a> {
+        event: &'a str,
+        payload: &'a Value,
+    }
+
+    let head = encode_head(FrameKind::Event, channel, seq)?;
+    if event.is_empty() {
+        return Err(ChannelFrameError::EmptyEventName);
+    }
+    let body = serde_json::to_vec(&EventBody { event, payload }).map_err(|err| {
+        ChannelFrameError::EventNotSerializable {
+            detail: err.to_string(),
+        }
+    })?;
+    Ok(EncodedFrame {
+        head,
+        body: Bytes::from(body),
+    })
+}
+
+fn encode_head(kind: FrameKind, channel: &str, seq: u32) -> Result<Bytes, ChannelFrameError> {
+    let name = channel.as_bytes();
+    let name_len = match u8::try_from(name.len()) {
+        Ok(0) => return Err(ChannelFrameError::EmptyChannelName),
+        Ok(len) => len,
+        Err(_) => return Err(ChannelFrameError::ChannelNameTooLong { len: name.len() }),
+    };
+    let mut head = BytesMut::with_capacity(PREFIX_LEN + name.len() + SEQ_LEN);
+    head.put_slice(&MAGIC);
+    head.put_u8(VERSION);
+    head.put_u8(kind as u8);
+    head.put_u8(name_len);
+    head.put_slice(name);
+    head.put_u32(seq);
+    Ok(head.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn header_is_written_big_endian_after_the_name() {
+        let frame = encode_binary("ab", 0x0102_0304, Bytes::new()).unwrap();
+        assert_eq!(&frame.head[..], b"RBF\x01\x01\x02ab\x01\x02\x03\x04");
+        assert!(frame.body.is_empty());
+        assert_eq!(frame.len(), 12);
+        assert!(!frame.is_empty());
+    }
+
+    #[test]
+    fn encode_binary_shares_the_payload_instead_of_copying_it() {
+        let payload = Bytes::from(vec![9u8; 64]);
+        let frame = encode_binary("a", 1, payload.clone()).unwrap();
+        assert_eq!(frame.body.as_ptr(), payload.as_ptr());
+    }
+
+    #[test]
+    fn encode_refuses_empty_and_overlong_names_and_accepts_255_bytes() {
+        let body = FrameBody::Binary(Bytes::new());
+        assert_eq!(
+            encode("", 0, &body).unwrap_err(),
+            ChannelFrameError::EmptyChannelName
+        );
+        let long = "é".repeat(128); // 256 bytes
+        assert_eq!(
+            encode(&long, 0, &body).unwrap_err(),
+            ChannelFrameError::ChannelNameTooLong { len: 256 }
+        );
+        assert!(encode(&"x".repeat(MAX_CHANNEL_NAME), 0, &body).is_ok());
+    }
+
+    #[test]
+    fn encode_event_refuses_an_empty_event_name() {
+        let err = encode_event("ui", 0, "", &Value::Null).unwrap_err();
+        assert_eq!(err, ChannelFrameError::EmptyEventName);
+    }
+
+    #[test]
+    fn event_without_payload_decodes_as_null_and_extra_keys_are_ignored() {
+        let mut msg = encode_head(FrameKind::Event, "ui", 5).unwrap().to_vec();
+        msg.extend_from_slice(br#"{"extra":[1],"event":"tick"}"#);
+        let frame = decode(Bytes::from(msg)).unwrap();
+        assert_eq!(
+            frame.body,
+            FrameBody::Event {
+                event: "tick".into(),
+                payload: Value::Null
+            }
+        );
+    }
+
+    #[test]
+    fn event_name_must_be_a_string() {
+        let mut msg = encode_head(FrameKind::Event, "ui", 5).unwrap().to_vec();
+        msg.extend_from_slice(br#"{"event":7,"payload":1}"#);
+        assert_eq!(
+            decode(Bytes::from(msg)).unwrap_err(),
+            ChannelFrameError::MissingEventName
+        );
+    }
+
+    #[test]
+    fn event_body_that_is_not_utf8_is_refused_as_such() {
+        let mut msg = encode_head(FrameKind::Event, "ui", 5).unwrap().to_vec();
+        msg.extend_from_slice(b"{\"event\":\"\xff\"}");
+        assert_eq!(
+            decode(Bytes::from(msg)).unwrap_err(),
+            ChannelFrameError::EventBodyNotUtf8
+        );
+    }
+
+    #[test]
+    fn channel_name_that_is_not_utf8_is_refused() {
+        let msg = b"RBF\x01\x01\x01\xff\x00\x00\x00\x00";
+        assert_eq!(
+            peek(msg).unwrap_err(),
+            ChannelFrameError::ChannelNameNotUtf8
+        );
+    }
+
+    #[test]
+    fn short_input_is_bad_magic_unless_it_could_still_be_a_frame() {
+        assert_eq!(peek(b"{}").unwrap_err(), ChannelFrameError::BadMagic);
+        assert_eq!(
+            peek(b"").unwrap_err(),
+            ChannelFrameError::TooShort { len: 0 }
+        );
+        assert_eq!(
+            peek(b"RB").unwrap_err(),
+            ChannelFrameError::TooShort { len: 2 }
+        );
+    }
+
+    #[test]
+    fn peek_reports_where_the_body_starts_without_parsing_it() {
+        let mut msg = encode_head(FrameKind::Event, "chat", 9).unwrap().to_vec();
+        msg.extend_from_slice(b"not json");
+        let header = peek(&msg).unwrap();
+        assert_eq!(header.kind, FrameKind::Event);
+        assert_eq!(header.channel, "chat");
+        assert_eq!(header.seq, 9);
+        assert_eq!(&msg[header.body_offset..], b"not json");
+    }
+
+    #[test]
+    fn every_error_maps_to_malformed_frame() {
+        let err = decode(Bytes::from_static(b"RBF\x02")).unwrap_err();
+        assert_eq!(err.wire_code(), "malformed_frame");
+    }
+
+    #[test]
+    fn event_round_trips_through_two_part_encoding() {
+        let payload = json!({"w": 1, "list": [true, null]});
+        let encoded = encode_event("ui", 3, "resize", &payload).unwrap();
+        let frame = decode(Bytes::from(encoded.to_vec())).unwrap();
+        assert_eq!(
+            frame,
+            ChannelFrame {
+                channel: "ui".into(),
+                seq: 3,
+                body: FrameBody::Event {
+                    event: "resize".into(),
+                    payload
+                }
+            }
+        );
+    }
+}
