@@ -31,6 +31,12 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde::Serialize;
 use serde_json::Value;
 
+mod error;
+#[cfg(test)]
+mod tests;
+
+pub use error::ChannelFrameError;
+
 /// The three bytes every channel frame starts with.
 pub const MAGIC: [u8; 3] = *b"RBF";
 /// The only wire version this codec reads and writes.
@@ -39,7 +45,7 @@ pub const VERSION: u8 = 1;
 pub const MAX_CHANNEL_NAME: usize = 255;
 
 /// Magic, version, kind and name length: the part of the header before the name.
-const PREFIX_LEN: usize = 6;
+pub(crate) const PREFIX_LEN: usize = 6;
 /// Width of the big-endian `seq` that follows the name.
 const SEQ_LEN: usize = 4;
 
@@ -109,81 +115,6 @@ pub struct FrameHeader<'a> {
     pub seq: u32,
     /// Where the body starts in the message (the body runs to its end).
     pub body_offset: usize,
-}
-
-/// Every way a channel frame can be refused. All of them are answered on the wire with the
-/// `protocol_error` code [`wire_code`](ChannelFrameError::wire_code) gives.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ChannelFrameError {
-    /// The message ends before the name length byte, so not even the fixed header is there.
-    #[error("channel frame is {len} bytes, shorter than the {PREFIX_LEN}-byte fixed header")]
-    TooShort {
-        /// The message length.
-        len: usize,
-    },
-    /// The message does not start with `RBF`: it is not a channel frame at all.
-    #[error("not a channel frame: it does not start with the magic bytes \"RBF\"")]
-    BadMagic,
-    /// The version byte is not one this codec speaks.
-    #[error("channel frame version {0} is not supported (this carrier speaks version {VERSION})")]
-    UnsupportedVersion(u8),
-    /// The kind byte is neither binary (1) nor event (2).
-    #[error("channel frame kind {0} is unknown (expected 1 = binary or 2 = event)")]
-    UnknownKind(u8),
-    /// The channel name is empty (length byte 0 on the wire, or `""` given to the encoder).
-    #[error("channel name is empty; a channel frame must name its channel")]
-    EmptyChannelName,
-    /// The encoder was given a channel name longer than [`MAX_CHANNEL_NAME`] bytes.
-    #[error("channel name is {len} bytes; at most {MAX_CHANNEL_NAME} fit in a channel frame")]
-    ChannelNameTooLong {
-        /// The name's length in bytes.
-        len: usize,
-    },
-    /// The name and `seq` the header announces run past the end of the message.
-    #[error(
-        "channel frame is truncated: its header needs {needed} bytes but the message has {len}"
-    )]
-    Truncated {
-        /// Bytes the header needs.
-        needed: usize,
-        /// Bytes the message has.
-        len: usize,
-    },
-    /// The channel name bytes are not valid UTF-8.
-    #[error("channel name is not valid UTF-8")]
-    ChannelNameNotUtf8,
-    /// An event frame's body is not valid UTF-8.
-    #[error("event frame body is not valid UTF-8")]
-    EventBodyNotUtf8,
-    /// An event frame's body is not JSON (an empty body included).
-    #[error("event frame body is not valid JSON: {detail}")]
-    EventBodyNotJson {
-        /// What the JSON parser reported.
-        detail: String,
-    },
-    /// An event frame's body is JSON but not an object.
-    #[error("event frame body must be a JSON object {{\"event\", \"payload\"}}")]
-    EventBodyNotObject,
-    /// An event frame's body has no `event` key, or its value is not a string.
-    #[error("event frame body has no string \"event\" name")]
-    MissingEventName,
-    /// An event frame's `event` name is the empty string (on decode, or given to the encoder).
-    #[error("event name is empty")]
-    EmptyEventName,
-    /// The event payload could not be serialized to JSON (the encoder side only).
-    #[error("event payload could not be serialized: {detail}")]
-    EventNotSerializable {
-        /// What the serializer reported.
-        detail: String,
-    },
-}
-
-impl ChannelFrameError {
-    /// The `protocol_error` code a server answers with (SPEC section 6): always
-    /// `"malformed_frame"` — the variants only refine the human-readable message.
-    pub fn wire_code(&self) -> &'static str {
-        "malformed_frame"
-    }
 }
 
 /// Reads and checks a frame's header without looking at its body.
@@ -363,138 +294,4 @@ fn encode_head(kind: FrameKind, channel: &str, seq: u32) -> Result<Bytes, Channe
     head.put_slice(name);
     head.put_u32(seq);
     Ok(head.freeze())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn header_is_written_big_endian_after_the_name() {
-        let frame = encode_binary("ab", 0x0102_0304, Bytes::new()).unwrap();
-        assert_eq!(&frame.head[..], b"RBF\x01\x01\x02ab\x01\x02\x03\x04");
-        assert!(frame.body.is_empty());
-        assert_eq!(frame.len(), 12);
-        assert!(!frame.is_empty());
-    }
-
-    #[test]
-    fn encode_binary_shares_the_payload_instead_of_copying_it() {
-        let payload = Bytes::from(vec![9u8; 64]);
-        let frame = encode_binary("a", 1, payload.clone()).unwrap();
-        assert_eq!(frame.body.as_ptr(), payload.as_ptr());
-    }
-
-    #[test]
-    fn encode_refuses_empty_and_overlong_names_and_accepts_255_bytes() {
-        let body = FrameBody::Binary(Bytes::new());
-        assert_eq!(
-            encode("", 0, &body).unwrap_err(),
-            ChannelFrameError::EmptyChannelName
-        );
-        let long = "é".repeat(128); // 256 bytes
-        assert_eq!(
-            encode(&long, 0, &body).unwrap_err(),
-            ChannelFrameError::ChannelNameTooLong { len: 256 }
-        );
-        assert!(encode(&"x".repeat(MAX_CHANNEL_NAME), 0, &body).is_ok());
-    }
-
-    #[test]
-    fn encode_event_refuses_an_empty_event_name() {
-        let err = encode_event("ui", 0, "", &Value::Null).unwrap_err();
-        assert_eq!(err, ChannelFrameError::EmptyEventName);
-    }
-
-    #[test]
-    fn event_without_payload_decodes_as_null_and_extra_keys_are_ignored() {
-        let mut msg = encode_head(FrameKind::Event, "ui", 5).unwrap().to_vec();
-        msg.extend_from_slice(br#"{"extra":[1],"event":"tick"}"#);
-        let frame = decode(Bytes::from(msg)).unwrap();
-        assert_eq!(
-            frame.body,
-            FrameBody::Event {
-                event: "tick".into(),
-                payload: Value::Null
-            }
-        );
-    }
-
-    #[test]
-    fn event_name_must_be_a_string() {
-        let mut msg = encode_head(FrameKind::Event, "ui", 5).unwrap().to_vec();
-        msg.extend_from_slice(br#"{"event":7,"payload":1}"#);
-        assert_eq!(
-            decode(Bytes::from(msg)).unwrap_err(),
-            ChannelFrameError::MissingEventName
-        );
-    }
-
-    #[test]
-    fn event_body_that_is_not_utf8_is_refused_as_such() {
-        let mut msg = encode_head(FrameKind::Event, "ui", 5).unwrap().to_vec();
-        msg.extend_from_slice(b"{\"event\":\"\xff\"}");
-        assert_eq!(
-            decode(Bytes::from(msg)).unwrap_err(),
-            ChannelFrameError::EventBodyNotUtf8
-        );
-    }
-
-    #[test]
-    fn channel_name_that_is_not_utf8_is_refused() {
-        let msg = b"RBF\x01\x01\x01\xff\x00\x00\x00\x00";
-        assert_eq!(
-            peek(msg).unwrap_err(),
-            ChannelFrameError::ChannelNameNotUtf8
-        );
-    }
-
-    #[test]
-    fn short_input_is_bad_magic_unless_it_could_still_be_a_frame() {
-        assert_eq!(peek(b"{}").unwrap_err(), ChannelFrameError::BadMagic);
-        assert_eq!(
-            peek(b"").unwrap_err(),
-            ChannelFrameError::TooShort { len: 0 }
-        );
-        assert_eq!(
-            peek(b"RB").unwrap_err(),
-            ChannelFrameError::TooShort { len: 2 }
-        );
-    }
-
-    #[test]
-    fn peek_reports_where_the_body_starts_without_parsing_it() {
-        let mut msg = encode_head(FrameKind::Event, "chat", 9).unwrap().to_vec();
-        msg.extend_from_slice(b"not json");
-        let header = peek(&msg).unwrap();
-        assert_eq!(header.kind, FrameKind::Event);
-        assert_eq!(header.channel, "chat");
-        assert_eq!(header.seq, 9);
-        assert_eq!(&msg[header.body_offset..], b"not json");
-    }
-
-    #[test]
-    fn every_error_maps_to_malformed_frame() {
-        let err = decode(Bytes::from_static(b"RBF\x02")).unwrap_err();
-        assert_eq!(err.wire_code(), "malformed_frame");
-    }
-
-    #[test]
-    fn event_round_trips_through_two_part_encoding() {
-        let payload = json!({"w": 1, "list": [true, null]});
-        let encoded = encode_event("ui", 3, "resize", &payload).unwrap();
-        let frame = decode(Bytes::from(encoded.to_vec())).unwrap();
-        assert_eq!(
-            frame,
-            ChannelFrame {
-                channel: "ui".into(),
-                seq: 3,
-                body: FrameBody::Event {
-                    event: "resize".into(),
-                    payload
-                }
-            }
-        );
-    }
 }
