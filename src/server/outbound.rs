@@ -108,6 +108,9 @@ struct LossyState {
     dropped: u64,
 }
 
+/// The latched cleanup run on a connection's first failure.
+type FailCleanup = Box<dyn FnOnce(FailReason) + Send>;
+
 /// The shared outbound queue of one connection. Cheap to clone (an `Arc`).
 #[derive(Clone)]
 pub struct Outbound {
@@ -127,7 +130,7 @@ struct OutboundInner {
     /// Set on failure so the writer and reader stop.
     fail_reason: Mutex<Option<FailReason>>,
     /// Runs once, on the first failure.
-    on_fail: Mutex<Option<Box<dyn FnOnce(FailReason) + Send>>>,
+    on_fail: Mutex<Option<FailCleanup>>,
     /// Wakes tasks waiting in [`Outbound::failed`].
     failed_notify: Notify,
 }
