@@ -1,154 +1,297 @@
-//! Channel-frame codec (SPEC section 7). Placeholder with the agreed API; replaced by the
-//! full codec work.
+//! The RBF v1 channel-frame codec (SPEC section 7): one binary WebSocket message carries one frame.
+//!
+//! ```text
+//! 0..2  magic "RBF"   3  version = 1   4  kind: 0x01 opaque binary, 0x02 event (UTF-8 JSON)
+//! 5     channel-name length N (1..=255)   6..6+N  channel name (UTF-8)
+//! +4    seq (u32, big-endian)   rest  body
+//! ```
+//!
+//! Both directions avoid copying payloads. [`decode`] hands an opaque payload back as a slice of
+//! the received message, and [`encode`] returns the header and the body as two separate shared
+//! buffers ([`EncodedFrame`]), so a payload that is fanned out is never duplicated.
+//! [`peek`] reads only the header, for routing before the body is looked at.
+//!
+//! An event body is the JSON object `{"event": string, "payload": any}`. On decode a missing
+//! `payload` reads as `null`, other keys are ignored (room for later additions), and an empty
+//! `event` name is refused, as the reference codec does. The encoder refuses everything the
+//! decoder refuses, so whatever [`encode`] accepts round-trips.
+//!
+//! ```
+//! use bytes::Bytes;
+//! use carrier::protocol::channel_frame::{decode, encode_binary, FrameBody};
+//!
+//! let encoded = encode_binary("audio", 7, Bytes::from_static(b"\x01\x02")).unwrap();
+//! let frame = decode(Bytes::from(encoded.to_vec())).unwrap();
+//! assert_eq!(frame.channel, "audio");
+//! assert_eq!(frame.seq, 7);
+//! assert_eq!(frame.body, FrameBody::Binary(Bytes::from_static(b"\x01\x02")));
+//! ```
 
 use bytes::{BufMut, Bytes, BytesMut};
+use serde::Serialize;
+use serde_json::Value;
 
-/// Magic bytes.
+mod error;
+#[cfg(test)]
+mod tests;
+
+pub use error::ChannelFrameError;
+
+/// The three bytes every channel frame starts with.
 pub const MAGIC: [u8; 3] = *b"RBF";
-/// Layout version.
+/// The only wire version this codec reads and writes.
 pub const VERSION: u8 = 1;
-/// Longest channel name in bytes.
+/// The longest channel name in bytes (its length is one byte on the wire).
 pub const MAX_CHANNEL_NAME: usize = 255;
 
-/// Body of a channel frame.
+/// Magic, version, kind and name length: the part of the header before the name.
+pub(crate) const PREFIX_LEN: usize = 6;
+/// Width of the big-endian `seq` that follows the name.
+const SEQ_LEN: usize = 4;
+
+/// What a frame carries, as told by its kind byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameKind {
+    /// `0x01`: opaque bytes the carrier never interprets.
+    Binary = 1,
+    /// `0x02`: a UTF-8 JSON object `{"event", "payload"}`.
+    Event = 2,
+}
+
+impl FrameKind {
+    /// The kind for a wire byte, or `None` for a byte no kind uses.
+    pub fn from_byte(byte: u8) -> Option<FrameKind> {
+        match byte {
+            1 => Some(FrameKind::Binary),
+            2 => Some(FrameKind::Event),
+            _ => None,
+        }
+    }
+}
+
+/// The body of a decoded (or to-be-encoded) frame.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FrameBody {
-    /// Opaque bytes.
+    /// Opaque bytes. After [`decode`] this is a slice of the received message, not a copy.
     Binary(Bytes),
-    /// A channel event.
+    /// A named application event with its JSON payload (`null` when the sender left it out).
     Event {
-        /// Event name.
+        /// The event name; never empty.
         event: String,
-        /// Event payload.
-        payload: serde_json::Value,
+        /// The event's payload.
+        payload: Value,
     },
 }
 
-/// A decoded channel frame.
+impl FrameBody {
+    /// The wire kind this body is sent as.
+    pub fn kind(&self) -> FrameKind {
+        match self {
+            FrameBody::Binary(_) => FrameKind::Binary,
+            FrameBody::Event { .. } => FrameKind::Event,
+        }
+    }
+}
+
+/// One channel frame: which channel, its sender's sequence number, and what it carries.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChannelFrame {
-    /// Channel name.
+    /// The channel name, 1..=255 bytes of UTF-8.
     pub channel: String,
-    /// Sequence number.
+    /// The sender's per-channel sequence number (SPEC section 7, `seq`).
     pub seq: u32,
-    /// Body.
+    /// The payload.
     pub body: FrameBody,
 }
 
-/// Invalid frame.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ChannelFrameError {
-    /// Anything wrong.
-    #[error("malformed channel frame: {0}")]
-    Malformed(&'static str),
+/// The header of a frame, borrowed from the message: enough to route it without reading the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameHeader<'a> {
+    /// Binary or event.
+    pub kind: FrameKind,
+    /// The channel name, borrowed from the message.
+    pub channel: &'a str,
+    /// The sender's sequence number.
+    pub seq: u32,
+    /// Where the body starts in the message (the body runs to its end).
+    pub body_offset: usize,
 }
 
-/// Encoded frame parts.
+/// Reads and checks a frame's header without looking at its body.
+///
+/// Refuses anything [`decode`] refuses about the header; the body is not checked here (an event
+/// body's JSON is only parsed by [`decode`]).
+pub fn peek(msg: &[u8]) -> Result<FrameHeader<'_>, ChannelFrameError> {
+    // Check the magic on whatever is present first, so short non-RBF data reads as "not a frame".
+    let magic_seen = &msg[..msg.len().min(MAGIC.len())];
+    if !MAGIC.starts_with(magic_seen) {
+        return Err(ChannelFrameError::BadMagic);
+    }
+    let [_, _, _, version, kind, name_len, ..] = *msg else {
+        return Err(ChannelFrameError::TooShort { len: msg.len() });
+    };
+    if version != VERSION {
+        return Err(ChannelFrameError::UnsupportedVersion(version));
+    }
+    let kind = FrameKind::from_byte(kind).ok_or(ChannelFrameError::UnknownKind(kind))?;
+    if name_len == 0 {
+        return Err(ChannelFrameError::EmptyChannelName);
+    }
+    let name_end = PREFIX_LEN + usize::from(name_len);
+    let body_offset = name_end + SEQ_LEN;
+    let (Some(name), Some(seq)) = (
+        msg.get(PREFIX_LEN..name_end),
+        msg.get(name_end..body_offset),
+    ) else {
+        return Err(ChannelFrameError::Truncated {
+            needed: body_offset,
+            len: msg.len(),
+        });
+    };
+    let channel = std::str::from_utf8(name).map_err(|_| ChannelFrameError::ChannelNameNotUtf8)?;
+    let seq = u32::from_be_bytes([seq[0], seq[1], seq[2], seq[3]]);
+    Ok(FrameHeader {
+        kind,
+        channel,
+        seq,
+        body_offset,
+    })
+}
+
+/// Decodes one received binary message.
+///
+/// A binary payload is `msg.slice(..)` of the input: it shares the message's memory.
+pub fn decode(msg: Bytes) -> Result<ChannelFrame, ChannelFrameError> {
+    let header = peek(&msg)?;
+    let body = match header.kind {
+        FrameKind::Binary => FrameBody::Binary(msg.slice(header.body_offset..)),
+        FrameKind::Event => decode_event_body(&msg[header.body_offset..])?,
+    };
+    Ok(ChannelFrame {
+        channel: header.channel.to_owned(),
+        seq: header.seq,
+        body,
+    })
+}
+
+fn decode_event_body(body: &[u8]) -> Result<FrameBody, ChannelFrameError> {
+    let text = std::str::from_utf8(body).map_err(|_| ChannelFrameError::EventBodyNotUtf8)?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|err| ChannelFrameError::EventBodyNotJson {
+            detail: err.to_string(),
+        })?;
+    let Value::Object(mut fields) = value else {
+        return Err(ChannelFrameError::EventBodyNotObject);
+    };
+    let Some(Value::String(event)) = fields.remove("event") else {
+        return Err(ChannelFrameError::MissingEventName);
+    };
+    if event.is_empty() {
+        return Err(ChannelFrameError::EmptyEventName);
+    }
+    let payload = fields.remove("payload").unwrap_or(Value::Null);
+    Ok(FrameBody::Event { event, payload })
+}
+
+/// An encoded frame in two shared parts, so a payload is never copied to be sent.
+///
+/// Send `head` followed by `body` as one binary message (or [`to_vec`](Self::to_vec) when a
+/// single buffer is needed). Cloning is cheap: both parts are reference-counted.
 #[derive(Debug, Clone)]
 pub struct EncodedFrame {
-    /// magic..seq
+    /// Magic, version, kind, name length, name and `seq`.
     pub head: Bytes,
-    /// payload
+    /// The payload: for binary frames the caller's own `Bytes`, for events the serialized JSON.
     pub body: Bytes,
 }
 
-/// Header fields.
-pub struct FrameHeader<'a> {
-    /// Channel.
-    pub channel: &'a str,
-    /// Seq.
-    pub seq: u32,
-}
-
-/// Peek.
-pub fn peek(msg: &[u8]) -> Result<FrameHeader<'_>, ChannelFrameError> {
-    if msg.len() < 6 || msg[..3] != MAGIC || msg[3] != VERSION {
-        return Err(ChannelFrameError::Malformed("header"));
+impl EncodedFrame {
+    /// The length of the whole message in bytes.
+    pub fn len(&self) -> usize {
+        self.head.len() + self.body.len()
     }
-    let n = msg[5] as usize;
-    if n == 0 || msg.len() < 6 + n + 4 {
-        return Err(ChannelFrameError::Malformed("short"));
+
+    /// Whether the message is empty; never true for a frame made by [`encode`].
+    pub fn is_empty(&self) -> bool {
+        self.head.is_empty() && self.body.is_empty()
     }
-    let channel =
-        std::str::from_utf8(&msg[6..6 + n]).map_err(|_| ChannelFrameError::Malformed("name"))?;
-    let seq = u32::from_be_bytes([msg[6 + n], msg[7 + n], msg[8 + n], msg[9 + n]]);
-    Ok(FrameHeader { channel, seq })
-}
 
-/// Decode.
-pub fn decode(msg: Bytes) -> Result<ChannelFrame, ChannelFrameError> {
-    let h = peek(&msg)?;
-    let off = 10 + h.channel.len();
-    let (channel, seq) = (h.channel.to_string(), h.seq);
-    let body = match msg[4] {
-        1 => FrameBody::Binary(msg.slice(off..)),
-        2 => {
-            let v: serde_json::Value = serde_json::from_slice(&msg[off..])
-                .map_err(|_| ChannelFrameError::Malformed("json"))?;
-            let event = v
-                .get("event")
-                .and_then(|e| e.as_str())
-                .ok_or(ChannelFrameError::Malformed("event"))?
-                .to_string();
-            FrameBody::Event {
-                event,
-                payload: v.get("payload").cloned().unwrap_or_default(),
-            }
-        }
-        _ => return Err(ChannelFrameError::Malformed("kind")),
-    };
-    Ok(ChannelFrame { channel, seq, body })
-}
-
-fn head(kind: u8, channel: &str, seq: u32) -> Result<Bytes, ChannelFrameError> {
-    if channel.is_empty() || channel.len() > MAX_CHANNEL_NAME {
-        return Err(ChannelFrameError::Malformed("name length"));
+    /// The whole message in one freshly allocated buffer (this copies the payload).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len());
+        out.extend_from_slice(&self.head);
+        out.extend_from_slice(&self.body);
+        out
     }
-    let mut b = BytesMut::with_capacity(10 + channel.len());
-    b.put_slice(&MAGIC);
-    b.put_u8(VERSION);
-    b.put_u8(kind);
-    b.put_u8(channel.len() as u8);
-    b.put_slice(channel.as_bytes());
-    b.put_u32(seq);
-    Ok(b.freeze())
 }
 
-/// Encode binary.
-pub fn encode_binary(
-    channel: &str,
-    seq: u32,
-    payload: Bytes,
-) -> Result<EncodedFrame, ChannelFrameError> {
-    Ok(EncodedFrame {
-        head: head(1, channel, seq)?,
-        body: payload,
-    })
-}
-
-/// Encode event.
-pub fn encode_event(
-    channel: &str,
-    seq: u32,
-    event: &str,
-    payload: &serde_json::Value,
-) -> Result<EncodedFrame, ChannelFrameError> {
-    let body = serde_json::to_vec(&serde_json::json!({"event": event, "payload": payload}))
-        .map_err(|_| ChannelFrameError::Malformed("json"))?;
-    Ok(EncodedFrame {
-        head: head(2, channel, seq)?,
-        body: Bytes::from(body),
-    })
-}
-
-/// Encode.
+/// Encodes a frame. Refuses an empty or over-long (> 255 bytes) channel name and an empty event
+/// name.
 pub fn encode(
     channel: &str,
     seq: u32,
     body: &FrameBody,
 ) -> Result<EncodedFrame, ChannelFrameError> {
     match body {
-        FrameBody::Binary(b) => encode_binary(channel, seq, b.clone()),
+        FrameBody::Binary(payload) => encode_binary(channel, seq, payload.clone()),
         FrameBody::Event { event, payload } => encode_event(channel, seq, event, payload),
     }
+}
+
+/// Encodes an opaque binary frame; `payload` becomes the frame's `body` without a copy.
+pub fn encode_binary(
+    channel: &str,
+    seq: u32,
+    payload: Bytes,
+) -> Result<EncodedFrame, ChannelFrameError> {
+    Ok(EncodedFrame {
+        head: encode_head(FrameKind::Binary, channel, seq)?,
+        body: payload,
+    })
+}
+
+/// Encodes an event frame with the compact JSON body `{"event":…,"payload":…}`.
+pub fn encode_event(
+    channel: &str,
+    seq: u32,
+    event: &str,
+    payload: &Value,
+) -> Result<EncodedFrame, ChannelFrameError> {
+    /// The wire body, borrowed; field order is the order the keys are written in.
+    #[derive(Serialize)]
+    struct EventBody<'a> {
+        event: &'a str,
+        payload: &'a Value,
+    }
+
+    let head = encode_head(FrameKind::Event, channel, seq)?;
+    if event.is_empty() {
+        return Err(ChannelFrameError::EmptyEventName);
+    }
+    let body = serde_json::to_vec(&EventBody { event, payload }).map_err(|err| {
+        ChannelFrameError::EventNotSerializable {
+            detail: err.to_string(),
+        }
+    })?;
+    Ok(EncodedFrame {
+        head,
+        body: Bytes::from(body),
+    })
+}
+
+fn encode_head(kind: FrameKind, channel: &str, seq: u32) -> Result<Bytes, ChannelFrameError> {
+    let name = channel.as_bytes();
+    let name_len = match u8::try_from(name.len()) {
+        Ok(0) => return Err(ChannelFrameError::EmptyChannelName),
+        Ok(len) => len,
+        Err(_) => return Err(ChannelFrameError::ChannelNameTooLong { len: name.len() }),
+    };
+    let mut head = BytesMut::with_capacity(PREFIX_LEN + name.len() + SEQ_LEN);
+    head.put_slice(&MAGIC);
+    head.put_u8(VERSION);
+    head.put_u8(kind as u8);
+    head.put_u8(name_len);
+    head.put_slice(name);
+    head.put_u32(seq);
+    Ok(head.freeze())
 }

@@ -135,8 +135,17 @@ pub(crate) async fn run(
         Ok(role) => serve_admitted(&mut ws, role, &out, &shared, &live, &terminate).await,
     }
 
+    // Reading is over: the writer writes what is queued (a close, if any) and ends.
+    out.shut();
+    terminate.fire();
     // The writer ends after its close frame (or failure) and grace period; never wait longer.
-    let _ = tokio::time::timeout(limits.stop_grace + Duration::from_millis(500), writer_task).await;
+    let abort = writer_task.abort_handle();
+    if tokio::time::timeout(limits.stop_grace + Duration::from_millis(500), writer_task)
+        .await
+        .is_err()
+    {
+        abort.abort();
+    }
 }
 
 async fn serve_admitted(
@@ -184,6 +193,8 @@ async fn serve_admitted(
 
     let mut reassembler = Reassembler::new(shared.limits.max_message_bytes);
     let mut send = |f| obligated(out, f);
+    // Whether the peer's side is over (close received, EOF): nothing left to drain.
+    let mut peer_done = true;
     loop {
         let frame = tokio::select! {
             biased;
@@ -195,7 +206,7 @@ async fn serve_admitted(
         let frame = match frame {
             Ok(f) => f,
             Err(e) => {
-                close_for_read_error(out, &e);
+                peer_done = !close_for_read_error(out, &e);
                 break;
             }
         };
@@ -209,6 +220,7 @@ async fn serve_admitted(
             Reassembly::Complete(kind, bytes) => (kind, bytes),
             Reassembly::Fail(code, reason) => {
                 out.close(code, reason);
+                peer_done = false;
                 break;
             }
         };
@@ -227,10 +239,13 @@ async fn serve_admitted(
                     conn.close(close_code::POLICY, "handshake required");
                     break;
                 }
-                shared.registry.route(&conn, data, shared).await;
+                if let Some(data) = session.on_binary(data) {
+                    shared.registry.route(&conn, data, shared).await;
+                }
             }
         }
         if !out.is_open() {
+            peer_done = false;
             break;
         }
     }
@@ -238,7 +253,7 @@ async fn serve_admitted(
     shared.registry.detach_sink(id);
     session.on_close();
     shared.forget(id);
-    if out.failure().is_none() {
+    if !peer_done && out.failure().is_none() {
         drain(ws, out, live, terminate).await;
     }
 }
@@ -330,17 +345,19 @@ fn parse_close(payload: &[u8]) -> (u16, &str) {
     (code, std::str::from_utf8(&payload[2..]).unwrap_or(""))
 }
 
-fn close_for_read_error(out: &Outbound, e: &WebSocketError) {
+/// Queues the close a read error calls for; `false` when the socket itself is gone.
+fn close_for_read_error(out: &Outbound, e: &WebSocketError) -> bool {
     let (code, reason) = match e {
         WebSocketError::FrameTooLarge => (close_code::TOO_BIG, "message over the size cap"),
         WebSocketError::InvalidUTF8 => (close_code::INVALID_PAYLOAD, "invalid UTF-8"),
         WebSocketError::UnexpectedEOF
         | WebSocketError::IoError(_)
         | WebSocketError::ConnectionClosed
-        | WebSocketError::SendError(_) => return,
+        | WebSocketError::SendError(_) => return false,
         _ => (close_code::PROTOCOL_ERROR, "protocol error"),
     };
     out.close(code, reason);
+    true
 }
 
 /// After we sent (or queued) a close: read and discard until the peer's close, an error or the
@@ -413,7 +430,8 @@ async fn write_loop(
                 .await;
                 break 'run matches!(sent, Ok(Ok(())));
             }
-            continue;
+            // Closed with nothing queued and no close frame to send: the peer is gone.
+            break 'run false;
         }
         for (channel, count) in drops.drain(..) {
             let notice = serde_json::json!({"event": "channel.dropped", "payload": {"channel": &*channel, "count": count}});

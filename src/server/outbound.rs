@@ -296,6 +296,13 @@ impl Outbound {
         });
     }
 
+    /// Reading is over: accept no more frames. What is queued is still written (a close frame
+    /// among it included); then the writer ends.
+    pub(crate) fn shut(&self) {
+        self.lock().closed = true;
+        self.inner.wake.notify_one();
+    }
+
     /// Fails the connection: the first call latches, drops everything queued, stops accepting
     /// frames, runs the cleanup and tells the writer to send the matching close code (1013 for a
     /// slow reader, 1011 for a write error). Every later call is a no-op. Returns whether this
@@ -373,7 +380,7 @@ impl Outbound {
                     }
                     return;
                 }
-                if self.inner.failed.load(Ordering::Acquire) {
+                if q.closed {
                     return;
                 }
             }

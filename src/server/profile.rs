@@ -152,6 +152,13 @@ pub trait TextSession: Send {
     /// Must not block; work that waits is spawned and answers through the connection.
     fn on_text(&mut self, text: &str);
 
+    /// One complete binary message. The default hands it back, and the carrier routes it to the
+    /// channel registry (SPEC section 7); a session that handles raw binary itself (a plain echo
+    /// endpoint, for conformance testing) returns `None`.
+    fn on_binary(&mut self, message: Bytes) -> Option<Bytes> {
+        Some(message)
+    }
+
     /// The connection has ended (any reason). Detach from anything that sends to it.
     fn on_close(&mut self) {}
 }

@@ -1,0 +1,73 @@
+//! Reference payload channels, built only on carrier's public API.
+//!
+//! This folder is not part of the `carrier` library: the `carrier` binary and the tests compile
+//! it as their own module (`#[path = "../channels/mod.rs"]`), so it can reach nothing but what
+//! the library exports — the proof that the public API is enough to write a channel.
+//!
+//! - [`echo`] — every frame back to its sender, with the server's own seq.
+//! - [`relay`] — every frame to every other connection.
+//! - [`files`] — chunked upload into a directory, verified by size and sha256.
+//!
+//! [`mount`] parses the CLI's `--channel NAME:KIND[:ARG]` and registers one of them.
+#![allow(dead_code)]
+
+pub mod echo;
+pub mod files;
+pub mod relay;
+
+use std::path::PathBuf;
+
+use carrier::server::{ChannelError, ChannelHandle, WsTransport};
+
+/// A `--channel NAME:KIND[:ARG]` value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChannelSpec {
+    /// `NAME:echo`
+    Echo(String),
+    /// `NAME:relay`
+    Relay(String),
+    /// `NAME:files:DIR`
+    Files(String, PathBuf),
+}
+
+impl std::str::FromStr for ChannelSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut parts = s.splitn(3, ':');
+        let name = parts.next().unwrap_or_default();
+        let kind = parts.next();
+        let arg = parts.next();
+        if name.is_empty() || name.len() > 255 {
+            return Err(format!("channel {s:?}: the name must be 1 to 255 bytes (NAME:KIND[:ARG])"));
+        }
+        match (kind, arg) {
+            (Some("echo"), None) => Ok(ChannelSpec::Echo(name.into())),
+            (Some("relay"), None) => Ok(ChannelSpec::Relay(name.into())),
+            (Some("files"), Some(dir)) if !dir.is_empty() => Ok(ChannelSpec::Files(name.into(), PathBuf::from(dir))),
+            (Some("files"), _) => Err(format!("channel {s:?}: files needs a directory, e.g. {name}:files:./inbox")),
+            (Some(k @ ("echo" | "relay")), Some(_)) => Err(format!("channel {s:?}: {k} takes no argument")),
+            _ => Err(format!("channel {s:?}: KIND must be echo, relay or files (NAME:KIND[:ARG])")),
+        }
+    }
+}
+
+/// Why a channel could not be mounted.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    /// The registry refused it (name taken, …).
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
+    /// The files directory could not be prepared.
+    #[error("files channel directory {0}: {1}")]
+    Directory(PathBuf, std::io::Error),
+}
+
+/// Registers the channel a spec names. Needs a tokio runtime (the files channel spawns a task).
+pub fn mount(transport: &WsTransport, spec: &ChannelSpec) -> Result<ChannelHandle, MountError> {
+    match spec {
+        ChannelSpec::Echo(name) => Ok(echo::mount(transport.registry(), name)?),
+        ChannelSpec::Relay(name) => Ok(relay::mount(transport.registry(), name)?),
+        ChannelSpec::Files(name, dir) => files::mount(transport.registry(), name, dir),
+    }
+}

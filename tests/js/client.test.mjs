@@ -1,0 +1,444 @@
+// Proves CarrierClient keeps the SPEC 10/11 client contract (handshake, correlation, drops, preflight, resume, dedupe, backoff) on a fake socket and clock.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { CarrierClient, decodeChannelFrame, encodeChannelFrame, RECONNECT_DELAYS_MS } from "../../src/web/client.js";
+
+const URL_ = "ws://127.0.0.1:7070/";
+const TOKEN = "a".repeat(64);
+const REQUEST_TIMEOUT_MS = 99_000; // distinct from every backoff delay, so timers are told apart
+
+/** A fresh fake WebSocket class; every instance is recorded in `Fake.sockets`. */
+function fakeWebSocketClass() {
+  class Fake extends EventTarget {
+    static sockets = [];
+    constructor(url, protocols) {
+      super();
+      this.url = url;
+      this.protocols = protocols;
+      this.readyState = 0;
+      this.bufferedAmount = 0;
+      this.sent = [];
+      this.closedByClient = null;
+      Fake.sockets.push(this);
+    }
+    send(data) {
+      if (this.readyState !== 1) throw new Error("not open");
+      this.sent.push(data);
+    }
+    close(code = 1000, reason = "") {
+      this.closedByClient = { code, reason };
+      this.readyState = 3;
+    }
+    // -- test side --
+    serverOpen() {
+      this.readyState = 1;
+      this.dispatchEvent(new Event("open"));
+    }
+    serverSend(frame) {
+      const data = typeof frame === "string" || frame instanceof ArrayBuffer ? frame : JSON.stringify(frame);
+      this.dispatchEvent(new MessageEvent("message", { data }));
+    }
+    serverClose(code = 1006, reason = "") {
+      this.readyState = 3;
+      this.dispatchEvent(Object.assign(new Event("close"), { code, reason }));
+    }
+    sentText() {
+      return this.sent.filter((d) => typeof d === "string").map((d) => JSON.parse(d));
+    }
+    lastRequest() {
+      return this.sentText().at(-1);
+    }
+  }
+  return Fake;
+}
+
+/** A clock the test advances by hand. */
+function fakeTimers() {
+  const timers = [];
+  return {
+    setTimeoutImpl: (fn, ms) => {
+      const timer = { fn, ms, done: false };
+      timers.push(timer);
+      return timer;
+    },
+    clearTimeoutImpl: (timer) => {
+      if (timer) timer.done = true;
+    },
+    pending: () => timers.filter((t) => !t.done),
+    reconnectTimers: () => timers.filter((t) => !t.done && t.ms !== REQUEST_TIMEOUT_MS),
+    fire(timer) {
+      timer.done = true;
+      timer.fn();
+    },
+  };
+}
+
+function setup(options = {}) {
+  const Fake = fakeWebSocketClass();
+  const clock = fakeTimers();
+  const client = new CarrierClient(URL_, {
+    token: TOKEN,
+    WebSocketImpl: Fake,
+    requestTimeoutMs: REQUEST_TIMEOUT_MS,
+    setTimeoutImpl: clock.setTimeoutImpl,
+    clearTimeoutImpl: clock.clearTimeoutImpl,
+    ...options,
+  });
+  return { client, Fake, clock };
+}
+
+const HANDSHAKE_RESULT = {
+  protocol_version: "1.0",
+  min_compatible_protocol: "1.0",
+  server: { name: "carrier", version: "0.1.0" },
+  role: "drive",
+  session_id: "s1",
+  epoch: "e1",
+  version_skew: false,
+  features: { usage_report: true },
+  channels: [],
+  limits: {},
+  resume: { outcome: "new" },
+};
+
+/** Opens the socket at `index`, answers its handshake, and returns the handshake request. */
+function completeHandshake(Fake, index, result = HANDSHAKE_RESULT) {
+  const socket = Fake.sockets[index];
+  socket.serverOpen();
+  const handshake = socket.sentText()[0];
+  socket.serverSend({ id: handshake.id, result });
+  return handshake;
+}
+
+async function connected(options) {
+  const ctx = setup(options);
+  const done = ctx.client.connect();
+  completeHandshake(ctx.Fake, 0);
+  await done;
+  return { ...ctx, socket: ctx.Fake.sockets[0] };
+}
+
+const delta = (seq, text) => ({ event: "session.text_delta", seq, payload: { turn_id: "t1", delta: text } });
+
+test("the token travels only as the subprotocol and the handshake is the first frame", async () => {
+  const { client, Fake } = setup({ clientName: "console-test" });
+  const states = [];
+  client.onStateChange((state) => states.push(state));
+  const done = client.connect();
+  const socket = Fake.sockets[0];
+  assert.deepEqual(socket.protocols, [TOKEN]);
+  assert.ok(!socket.url.includes(TOKEN));
+  assert.equal(client.state, "connecting");
+  assert.equal(socket.sent.length, 0, "nothing is sent before the socket opens");
+
+  const handshake = completeHandshake(Fake, 0);
+  assert.equal(handshake.method, "system.handshake");
+  assert.equal(typeof handshake.id, "string");
+  assert.deepEqual(handshake.params, {
+    protocol_version: "1.0",
+    min_compatible_protocol: "1.0",
+    client: { name: "console-test", version: "0.1.0" },
+  });
+  assert.deepEqual(await done, HANDSHAKE_RESULT);
+  assert.equal(client.state, "connected");
+  assert.deepEqual(client.handshakeResult, HANDSHAKE_RESULT);
+  assert.deepEqual(states, ["connecting", "connected"]);
+});
+
+test("observe role is asked for in the URL, never the token", () => {
+  const { client, Fake } = setup({ role: "observe" });
+  client.connect().catch(() => {});
+  const url = new URL(Fake.sockets[0].url);
+  assert.equal(url.searchParams.get("role"), "observe");
+  assert.equal(url.searchParams.get("token"), null);
+  assert.throws(() => new CarrierClient(URL_, { role: "admin", WebSocketImpl: Fake }), TypeError);
+});
+
+test("requests are correlated by unique string ids, in any response order", async () => {
+  const { client, socket } = await connected();
+  const first = client.request("session.status");
+  const second = client.request("session.history", { limit: 5 });
+  const [reqA, reqB] = socket.sentText().slice(1);
+  assert.equal(typeof reqA.id, "string");
+  assert.notEqual(reqA.id, reqB.id);
+  assert.deepEqual(reqA.params, {});
+  assert.deepEqual(reqB.params, { limit: 5 });
+  socket.serverSend({ id: reqB.id, result: { entries: [] } });
+  socket.serverSend({ id: reqA.id, result: { session_id: "s1", state: "idle" } });
+  assert.deepEqual(await first, { session_id: "s1", state: "idle" });
+  assert.deepEqual(await second, { entries: [] });
+});
+
+test("an error response rejects with code, data and effectState", async () => {
+  const { client, socket } = await connected();
+  const pending = client.request("session.submit", { prompt: "hi" });
+  const { id } = socket.lastRequest();
+  socket.serverSend({ id, error: { code: "busy", message: "a turn is running", effect_state: "none", data: { turn_id: "t0" } } });
+  await assert.rejects(pending, (err) => {
+    assert.ok(err instanceof Error);
+    assert.equal(err.code, "busy");
+    assert.equal(err.message, "a turn is running");
+    assert.deepEqual(err.data, { turn_id: "t0" });
+    assert.equal(err.effectState, "none");
+    return true;
+  });
+});
+
+test("a request without a response times out", async () => {
+  const { client, clock } = await connected();
+  const pending = client.request("system.ping");
+  const timer = clock.pending().find((t) => t.ms === REQUEST_TIMEOUT_MS);
+  clock.fire(timer);
+  await assert.rejects(pending, { code: "timeout", effectState: "unknown" });
+});
+
+test("non-JSON and non-envelope text is dropped with a warning, never thrown", async (t) => {
+  const warn = t.mock.method(console, "warn", () => {});
+  const { client, socket } = await connected();
+  const events = [];
+  client.onEvent((frame) => events.push(frame));
+  assert.doesNotThrow(() => socket.serverSend("this is {not json"));
+  assert.doesNotThrow(() => socket.serverSend("[1,2]"));
+  assert.doesNotThrow(() => socket.serverSend("{\"neither\":1}"));
+  assert.equal(warn.mock.callCount(), 3);
+  socket.serverSend(delta(1, "still alive"));
+  assert.equal(events.length, 1);
+  assert.equal(client.state, "connected");
+});
+
+test("every text event reaches onEvent, and a disposed handler gets nothing more", async () => {
+  const { client, socket } = await connected();
+  const events = [];
+  const subscription = client.onEvent((frame) => events.push(frame.event));
+  socket.serverSend({ event: "protocol_error", payload: { code: "unknown_channel", message: "no such channel" } });
+  socket.serverSend({ event: "channel.dropped", payload: { channel: "mic", count: 3 } });
+  socket.serverSend(delta(1, "a"));
+  subscription.dispose();
+  socket.serverSend(delta(2, "b"));
+  assert.deepEqual(events, ["protocol_error", "channel.dropped", "session.text_delta"]);
+});
+
+test("a request needing a feature the server lacks fails locally and sends nothing", async () => {
+  const lacking = setup();
+  const done = lacking.client.connect();
+  completeHandshake(lacking.Fake, 0, { ...HANDSHAKE_RESULT, features: { usage_report: false } });
+  await done;
+  const lackingSocket = lacking.Fake.sockets[0];
+  const before = lackingSocket.sent.length;
+  await assert.rejects(lacking.client.request("usage.report", { scope: "session" }), (err) => {
+    assert.equal(err.code, "unsupported_feature");
+    assert.equal(err.effectState, "none");
+    assert.equal(err.data.feature, "usage_report");
+    assert.equal(err.data.component, "server");
+    return true;
+  });
+  assert.equal(lackingSocket.sent.length, before);
+
+  // The same method goes out to a server that announces the feature.
+  const { client, socket } = await connected();
+  client.request("usage.report", { scope: "session" }).catch(() => {});
+  assert.equal(socket.lastRequest().method, "usage.report");
+});
+
+test("an unlisted feature is judged by the server's protocol version", async () => {
+  const { client, Fake } = setup({ methodFeatures: { "future.method": { feature: "future", requiredProtocol: "1.3" } } });
+  const done = client.connect();
+  completeHandshake(Fake, 0, { ...HANDSHAKE_RESULT, features: {} });
+  await done;
+  const before = Fake.sockets[0].sent.length;
+  await assert.rejects(client.request("future.method"), (err) => {
+    assert.equal(err.code, "unsupported_feature");
+    const { recovery, ...data } = err.data;
+    assert.deepEqual(data, { feature: "future", component: "server", required_protocol: "1.3", actual_protocol: "1.0" });
+    assert.match(recovery, /update the carrier server/);
+    return true;
+  });
+  assert.equal(Fake.sockets[0].sent.length, before);
+});
+
+test("a request before the handshake is refused locally", async () => {
+  const { client, Fake } = setup();
+  client.connect().catch(() => {});
+  Fake.sockets[0].serverOpen();
+  await assert.rejects(client.request("system.ping"), { code: "not_connected", effectState: "none" });
+  assert.equal(Fake.sockets[0].sent.length, 1, "only the handshake went out");
+});
+
+test("session events with seq <= the last delivered one are dropped", async () => {
+  const { client, socket } = await connected();
+  const seen = [];
+  client.onEvent((frame) => seen.push(frame.seq));
+  for (const seq of [1, 2, 2, 1, 3]) socket.serverSend(delta(seq, "x"));
+  assert.deepEqual(seen, [1, 2, 3]);
+  assert.equal(client.lastSeq, 3);
+});
+
+test("a reconnect resumes from the last delivered seq and skips replayed duplicates", async () => {
+  const { client, Fake, clock, socket } = await connected();
+  const seen = [];
+  client.onEvent((frame) => seen.push(frame.seq));
+  socket.serverSend(delta(1, "a"));
+  socket.serverSend(delta(2, "b"));
+
+  socket.serverClose(1006);
+  assert.equal(client.state, "connecting");
+  clock.fire(clock.reconnectTimers()[0]);
+  const resumeResult = { ...HANDSHAKE_RESULT, resume: { outcome: "resumed", replayed: 2 } };
+  const handshake = completeHandshake(Fake, 1, resumeResult);
+  assert.deepEqual(handshake.params.resume, { session_id: "s1", epoch: "e1", after_seq: 2 });
+  assert.equal(client.state, "connected");
+
+  const again = Fake.sockets[1];
+  for (const seq of [2, 3, 4]) again.serverSend(delta(seq, "c"));
+  assert.deepEqual(seen, [1, 2, 3, 4]);
+});
+
+test("a reset or a new session restarts the seq line", async () => {
+  const { client, Fake, clock, socket } = await connected();
+  const seen = [];
+  client.onEvent((frame) => seen.push(frame.seq));
+  socket.serverSend(delta(7, "old epoch"));
+  socket.serverClose(1006);
+  clock.fire(clock.reconnectTimers()[0]);
+  completeHandshake(Fake, 1, { ...HANDSHAKE_RESULT, epoch: "e2", resume: { outcome: "reset" } });
+  assert.equal(client.lastSeq, 0);
+  Fake.sockets[1].serverSend(delta(1, "new epoch"));
+  assert.deepEqual(seen, [7, 1]);
+
+  // Switching session follows the other session's numbering too.
+  const switching = client.request("sessions.switch", { session_id: "s2" });
+  Fake.sockets[1].serverSend({ id: Fake.sockets[1].lastRequest().id, result: { session_id: "s2" } });
+  await switching;
+  assert.equal(client.sessionId, "s2");
+  assert.equal(client.lastSeq, 0);
+});
+
+test("reconnect backoff is 1 s, 2 s, 4 s, 8 s, 16 s, then 30 s capped, and resets after success", async () => {
+  const { client, Fake, clock, socket } = await connected();
+  socket.serverClose(1006);
+  const delays = [];
+  for (let attempt = 0; attempt < 8; attempt += 1) {
+    const [timer] = clock.reconnectTimers();
+    delays.push(timer.ms);
+    clock.fire(timer);
+    assert.equal(client.state, "connecting");
+    Fake.sockets.at(-1).serverClose(1006); // the attempt fails before the handshake
+  }
+  assert.deepEqual(delays, [1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]);
+  assert.deepEqual(RECONNECT_DELAYS_MS, [1000, 2000, 4000, 8000, 16000, 30000]);
+
+  const [timer] = clock.reconnectTimers();
+  clock.fire(timer);
+  completeHandshake(Fake, Fake.sockets.length - 1);
+  assert.equal(client.state, "connected");
+  assert.equal(clock.reconnectTimers().length, 0);
+
+  Fake.sockets.at(-1).serverClose(1006);
+  assert.deepEqual(clock.reconnectTimers().map((t) => t.ms), [1000]);
+});
+
+test("no reconnect after disconnect(), a 1008 close, or version_incompatible", async () => {
+  {
+    const { client, clock, socket } = await connected();
+    const pending = client.request("system.ping");
+    await client.disconnect();
+    await assert.rejects(pending, { code: "disconnected" });
+    assert.equal(socket.closedByClient.code, 1000);
+    socket.serverClose(1000);
+    assert.equal(client.state, "disconnected");
+    assert.equal(clock.reconnectTimers().length, 0);
+  }
+  {
+    const { client, clock, socket } = await connected();
+    socket.serverClose(1008, "unauthorized");
+    assert.equal(client.state, "disconnected");
+    assert.equal(clock.reconnectTimers().length, 0);
+  }
+  {
+    const { client, Fake, clock } = setup();
+    const done = client.connect();
+    const socket = Fake.sockets[0];
+    socket.serverOpen();
+    socket.serverSend({
+      id: socket.sentText()[0].id,
+      error: { code: "version_incompatible", message: "major differs", data: { server: "2.0", client: "1.0" } },
+    });
+    await assert.rejects(done, { code: "version_incompatible", data: { server: "2.0", client: "1.0" } });
+    socket.serverClose(1002);
+    assert.equal(client.state, "disconnected");
+    assert.equal(clock.reconnectTimers().length, 0);
+    assert.equal(Fake.sockets.length, 1);
+  }
+});
+
+test("connect() rejects when the socket closes before the handshake", async () => {
+  const { client, Fake, clock } = setup();
+  const done = client.connect();
+  Fake.sockets[0].serverClose(1008, "unauthorized");
+  await assert.rejects(done, { code: "connection_closed", data: { code: 1008, reason: "unauthorized" } });
+  assert.equal(client.state, "disconnected");
+  assert.equal(clock.reconnectTimers().length, 0);
+});
+
+test("version skew is a state of its own", async () => {
+  const { client, Fake } = setup();
+  const done = client.connect();
+  completeHandshake(Fake, 0, { ...HANDSHAKE_RESULT, protocol_version: "1.1", version_skew: true });
+  await done;
+  assert.equal(client.state, "version_skew");
+  client.request("system.ping").catch(() => {});
+  assert.equal(Fake.sockets[0].lastRequest().method, "system.ping", "requests still flow");
+});
+
+test("channel frames are numbered per channel from 0 and decoded for onChannel", async (t) => {
+  const warn = t.mock.method(console, "warn", () => {});
+  const { client, socket } = await connected();
+  assert.equal(client.sendChannelBinary("mic", new Uint8Array([1, 2])), 0);
+  assert.equal(client.sendChannelBinary("mic", new Uint8Array([3]).buffer), 1);
+  assert.equal(client.sendChannelEvent("ui", "resize", { w: 1 }), 0);
+  assert.equal(client.sendChannelEvent("mic", "mute", null), 2);
+  const sent = socket.sent.filter((d) => typeof d !== "string").map((d) => decodeChannelFrame(d));
+  assert.deepEqual(
+    sent.map((f) => [f.channel, f.seq, f.kind]),
+    [["mic", 0, "binary"], ["mic", 1, "binary"], ["ui", 0, "event"], ["mic", 2, "event"]],
+  );
+  assert.deepEqual([...sent[0].payload], [1, 2]);
+
+  const mic = [];
+  const all = [];
+  client.onChannel("mic", (frame) => mic.push(frame));
+  client.onChannel("*", (frame) => all.push(frame.channel));
+  const inbound = encodeChannelFrame({ kind: "event", channel: "mic", seq: 40, event: "level", payload: -3 });
+  socket.serverSend(inbound.slice().buffer);
+  socket.serverSend(encodeChannelFrame({ kind: "binary", channel: "ui", seq: 1, payload: new Uint8Array(1) }).buffer);
+  socket.serverSend(new Uint8Array([1, 2, 3]).buffer); // malformed: dropped with a warning
+  assert.deepEqual(mic, [{ kind: "event", channel: "mic", seq: 40, event: "level", payload: -3 }]);
+  assert.deepEqual(all, ["mic", "ui"]);
+  assert.equal(warn.mock.callCount(), 1);
+});
+
+test("channel sends before the handshake throw not_connected", () => {
+  const { client } = setup();
+  assert.throws(() => client.sendChannelEvent("ui", "x", 1), { code: "not_connected" });
+});
+
+test("a request from the server is answered with method_not_found", async () => {
+  const { socket } = await connected();
+  socket.serverSend({ id: "s-1", method: "client.poke", params: {} });
+  assert.deepEqual(socket.lastRequest(), {
+    id: "s-1",
+    error: { code: "method_not_found", message: "this client does not serve client.poke", effect_state: "none" },
+  });
+});
+
+test("a handshake without an answer closes the socket and rejects connect()", async () => {
+  const { client, Fake, clock } = setup();
+  const done = client.connect();
+  const socket = Fake.sockets[0];
+  socket.serverOpen();
+  clock.fire(clock.pending().find((t) => t.ms === REQUEST_TIMEOUT_MS));
+  assert.equal(socket.closedByClient.reason, "handshake timeout");
+  socket.serverClose(1000);
+  await assert.rejects(done, { code: "connection_closed" });
+  assert.equal(client.state, "disconnected");
+});
