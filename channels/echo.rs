@@ -1,7 +1,9 @@
 //! `echo`: each frame goes back to its sender, renumbered with the server's own seq.
 
 use carrier::protocol::channel_frame::FrameBody;
-use carrier::server::{ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, InboundBody};
+use carrier::server::{
+    ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, InboundBody,
+};
 
 /// Registers an echo channel named `name` (any event, binary).
 pub fn mount(registry: &ChannelRegistry, name: &str) -> Result<ChannelHandle, ChannelError> {

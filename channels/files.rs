@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use carrier::protocol::channel_frame::FrameBody;
-use carrier::server::{ChannelDescriptor, ChannelHandle, ChannelRegistry, ConnectionId, Inbound, InboundBody};
+use carrier::server::{
+    ChannelDescriptor, ChannelHandle, ChannelRegistry, ConnectionId, Inbound, InboundBody,
+};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
@@ -19,10 +21,20 @@ use tokio::io::AsyncWriteExt;
 use super::MountError;
 
 /// Registers a files channel named `name` that stores uploads in `dir` (created if missing).
-pub fn mount(registry: &ChannelRegistry, name: &str, dir: &Path) -> Result<ChannelHandle, MountError> {
+pub fn mount(
+    registry: &ChannelRegistry,
+    name: &str,
+    dir: &Path,
+) -> Result<ChannelHandle, MountError> {
     std::fs::create_dir_all(dir).map_err(|e| MountError::Directory(dir.to_path_buf(), e))?;
-    let dir = dir.canonicalize().map_err(|e| MountError::Directory(dir.to_path_buf(), e))?;
-    let handle = registry.register(ChannelDescriptor::new(name, &["begin", "end", "saved", "error"], true))?;
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| MountError::Directory(dir.to_path_buf(), e))?;
+    let handle = registry.register(ChannelDescriptor::new(
+        name,
+        &["begin", "end", "saved", "error"],
+        true,
+    ))?;
     let inbound = handle.inbound(64);
     tokio::spawn(run(handle.clone(), inbound, dir));
     Ok(handle)
@@ -42,7 +54,11 @@ struct Upload {
 /// A refusal sent back as `error {code, message}`.
 struct Refusal(&'static str, String);
 
-async fn run(handle: ChannelHandle, mut inbound: tokio::sync::mpsc::Receiver<Inbound>, dir: PathBuf) {
+async fn run(
+    handle: ChannelHandle,
+    mut inbound: tokio::sync::mpsc::Receiver<Inbound>,
+    dir: PathBuf,
+) {
     let mut uploads: HashMap<ConnectionId, Upload> = HashMap::new();
     while let Some(msg) = inbound.recv().await {
         let conn = msg.connection;
@@ -58,7 +74,10 @@ async fn run(handle: ChannelHandle, mut inbound: tokio::sync::mpsc::Receiver<Inb
                 }
             }
             InboundBody::Binary(chunk) => match uploads.get_mut(&conn) {
-                None => Err(Refusal("no_upload", "binary chunk without a begin event".into())),
+                None => Err(Refusal(
+                    "no_upload",
+                    "binary chunk without a begin event".into(),
+                )),
                 Some(upload) => match write_chunk(upload, &chunk).await {
                     Ok(()) => Ok(None),
                     Err(r) => {
@@ -71,7 +90,10 @@ async fn run(handle: ChannelHandle, mut inbound: tokio::sync::mpsc::Receiver<Inb
                 None => Err(Refusal("no_upload", "end without a begin event".into())),
                 Some(upload) => finish(&dir, upload).await.map(Some),
             },
-            InboundBody::Event { event, .. } => Err(Refusal("unexpected_event", format!("clients send begin, binary chunks and end, not {event:?}"))),
+            InboundBody::Event { event, .. } => Err(Refusal(
+                "unexpected_event",
+                format!("clients send begin, binary chunks and end, not {event:?}"),
+            )),
             InboundBody::Disconnected => {
                 discard(uploads.remove(&conn)).await;
                 continue;
@@ -79,7 +101,10 @@ async fn run(handle: ChannelHandle, mut inbound: tokio::sync::mpsc::Receiver<Inb
         };
         let reply = match outcome {
             Ok(None) => continue,
-            Ok(Some(saved)) => FrameBody::Event { event: "saved".into(), payload: saved },
+            Ok(Some(saved)) => FrameBody::Event {
+                event: "saved".into(),
+                payload: saved,
+            },
             Err(Refusal(code, message)) => FrameBody::Event {
                 event: "error".into(),
                 payload: json!({ "code": code, "message": message }),
@@ -100,22 +125,40 @@ fn plain_file_name(name: &str) -> bool {
 }
 
 async fn begin(dir: &Path, payload: &Value) -> Result<Upload, Refusal> {
-    let name = payload.get("name").and_then(Value::as_str).unwrap_or_default();
+    let name = payload
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let size = payload.get("size").and_then(Value::as_u64);
-    let sha256 = payload.get("sha256").and_then(Value::as_str).map(str::to_ascii_lowercase);
+    let sha256 = payload
+        .get("sha256")
+        .and_then(Value::as_str)
+        .map(str::to_ascii_lowercase);
     let (Some(size), Some(sha256)) = (size, sha256) else {
-        return Err(Refusal("invalid_begin", "begin needs {name: string, size: integer, sha256: hex string}".into()));
+        return Err(Refusal(
+            "invalid_begin",
+            "begin needs {name: string, size: integer, sha256: hex string}".into(),
+        ));
     };
     if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(Refusal("invalid_begin", "sha256 must be 64 hex characters".into()));
+        return Err(Refusal(
+            "invalid_begin",
+            "sha256 must be 64 hex characters".into(),
+        ));
     }
     if !plain_file_name(name) {
-        return Err(Refusal("invalid_name", format!("{name:?} is not a plain file name inside the upload directory")));
+        return Err(Refusal(
+            "invalid_name",
+            format!("{name:?} is not a plain file name inside the upload directory"),
+        ));
     }
     if tokio::fs::symlink_metadata(dir.join(name)).await.is_ok() {
         return Err(Refusal("exists", format!("{name:?} already exists")));
     }
-    let temp = dir.join(format!(".upload-{}.part", hex::encode(rand::random::<[u8; 8]>())));
+    let temp = dir.join(format!(
+        ".upload-{}.part",
+        hex::encode(rand::random::<[u8; 8]>())
+    ));
     let file = tokio::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -136,27 +179,49 @@ async fn begin(dir: &Path, payload: &Value) -> Result<Upload, Refusal> {
 async fn write_chunk(upload: &mut Upload, chunk: &Bytes) -> Result<(), Refusal> {
     upload.received += chunk.len() as u64;
     if upload.received > upload.size {
-        return Err(Refusal("size_mismatch", format!("more than the announced {} bytes", upload.size)));
+        return Err(Refusal(
+            "size_mismatch",
+            format!("more than the announced {} bytes", upload.size),
+        ));
     }
     upload.hasher.update(chunk);
-    upload.file.write_all(chunk).await.map_err(|e| Refusal("io", format!("write failed: {e}")))
+    upload
+        .file
+        .write_all(chunk)
+        .await
+        .map_err(|e| Refusal("io", format!("write failed: {e}")))
 }
 
 async fn finish(dir: &Path, mut upload: Upload) -> Result<Value, Refusal> {
     let result = async {
         if upload.received != upload.size {
-            return Err(Refusal("size_mismatch", format!("received {} of {} bytes", upload.received, upload.size)));
+            return Err(Refusal(
+                "size_mismatch",
+                format!("received {} of {} bytes", upload.received, upload.size),
+            ));
         }
         let digest = hex::encode(std::mem::take(&mut upload.hasher).finalize());
         if digest != upload.sha256 {
-            return Err(Refusal("hash_mismatch", format!("sha256 is {digest}, announced {}", upload.sha256)));
+            return Err(Refusal(
+                "hash_mismatch",
+                format!("sha256 is {digest}, announced {}", upload.sha256),
+            ));
         }
-        upload.file.sync_all().await.map_err(|e| Refusal("io", format!("sync failed: {e}")))?;
+        upload
+            .file
+            .sync_all()
+            .await
+            .map_err(|e| Refusal("io", format!("sync failed: {e}")))?;
         let target = dir.join(&upload.name);
         if tokio::fs::symlink_metadata(&target).await.is_ok() {
-            return Err(Refusal("exists", format!("{:?} already exists", upload.name)));
+            return Err(Refusal(
+                "exists",
+                format!("{:?} already exists", upload.name),
+            ));
         }
-        tokio::fs::rename(&upload.temp, &target).await.map_err(|e| Refusal("io", format!("rename failed: {e}")))?;
+        tokio::fs::rename(&upload.temp, &target)
+            .await
+            .map_err(|e| Refusal("io", format!("rename failed: {e}")))?;
         Ok(json!({ "name": upload.name, "size": upload.size, "sha256": digest }))
     }
     .await;
@@ -182,7 +247,18 @@ mod tests {
         for ok in ["a.txt", "report 2026.pdf", "ünïcode.bin"] {
             assert!(plain_file_name(ok), "{ok}");
         }
-        for bad in ["", ".", "..", "../escape", "a/b", "a\\b", ".hidden", "c:x", "nul\0", "x\n"] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../escape",
+            "a/b",
+            "a\\b",
+            ".hidden",
+            "c:x",
+            "nul\0",
+            "x\n",
+        ] {
             assert!(!plain_file_name(bad), "{bad:?}");
         }
     }

@@ -39,15 +39,25 @@ impl std::str::FromStr for ChannelSpec {
         let kind = parts.next();
         let arg = parts.next();
         if name.is_empty() || name.len() > 255 {
-            return Err(format!("channel {s:?}: the name must be 1 to 255 bytes (NAME:KIND[:ARG])"));
+            return Err(format!(
+                "channel {s:?}: the name must be 1 to 255 bytes (NAME:KIND[:ARG])"
+            ));
         }
         match (kind, arg) {
             (Some("echo"), None) => Ok(ChannelSpec::Echo(name.into())),
             (Some("relay"), None) => Ok(ChannelSpec::Relay(name.into())),
-            (Some("files"), Some(dir)) if !dir.is_empty() => Ok(ChannelSpec::Files(name.into(), PathBuf::from(dir))),
-            (Some("files"), _) => Err(format!("channel {s:?}: files needs a directory, e.g. {name}:files:./inbox")),
-            (Some(k @ ("echo" | "relay")), Some(_)) => Err(format!("channel {s:?}: {k} takes no argument")),
-            _ => Err(format!("channel {s:?}: KIND must be echo, relay or files (NAME:KIND[:ARG])")),
+            (Some("files"), Some(dir)) if !dir.is_empty() => {
+                Ok(ChannelSpec::Files(name.into(), PathBuf::from(dir)))
+            }
+            (Some("files"), _) => Err(format!(
+                "channel {s:?}: files needs a directory, e.g. {name}:files:./inbox"
+            )),
+            (Some(k @ ("echo" | "relay")), Some(_)) => {
+                Err(format!("channel {s:?}: {k} takes no argument"))
+            }
+            _ => Err(format!(
+                "channel {s:?}: KIND must be echo, relay or files (NAME:KIND[:ARG])"
+            )),
         }
     }
 }

@@ -1,7 +1,9 @@
 //! `relay`: each frame goes to every other handshaken connection.
 
 use carrier::protocol::channel_frame::FrameBody;
-use carrier::server::{ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, InboundBody};
+use carrier::server::{
+    ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, InboundBody,
+};
 
 /// Registers a relay channel named `name` (any event, binary).
 pub fn mount(registry: &ChannelRegistry, name: &str) -> Result<ChannelHandle, ChannelError> {

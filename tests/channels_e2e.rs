@@ -17,11 +17,19 @@ use support::*;
 use tokio_tungstenite::tungstenite::Message;
 
 fn binary(channel: &str, seq: u32, payload: &[u8]) -> Message {
-    Message::binary(channel_frame::encode_binary(channel, seq, Bytes::copy_from_slice(payload)).unwrap().to_vec())
+    Message::binary(
+        channel_frame::encode_binary(channel, seq, Bytes::copy_from_slice(payload))
+            .unwrap()
+            .to_vec(),
+    )
 }
 
 fn event(channel: &str, seq: u32, name: &str, payload: Value) -> Message {
-    Message::binary(channel_frame::encode_event(channel, seq, name, &payload).unwrap().to_vec())
+    Message::binary(
+        channel_frame::encode_event(channel, seq, name, &payload)
+            .unwrap()
+            .to_vec(),
+    )
 }
 
 async fn next_frame(ws: &mut Ws) -> channel_frame::ChannelFrame {
@@ -38,7 +46,10 @@ async fn next_json(ws: &mut Ws) -> Value {
 #[tokio::test]
 async fn a_64_kib_upload_in_16_chunks_interleaved_with_text_arrives_identical_and_in_order() {
     let s = Server::default().await;
-    let handle = s.transport.register_channel(ChannelDescriptor::new("upload", &[], true)).unwrap();
+    let handle = s
+        .transport
+        .register_channel(ChannelDescriptor::new("upload", &[], true))
+        .unwrap();
     let mut inbound = handle.inbound(64);
     let mut ws = connect_handshaken(&s.url()).await;
     let mut data = vec![0u8; 64 * 1024];
@@ -52,7 +63,10 @@ async fn a_64_kib_upload_in_16_chunks_interleaved_with_text_arrives_identical_an
     }
     let mut received = Vec::new();
     for i in 0..16u32 {
-        let msg = tokio::time::timeout(WAIT, inbound.recv()).await.unwrap().unwrap();
+        let msg = tokio::time::timeout(WAIT, inbound.recv())
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(msg.seq, i);
         match msg.body {
             InboundBody::Binary(b) => received.extend_from_slice(&b),
@@ -65,7 +79,10 @@ async fn a_64_kib_upload_in_16_chunks_interleaved_with_text_arrives_identical_an
 #[tokio::test]
 async fn a_seven_frame_20000_byte_upload_reaches_the_handler_in_order() {
     let s = Server::default().await;
-    let handle = s.transport.register_channel(ChannelDescriptor::new("up", &["meta"], true)).unwrap();
+    let handle = s
+        .transport
+        .register_channel(ChannelDescriptor::new("up", &["meta"], true))
+        .unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     handle.on_inbound(move |m| {
         let _ = tx.send(m);
@@ -75,14 +92,21 @@ async fn a_seven_frame_20000_byte_upload_reaches_the_handler_in_order() {
     let sizes = [1000, 5000, 3000, 4000, 2000, 4500, 500];
     let mut off = 0;
     for (i, n) in sizes.iter().enumerate() {
-        ws.send(binary("up", i as u32, &data[off..off + n])).await.unwrap();
+        ws.send(binary("up", i as u32, &data[off..off + n]))
+            .await
+            .unwrap();
         off += n;
     }
     let mut got = Vec::new();
     for i in 0..7u32 {
-        let m = tokio::time::timeout(WAIT, rx.recv()).await.unwrap().unwrap();
+        let m = tokio::time::timeout(WAIT, rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(m.seq, i);
-        let InboundBody::Binary(b) = m.body else { panic!("binary expected") };
+        let InboundBody::Binary(b) = m.body else {
+            panic!("binary expected")
+        };
         got.extend_from_slice(&b);
     }
     assert_eq!(got, data);
@@ -91,15 +115,47 @@ async fn a_seven_frame_20000_byte_upload_reaches_the_handler_in_order() {
 #[tokio::test]
 async fn routing_failures_get_protocol_errors_and_the_connection_keeps_working() {
     let s = Server::default().await;
-    let _text_only = s.transport.register_channel(ChannelDescriptor::new("chat", &["say"], false)).unwrap();
+    let _text_only = s
+        .transport
+        .register_channel(ChannelDescriptor::new("chat", &["say"], false))
+        .unwrap();
     let mut ws = connect_handshaken(&s.url()).await;
     let cases = [
-        (binary("nope", 3, b"x"), "unknown_channel", Some(("nope", 3))),
-        (event("chat", 4, "shout", json!({})), "undeclared_event", Some(("chat", 4))),
-        (binary("chat", 5, b"bytes"), "binary_not_declared", Some(("chat", 5))),
-        (Message::binary(b"RBF\x01\x09\x04chat\0\0\0\x06".to_vec()), "malformed_frame", None),
-        (Message::binary(b"not a channel frame".to_vec()), "malformed_frame", None),
-        (Message::binary(channel_frame::encode_binary("chat", 7, Bytes::new()).unwrap().to_vec()[..8].to_vec()), "malformed_frame", None),
+        (
+            binary("nope", 3, b"x"),
+            "unknown_channel",
+            Some(("nope", 3)),
+        ),
+        (
+            event("chat", 4, "shout", json!({})),
+            "undeclared_event",
+            Some(("chat", 4)),
+        ),
+        (
+            binary("chat", 5, b"bytes"),
+            "binary_not_declared",
+            Some(("chat", 5)),
+        ),
+        (
+            Message::binary(b"RBF\x01\x09\x04chat\0\0\0\x06".to_vec()),
+            "malformed_frame",
+            None,
+        ),
+        (
+            Message::binary(b"not a channel frame".to_vec()),
+            "malformed_frame",
+            None,
+        ),
+        (
+            Message::binary(
+                channel_frame::encode_binary("chat", 7, Bytes::new())
+                    .unwrap()
+                    .to_vec()[..8]
+                    .to_vec(),
+            ),
+            "malformed_frame",
+            None,
+        ),
     ];
     for (msg, code, where_) in cases {
         ws.send(msg).await.unwrap();
@@ -128,13 +184,22 @@ async fn observers_receive_channel_frames_but_may_not_send() {
     let seq = handle.send_event("level", json!({"db": -3})).unwrap();
     let f = next_frame(&mut observer).await;
     assert_eq!(f.seq, seq);
-    assert_eq!(f.body, FrameBody::Event { event: "level".into(), payload: json!({"db": -3}) });
+    assert_eq!(
+        f.body,
+        FrameBody::Event {
+            event: "level".into(),
+            payload: json!({"db": -3})
+        }
+    );
 }
 
 #[tokio::test]
 async fn an_unauthenticated_socket_never_receives_channel_frames() {
     let s = Server::default().await;
-    let handle = s.transport.register_channel(ChannelDescriptor::new("news", &["*"], true)).unwrap();
+    let handle = s
+        .transport
+        .register_channel(ChannelDescriptor::new("news", &["*"], true))
+        .unwrap();
     let (_, mut intruder) = Raw::upgrade(s.port, "/?token=wrong", &[]).await;
     // A legitimate connection proves the broadcasts really go out.
     let mut member = connect_handshaken(&s.url()).await;
@@ -145,7 +210,11 @@ async fn an_unauthenticated_socket_never_receives_channel_frames() {
         next_frame(&mut member).await;
     }
     let first = intruder.recv_data().await.expect("close");
-    assert_eq!(first.close_code(), Some(1008), "only the close, never a channel frame: {first:?}");
+    assert_eq!(
+        first.close_code(),
+        Some(1008),
+        "only the close, never a channel frame: {first:?}"
+    );
     assert!(!s.transport.registry().sinks().is_empty());
     assert_eq!(s.transport.registry().sinks().len(), 1);
 }
@@ -160,8 +229,13 @@ async fn echo_returns_frames_with_server_seqs_and_relay_reaches_only_the_others(
     let mut c = connect_handshaken(&s.url()).await;
     a.send(binary("echo", 41, b"hello")).await.unwrap();
     let f = next_frame(&mut a).await;
-    assert_eq!((f.seq, f.body), (0, FrameBody::Binary(Bytes::from_static(b"hello"))));
-    a.send(event("echo", 42, "anything", json!([1, 2]))).await.unwrap();
+    assert_eq!(
+        (f.seq, f.body),
+        (0, FrameBody::Binary(Bytes::from_static(b"hello")))
+    );
+    a.send(event("echo", 42, "anything", json!([1, 2])))
+        .await
+        .unwrap();
     assert_eq!(next_frame(&mut a).await.seq, 1);
     a.send(binary("share", 0, b"to all")).await.unwrap();
     for ws in [&mut b, &mut c] {
@@ -170,23 +244,47 @@ async fn echo_returns_frames_with_server_seqs_and_relay_reaches_only_the_others(
     }
     // The sender did not get its own relay: its next frame is the echo of a marker.
     a.send(binary("echo", 43, b"marker")).await.unwrap();
-    assert_eq!(next_frame(&mut a).await.body, FrameBody::Binary(Bytes::from_static(b"marker")));
+    assert_eq!(
+        next_frame(&mut a).await.body,
+        FrameBody::Binary(Bytes::from_static(b"marker"))
+    );
 }
 
 #[tokio::test]
 async fn host_sends_are_checked_against_the_descriptor() {
     let s = Server::default().await;
-    let h = s.transport.register_channel(ChannelDescriptor::new("t", &["a"], false)).unwrap();
-    assert!(matches!(h.send_event("b", json!(null)), Err(ChannelError::UndeclaredEvent { .. })));
-    assert!(matches!(h.send_binary(Bytes::new()), Err(ChannelError::BinaryNotDeclared(_))));
-    assert!(matches!(s.transport.register_channel(ChannelDescriptor::new("t", &[], true)), Err(ChannelError::NameTaken(_))));
+    let h = s
+        .transport
+        .register_channel(ChannelDescriptor::new("t", &["a"], false))
+        .unwrap();
+    assert!(matches!(
+        h.send_event("b", json!(null)),
+        Err(ChannelError::UndeclaredEvent { .. })
+    ));
+    assert!(matches!(
+        h.send_binary(Bytes::new()),
+        Err(ChannelError::BinaryNotDeclared(_))
+    ));
+    assert!(matches!(
+        s.transport
+            .register_channel(ChannelDescriptor::new("t", &[], true)),
+        Err(ChannelError::NameTaken(_))
+    ));
     h.close();
-    assert!(matches!(h.send_event("a", json!(null)), Err(ChannelError::Closed(_))));
+    assert!(matches!(
+        h.send_event("a", json!(null)),
+        Err(ChannelError::Closed(_))
+    ));
     // Closing frees the name; inbound for a closed channel is unknown.
     let mut ws = connect_handshaken(&s.url()).await;
     ws.send(event("t", 0, "a", json!(null))).await.unwrap();
-    assert_eq!(next_json(&mut ws).await["payload"]["code"], "unknown_channel");
-    s.transport.register_channel(ChannelDescriptor::new("t", &[], true)).unwrap();
+    assert_eq!(
+        next_json(&mut ws).await["payload"]["code"],
+        "unknown_channel"
+    );
+    s.transport
+        .register_channel(ChannelDescriptor::new("t", &[], true))
+        .unwrap();
 }
 
 #[tokio::test]
@@ -194,10 +292,15 @@ async fn channels_registered_after_start_work_and_seqs_increase_per_receiver() {
     let s = Server::default().await;
     let mut a = connect_handshaken(&s.url()).await;
     let mut b = connect_handshaken(&s.url()).await;
-    let h = s.transport.register_channel(ChannelDescriptor::new("late", &["e"], true)).unwrap();
+    let h = s
+        .transport
+        .register_channel(ChannelDescriptor::new("late", &["e"], true))
+        .unwrap();
     let ids = s.transport.registry().sinks();
     let s0 = h.send_binary(Bytes::from_static(b"0")).unwrap();
-    let s1 = h.send_to(ids[0], FrameBody::Binary(Bytes::from_static(b"1"))).unwrap();
+    let s1 = h
+        .send_to(ids[0], FrameBody::Binary(Bytes::from_static(b"1")))
+        .unwrap();
     let s2 = h.send_event("e", json!(2)).unwrap();
     assert!(s0 < s1 && s1 < s2);
     let fa: Vec<u32> = vec![next_frame(&mut a).await.seq, next_frame(&mut a).await.seq];
@@ -211,11 +314,17 @@ async fn channels_registered_after_start_work_and_seqs_increase_per_receiver() {
 #[tokio::test]
 async fn a_lossy_channel_drops_oldest_and_tells_the_reader_while_reliable_fails_1013() {
     let s = Server::start(carrier::server::CarrierConfig {
-        limits: Limits { queue_bytes: 4 << 20, ..Limits::default() },
+        limits: Limits {
+            queue_bytes: 4 << 20,
+            ..Limits::default()
+        },
         ..config()
     })
     .await;
-    let lossy = s.transport.register_channel(ChannelDescriptor::new("video", &[], true).delivery(DeliveryClass::Lossy)).unwrap();
+    let lossy = s
+        .transport
+        .register_channel(ChannelDescriptor::new("video", &[], true).delivery(DeliveryClass::Lossy))
+        .unwrap();
     lossy.set_lossy_budget(64 * 1024);
     let (_, mut raw) = Raw::upgrade(s.port, "/?token=test-token", &[]).await;
     raw.send(true, 1, b"hs").await;
@@ -235,7 +344,10 @@ async fn a_lossy_channel_drops_oldest_and_tells_the_reader_while_reliable_fails_
     let mut dropped = 0u64;
     let mut prev: Option<u32> = None;
     loop {
-        let f = tokio::time::timeout(Duration::from_secs(10), raw.recv_data()).await.unwrap().unwrap();
+        let f = tokio::time::timeout(Duration::from_secs(10), raw.recv_data())
+            .await
+            .unwrap()
+            .unwrap();
         if f.opcode == 1 {
             let v: Value = serde_json::from_slice(&f.payload).unwrap();
             assert_eq!(v["event"], "channel.dropped");
@@ -254,10 +366,17 @@ async fn a_lossy_channel_drops_oldest_and_tells_the_reader_while_reliable_fails_
         }
     }
     assert!(dropped > 0);
-    assert_eq!(frames + dropped, 2000, "every frame was delivered or reported dropped");
+    assert_eq!(
+        frames + dropped,
+        2000,
+        "every frame was delivered or reported dropped"
+    );
 
     // The same flood on a reliable channel fails the connection with 1013.
-    let reliable = s.transport.register_channel(ChannelDescriptor::new("file", &[], true)).unwrap();
+    let reliable = s
+        .transport
+        .register_channel(ChannelDescriptor::new("file", &[], true))
+        .unwrap();
     for _ in 0..2000 {
         let _ = reliable.send_binary(payload.clone());
         if s.transport.metrics().delivery_failures() == 1 {
@@ -280,13 +399,22 @@ fn sha(data: &[u8]) -> String {
 }
 
 async fn upload(ws: &mut Ws, name: &str, data: &[u8], size: usize, hash: &str) -> Value {
-    ws.send(event("upload", 0, "begin", json!({"name": name, "size": size, "sha256": hash}))).await.unwrap();
+    ws.send(event(
+        "upload",
+        0,
+        "begin",
+        json!({"name": name, "size": size, "sha256": hash}),
+    ))
+    .await
+    .unwrap();
     let mut seq = 1;
     for chunk in data.chunks(8192) {
         ws.send(binary("upload", seq, chunk)).await.unwrap();
         seq += 1;
     }
-    ws.send(event("upload", seq, "end", json!({}))).await.unwrap();
+    ws.send(event("upload", seq, "end", json!({})))
+        .await
+        .unwrap();
     let f = next_frame(ws).await;
     match f.body {
         FrameBody::Event { event, payload } => json!({"event": event, "payload": payload}),
@@ -295,7 +423,10 @@ async fn upload(ws: &mut Ws, name: &str, data: &[u8], size: usize, hash: &str) -
 }
 
 fn entries(dir: &std::path::Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     v.sort();
     v
 }
@@ -315,15 +446,40 @@ async fn files_saves_verified_uploads_and_refuses_escapes_wrong_sizes_and_wrong_
     assert_eq!(std::fs::read(dir.path().join("ok.bin")).unwrap(), data);
 
     // A name that escapes is refused at begin: the chunks that follow find no upload.
-    ws.send(event("upload", 0, "begin", json!({"name": "../escape", "size": 3, "sha256": sha(b"abc")}))).await.unwrap();
+    ws.send(event(
+        "upload",
+        0,
+        "begin",
+        json!({"name": "../escape", "size": 3, "sha256": sha(b"abc")}),
+    ))
+    .await
+    .unwrap();
     let f = next_frame(&mut ws).await;
-    let FrameBody::Event { event: e, payload } = f.body else { panic!() };
-    assert_eq!((e.as_str(), payload["code"].as_str()), ("error", Some("invalid_name")));
+    let FrameBody::Event { event: e, payload } = f.body else {
+        panic!()
+    };
+    assert_eq!(
+        (e.as_str(), payload["code"].as_str()),
+        ("error", Some("invalid_name"))
+    );
 
-    let wrong_size = upload(&mut ws, "size.bin", &data[..1000], 2000, &sha(&data[..1000])).await;
-    assert_eq!(wrong_size["payload"]["code"], "size_mismatch", "{wrong_size}");
+    let wrong_size = upload(
+        &mut ws,
+        "size.bin",
+        &data[..1000],
+        2000,
+        &sha(&data[..1000]),
+    )
+    .await;
+    assert_eq!(
+        wrong_size["payload"]["code"], "size_mismatch",
+        "{wrong_size}"
+    );
     let wrong_hash = upload(&mut ws, "hash.bin", &data[..1000], 1000, &sha(b"other")).await;
-    assert_eq!(wrong_hash["payload"]["code"], "hash_mismatch", "{wrong_hash}");
+    assert_eq!(
+        wrong_hash["payload"]["code"], "hash_mismatch",
+        "{wrong_hash}"
+    );
     let too_much = upload(&mut ws, "big.bin", &data[..1000], 10, &sha(&data[..10])).await;
     assert_eq!(too_much["event"], "error");
 
@@ -332,20 +488,37 @@ async fn files_saves_verified_uploads_and_refuses_escapes_wrong_sizes_and_wrong_
     assert!(!dir.path().parent().unwrap().join("escape").exists());
 
     // A connection that goes away mid-upload leaves nothing behind.
-    ws.send(event("upload", 0, "begin", json!({"name": "cut.bin", "size": 5000, "sha256": sha(&data[..5000])}))).await.unwrap();
+    ws.send(event(
+        "upload",
+        0,
+        "begin",
+        json!({"name": "cut.bin", "size": 5000, "sha256": sha(&data[..5000])}),
+    ))
+    .await
+    .unwrap();
     ws.send(binary("upload", 1, &data[..1000])).await.unwrap();
     ws.send(Message::text("sync")).await.unwrap();
     assert_eq!(next_text(&mut ws).await, "sync");
     drop(ws);
-    assert!(eventually(|| entries(dir.path()) == vec!["ok.bin".to_string()]).await, "{:?}", entries(dir.path()));
+    assert!(
+        eventually(|| entries(dir.path()) == vec!["ok.bin".to_string()]).await,
+        "{:?}",
+        entries(dir.path())
+    );
 }
 
 #[test]
 fn channel_specs_parse() {
     use channels::ChannelSpec;
     assert_eq!("mic:echo".parse(), Ok(ChannelSpec::Echo("mic".into())));
-    assert_eq!("share:relay".parse(), Ok(ChannelSpec::Relay("share".into())));
-    assert_eq!("up:files:./inbox".parse(), Ok(ChannelSpec::Files("up".into(), "./inbox".into())));
+    assert_eq!(
+        "share:relay".parse(),
+        Ok(ChannelSpec::Relay("share".into()))
+    );
+    assert_eq!(
+        "up:files:./inbox".parse(),
+        Ok(ChannelSpec::Files("up".into(), "./inbox".into()))
+    );
     for bad in ["mic", ":echo", "mic:other", "up:files", "mic:echo:x"] {
         assert!(bad.parse::<ChannelSpec>().is_err(), "{bad}");
     }

@@ -32,9 +32,15 @@ async fn a_reader_that_stops_is_closed_1013_within_budget_and_others_keep_receiv
 
     // 4,000 x 16 KiB = 64 MiB: far more than the budget plus the kernel's socket buffers.
     slow.send(true, 1, b"flood 4000 16384").await;
-    assert!(eventually(|| s.transport.metrics().delivery_failures() == 1).await, "slow reader failed");
+    assert!(
+        eventually(|| s.transport.metrics().delivery_failures() == 1).await,
+        "slow reader failed"
+    );
     let max = count(&s.stats.max_queued);
-    assert!(max <= BUDGET + 16384, "queue held {max} bytes for a {BUDGET}-byte budget");
+    assert!(
+        max <= BUDGET + 16384,
+        "queue held {max} bytes for a {BUDGET}-byte budget"
+    );
     assert!(count(&s.stats.send_errors) > 0);
 
     // The other connection is unaffected and receives everything, in order.
@@ -55,7 +61,11 @@ async fn a_reader_that_stops_is_closed_1013_within_budget_and_others_keep_receiv
     };
     assert_eq!(code, Some(1013));
     assert!(data_frames < 4000);
-    assert_eq!(s.transport.metrics().delivery_failures(), 1, "failed exactly once");
+    assert_eq!(
+        s.transport.metrics().delivery_failures(),
+        1,
+        "failed exactly once"
+    );
 }
 
 #[tokio::test]
@@ -73,7 +83,10 @@ async fn a_socket_that_vanishes_mid_stream_is_cleaned_up_exactly_once() {
     // The flood keeps producing frames after the socket is gone.
     assert!(eventually(|| count(&s.stats.sent) + count(&s.stats.send_errors) == 5000).await);
     assert!(eventually(|| count(&s.stats.closes) == 1).await);
-    assert!(count(&s.stats.send_errors) > 0, "sends after the vanish fail");
+    assert!(
+        count(&s.stats.send_errors) > 0,
+        "sends after the vanish fail"
+    );
     assert!(s.transport.metrics().delivery_failures() <= 1);
     assert_eq!(s.transport.metrics().cleanups(), 1);
     assert!(eventually(|| s.transport.metrics().connections() == 0).await);

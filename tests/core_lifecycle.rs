@@ -20,7 +20,10 @@ async fn start_before_attach_is_an_error() {
 #[tokio::test]
 async fn a_second_start_while_running_is_an_error() {
     let s = Server::default().await;
-    assert!(matches!(s.transport.start().await, Err(LifecycleError::AlreadyRunning)));
+    assert!(matches!(
+        s.transport.start().await,
+        Err(LifecycleError::AlreadyRunning)
+    ));
     // The first listener is unaffected.
     let mut ws = connect_handshaken(&s.url()).await;
     ws.send(Message::text("x")).await.unwrap();
@@ -59,7 +62,10 @@ async fn stop_returns_within_3_5_s_when_a_client_never_answers_the_close() {
     // The unresponsive client got the close too; its socket is gone after the grace period.
     let f = raw.recv_data().await.expect("close frame");
     assert_eq!(f.close_code(), Some(1001));
-    assert!(raw.recv().await.is_none(), "socket closed after the grace period");
+    assert!(
+        raw.recv().await.is_none(),
+        "socket closed after the grace period"
+    );
     drop(raw);
 }
 
@@ -67,8 +73,13 @@ async fn stop_returns_within_3_5_s_when_a_client_never_answers_the_close() {
 async fn restart_after_stop_needs_attach() {
     let s = Server::default().await;
     s.transport.stop().await;
-    assert!(matches!(s.transport.start().await, Err(LifecycleError::NotAttached)));
-    s.transport.attach(Arc::new(TestProfile { stats: s.stats.clone() }));
+    assert!(matches!(
+        s.transport.start().await,
+        Err(LifecycleError::NotAttached)
+    ));
+    s.transport.attach(Arc::new(TestProfile {
+        stats: s.stats.clone(),
+    }));
     s.transport.start().await.expect("restart");
     let port = s.transport.bound_port().unwrap();
     let mut ws = connect_handshaken(&format!("ws://127.0.0.1:{port}/?token=test-token")).await;
@@ -80,7 +91,9 @@ async fn restart_after_stop_needs_attach() {
 #[tokio::test]
 async fn the_service_mounts_in_a_host_server_with_the_same_admission() {
     let t = WsTransport::new(config()).unwrap();
-    t.attach(Arc::new(TestProfile { stats: Default::default() }));
+    t.attach(Arc::new(TestProfile {
+        stats: Default::default(),
+    }));
     t.start_mounted().unwrap();
     let service = t.service();
     // The host's own hyper server on its own listener.
@@ -88,7 +101,9 @@ async fn the_service_mounts_in_a_host_server_with_the_same_admission() {
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
         loop {
-            let Ok((tcp, _)) = listener.accept().await else { return };
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
             let service = service.clone();
             tokio::spawn(async move {
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -104,6 +119,11 @@ async fn the_service_mounts_in_a_host_server_with_the_same_admission() {
     let mut bad = connect(&format!("ws://127.0.0.1:{port}/?token=wrong")).await;
     expect_close(&mut bad, 1008).await;
     let url = format!("ws://127.0.0.1:{port}/?token=test-token");
-    assert_eq!(connect_with(&url, &[("Origin", "https://evil.example")]).await.err(), Some(403));
+    assert_eq!(
+        connect_with(&url, &[("Origin", "https://evil.example")])
+            .await
+            .err(),
+        Some(403)
+    );
     t.stop().await;
 }

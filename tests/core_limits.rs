@@ -43,7 +43,8 @@ async fn text_past_the_soft_limit_is_answered_too_large_and_stays_open() {
     assert_eq!(reply["payload"]["size"], TEXT + 1);
     // A request with an id gets its own error response instead.
     let padding = "x".repeat(TEXT);
-    let request = format!(r#"{{"id":"big1","method":"system.ping","params":{{"pad":"{padding}"}}}}"#);
+    let request =
+        format!(r#"{{"id":"big1","method":"system.ping","params":{{"pad":"{padding}"}}}}"#);
     ws.send(Message::text(request)).await.unwrap();
     let reply: serde_json::Value = serde_json::from_str(&next_text(&mut ws).await).unwrap();
     assert_eq!(reply["id"], "big1");
@@ -92,7 +93,10 @@ async fn fragments_reassembled_to_the_hard_cap_are_accepted_and_one_byte_more_cl
     raw.send(false, 0, &quarter).await;
     raw.send(true, 0, &quarter).await;
     let reply = raw.recv_data().await.unwrap();
-    assert!(String::from_utf8_lossy(&reply.payload).contains("malformed_frame"), "{reply:?}");
+    assert!(
+        String::from_utf8_lossy(&reply.payload).contains("malformed_frame"),
+        "{reply:?}"
+    );
     // Same again with one extra byte in the last fragment: every fragment is under the cap,
     // the reassembled message is not.
     raw.send(false, 2, &quarter).await;
@@ -146,24 +150,45 @@ async fn healthz_is_open_and_metrics_need_the_token() {
     let s = Server::default().await;
     let get = |path: String, auth: Option<&'static str>| async move {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", s.port)).await.unwrap();
-        let auth = auth.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();
-        let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n");
+        let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", s.port))
+            .await
+            .unwrap();
+        let auth = auth
+            .map(|a| format!("Authorization: {a}\r\n"))
+            .unwrap_or_default();
+        let req =
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n");
         tcp.write_all(req.as_bytes()).await.unwrap();
         let mut out = String::new();
         tcp.read_to_string(&mut out).await.unwrap();
         out
     };
     let health = get("/healthz".into(), None).await;
-    assert!(health.starts_with("HTTP/1.1 200") && health.ends_with(r#"{"status":"ok"}"#), "{health}");
-    assert!(get("/metrics".into(), None).await.starts_with("HTTP/1.1 401"));
-    assert!(get("/metrics?token=nope".into(), None).await.starts_with("HTTP/1.1 401"));
+    assert!(
+        health.starts_with("HTTP/1.1 200") && health.ends_with(r#"{"status":"ok"}"#),
+        "{health}"
+    );
+    assert!(get("/metrics".into(), None)
+        .await
+        .starts_with("HTTP/1.1 401"));
+    assert!(get("/metrics?token=nope".into(), None)
+        .await
+        .starts_with("HTTP/1.1 401"));
     let m = get("/metrics?token=test-token".into(), None).await;
     assert!(m.starts_with("HTTP/1.1 200"), "{m}");
-    for name in ["carrier_connections", "carrier_frames_total{direction=\"in\",kind=\"text\"}", "carrier_bytes_total{direction=\"out\"}", "carrier_protocol_errors_total", "carrier_delivery_failures_total"] {
+    for name in [
+        "carrier_connections",
+        "carrier_frames_total{direction=\"in\",kind=\"text\"}",
+        "carrier_bytes_total{direction=\"out\"}",
+        "carrier_protocol_errors_total",
+        "carrier_delivery_failures_total",
+    ] {
         assert!(m.contains(name), "missing {name}");
     }
-    assert!(!m.contains("test-token"), "the token never appears in metrics");
+    assert!(
+        !m.contains("test-token"),
+        "the token never appears in metrics"
+    );
     let bearer = get("/metrics".into(), Some("Bearer test-token")).await;
     assert!(bearer.starts_with("HTTP/1.1 200"));
 }

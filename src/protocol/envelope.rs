@@ -414,6 +414,42 @@ pub fn encode_event<T: Serialize>(
     .map(Bytes::from)
 }
 
+/// The answer to a text message over the soft limit `limit` (SPEC section 3): an error
+/// response `too_large` with `data: {limit, size}` when the message is a request with a usable
+/// id, otherwise a `protocol_error` event with code `too_large`. The socket stays open.
+pub fn too_large_reply(text: &str, limit: usize) -> Vec<u8> {
+    #[derive(serde::Deserialize)]
+    struct IdOnly {
+        id: Option<Value>,
+    }
+    let message = format!(
+        "text message of {} bytes is over the {limit}-byte limit",
+        text.len()
+    );
+    let data = serde_json::json!({ "limit": limit, "size": text.len() });
+    let id = serde_json::from_str::<IdOnly>(text)
+        .ok()
+        .and_then(|m| m.id)
+        .and_then(|id| match id {
+            Value::String(s) if !s.is_empty() && s.len() <= MAX_ID_BYTES => Some(s),
+            _ => None,
+        });
+    match id {
+        Some(id) => {
+            let error = ErrorObject::new(ErrorCode::TooLarge, message)
+                .effect(EffectState::None)
+                .with_data(data);
+            encode_error(&id, &error).to_vec()
+        }
+        None => {
+            let Value::Object(extra) = data else {
+                return Vec::new();
+            };
+            protocol_error_event(ProtocolErrorCode::TooLarge, &message, extra)
+        }
+    }
+}
+
 #[cfg(test)]
 #[path = "envelope_tests.rs"]
 mod tests;
