@@ -110,6 +110,16 @@ impl ServeArgs {
     }
 }
 
+/// The one line printed on stdout once listening; fields in the contract's order.
+#[derive(serde::Serialize)]
+struct Listening {
+    event: &'static str,
+    url: String,
+    port: u16,
+    token: serde_json::Value,
+    role: &'static str,
+}
+
 /// Runs `carrier serve` until SIGINT/SIGTERM.
 pub async fn run(args: ServeArgs) -> ExitCode {
     let transport = match WsTransport::new(args.config()) {
@@ -144,13 +154,14 @@ pub async fn run(args: ServeArgs) -> ExitCode {
         (None, Some(token)) => serde_json::Value::from(token),
         (_, None) => serde_json::Value::Null,
     };
-    let line = serde_json::json!({
-        "event": "listening",
-        "url": format!("ws://127.0.0.1:{port}/"),
-        "port": port,
-        "token": token,
-        "role": args.role.as_str(),
-    });
+    let line = Listening {
+        event: "listening",
+        url: format!("ws://127.0.0.1:{port}/"),
+        port,
+        token,
+        role: args.role.as_str(),
+    };
+    let line = serde_json::to_string(&line).unwrap_or_default();
     {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
