@@ -27,5 +27,3 @@ pub mod agent;
 pub mod client;
 pub mod protocol;
 pub mod server;
-
-
