@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -353,24 +354,52 @@ impl<C: Connector> Shared<C> {
     async fn pump(&self, live: &mut Live) -> End {
         loop {
             tokio::select! {
-                read = live.reader.read() => match read {
-                    Ok(Inbound::Text(text)) => self.deliver_text(&text),
-                    Ok(Inbound::Binary(payload)) => self.binary_handlers.emit(&payload),
-                    Ok(Inbound::Ping(payload)) => {
-                        let _ = live.queue.send(Outbound::Pong(payload));
+                // Reads first: a peer that closes (say with 1008) and hangs up makes the next
+                // write fail too, and the close frame is the one that says why.
+                biased;
+                read = live.reader.read() => {
+                    if let Some(end) = self.deliver(live, read) {
+                        return end;
                     }
-                    Ok(Inbound::Close(info)) => return End::Closed(info),
-                    Err(error) => return End::Broken(error),
-                },
+                }
                 written = &mut live.writer => {
-                    return End::Broken(match written {
+                    let error = match written {
                         Ok(Err(error)) => error,
                         Ok(Ok(())) => TransportError::Io("the writer stopped".into()),
                         Err(error) => TransportError::Io(format!("the writer task failed: {error}")),
-                    });
+                    };
+                    return self.drain_after_write_failure(live, error);
                 }
             }
         }
+    }
+
+    /// Handles one read; `Some` when the socket ended.
+    fn deliver(&self, live: &Live, read: Result<Inbound, TransportError>) -> Option<End> {
+        match read {
+            Ok(Inbound::Text(text)) => self.deliver_text(&text),
+            Ok(Inbound::Binary(payload)) => self.binary_handlers.emit(&payload),
+            Ok(Inbound::Ping(payload)) => {
+                let _ = live.queue.send(Outbound::Pong(payload));
+            }
+            Ok(Inbound::Close(info)) => return Some(End::Closed(info)),
+            Err(error) => return Some(End::Broken(error)),
+        }
+        None
+    }
+
+    /// After a failed write, delivers what was already received (it may end with the peer's
+    /// close frame, which explains the failure better than the write error).
+    fn drain_after_write_failure(&self, live: &mut Live, error: TransportError) -> End {
+        while let Some(read) = live.reader.read().now_or_never() {
+            if let Some(end) = self.deliver(live, read) {
+                return match end {
+                    End::Broken(_) => End::Broken(error),
+                    other => other,
+                };
+            }
+        }
+        End::Broken(error)
     }
 
     fn deliver_text(&self, text: &[u8]) {
