@@ -81,8 +81,7 @@ async fn serve_connection(mut stream: TcpStream, versions: Versions) {
             query = request.uri().query().unwrap_or("").to_owned();
             Ok(response)
         };
-    let Ok(ws) = tokio_tungstenite::accept_hdr_async(stream, callback).await
-    else {
+    let Ok(ws) = tokio_tungstenite::accept_hdr_async(stream, callback).await else {
         return;
     };
     let params: Vec<(&str, &str)> = query
