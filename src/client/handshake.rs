@@ -26,6 +26,7 @@ use tokio::time::Instant;
 use super::error::{ClientError, ErrorCode, WireError};
 use super::events::{ClientEvent, HistoryEntry, ResumeOutcome, SessionEvent, SessionEventKind};
 use super::features;
+use super::resume::{ResumePoint, SessionCursor};
 use super::subscribers::{lock, Subscribers};
 use super::transport::{ConnectionState, Subscription, Transport};
 use super::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
@@ -99,17 +100,6 @@ pub struct HandshakeInfo {
     pub resume: ResumeOutcome,
 }
 
-/// Where to resume from: the session, the server epoch, and the highest `seq` delivered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ResumePoint {
-    /// The bound session.
-    pub session_id: String,
-    /// The server epoch the session belongs to.
-    pub epoch: String,
-    /// The highest session `seq` delivered to the application (0: none yet).
-    pub after_seq: u64,
-}
-
 /// The client side of the agent protocol over any [`Transport`]. Cheap to clone; clones share
 /// one connection.
 ///
@@ -169,7 +159,7 @@ struct Inner {
 struct Core {
     pending: HashMap<String, Pending>,
     handshake: Option<HandshakeInfo>,
-    cursor: Option<ResumePoint>,
+    cursor: SessionCursor,
     state: ConnectionState,
     // True between a handshake result and the next state change. Sending a request checks it
     // under this lock, and the transport reports leaving `connected` before it accepts frames
@@ -211,7 +201,7 @@ impl Client {
             core: Mutex::new(Core {
                 pending: HashMap::new(),
                 handshake: None,
-                cursor: None,
+                cursor: SessionCursor::default(),
                 state: ConnectionState::Disconnected,
                 ready: false,
                 attempt: 0,
@@ -310,7 +300,7 @@ impl Client {
 
     /// Where a reconnect would resume from.
     pub fn resume_point(&self) -> Option<ResumePoint> {
-        lock(&self.inner.core).cursor.clone()
+        lock(&self.inner.core).cursor.point().cloned()
     }
 
     /// The transport underneath (e.g. for binary channel frames).
@@ -481,11 +471,11 @@ impl Inner {
                 "min_compatible_protocol": MIN_COMPATIBLE_PROTOCOL,
                 "client": { "name": self.options.name, "version": self.options.version },
             });
-            if let (Some(cursor), Some(params)) = (&core.cursor, params.as_object_mut()) {
-                params.insert("resume".into(), json!(cursor));
+            if let (Some(point), Some(params)) = (core.cursor.point(), params.as_object_mut()) {
+                params.insert("resume".into(), json!(point));
             }
             let id = format!("hs{attempt}");
-            let asked_to_resume = core.cursor.is_some();
+            let asked_to_resume = core.cursor.point().is_some();
             core.pending.insert(
                 id.clone(),
                 Pending::Handshake {
@@ -555,14 +545,7 @@ impl Inner {
             });
             return;
         };
-        let fresh = match lock(&self.core).cursor.as_mut() {
-            Some(cursor) if seq <= cursor.after_seq => false,
-            Some(cursor) => {
-                cursor.after_seq = seq;
-                true
-            }
-            None => true,
-        };
+        let fresh = lock(&self.core).cursor.accept(seq);
         if !fresh {
             tracing::debug!(seq, event, "dropped a session event already delivered");
             return;
@@ -645,39 +628,20 @@ impl Inner {
                 })
             }
         };
-        let outcome = match info.resume {
-            // Asked to resume but bound afresh: events may have been missed, as with a reset.
-            ResumeOutcome::New if asked_to_resume => ResumeOutcome::Reset,
-            other => other,
-        };
         let state = if info.version_skew {
             ConnectionState::VersionSkew
         } else {
             ConnectionState::Connected
         };
-        {
+        let outcome = {
             let mut core = lock(&self.core);
-            let keep_cursor = matches!(
-                outcome,
-                ResumeOutcome::Resumed { .. } | ResumeOutcome::Gap { .. }
-            ) && core
-                .cursor
-                .as_ref()
-                .is_some_and(|cursor| cursor.session_id == info.session_id);
-            if keep_cursor {
-                if let Some(cursor) = core.cursor.as_mut() {
-                    cursor.epoch.clone_from(&info.epoch);
-                }
-            } else {
-                core.cursor = Some(ResumePoint {
-                    session_id: info.session_id.clone(),
-                    epoch: info.epoch.clone(),
-                    after_seq: 0,
-                });
-            }
+            let outcome =
+                core.cursor
+                    .bind(asked_to_resume, info.resume, &info.session_id, &info.epoch);
             core.handshake = Some(info.clone());
             core.ready = true;
-        }
+            outcome
+        };
         self.phase.send_replace(Phase::Ready);
         self.set_state(state);
         self.events.emit(&ClientEvent::Ready {
@@ -723,12 +687,7 @@ impl Inner {
             return;
         };
         let mut core = lock(&self.core);
-        if let Some(cursor) = core.cursor.as_mut() {
-            if cursor.session_id != session_id {
-                cursor.session_id = session_id.to_owned();
-                cursor.after_seq = 0;
-            }
-        }
+        core.cursor.rebind(session_id);
         if let Some(info) = core.handshake.as_mut() {
             info.session_id = session_id.to_owned();
         }

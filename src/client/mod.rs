@@ -61,6 +61,7 @@ mod features;
 mod handshake;
 mod probe;
 mod reconnect;
+mod resume;
 mod subscribers;
 #[doc(hidden)]
 pub mod testing;
@@ -74,13 +75,12 @@ pub use events::{
     ClientEvent, Decision, HistoryEntry, ResumeOutcome, SessionEvent, SessionEventKind,
 };
 pub use features::{feature_for_method, preflight, FeatureRequirement};
-pub use handshake::{
-    Client, ClientOptions, EventHandler, HandshakeInfo, PeerInfo, ResumePoint, CLIENT_NAME,
-};
+pub use handshake::{Client, ClientOptions, EventHandler, HandshakeInfo, PeerInfo, CLIENT_NAME};
 pub use probe::{probe_health, Health};
 pub use reconnect::{
     Connector, Inbound, Outbound, ReconnectingTransport, Socket, SocketReader, SocketWriter,
 };
+pub use resume::ResumePoint;
 pub use transport::{
     BinaryHandler, CloseInfo, ConnectionState, MessageHandler, StateHandler, Subscription,
     Transport, TransportError,
