@@ -103,6 +103,19 @@ pub struct HandshakeInfo {
 /// The client side of the agent protocol over any [`Transport`]. Cheap to clone; clones share
 /// one connection.
 ///
+/// - Every time the transport reports `connected`, the first frame sent is `system.handshake`
+///   (protocol 1.0, client `carrier-cli`); requests wait until its result arrives. After a
+///   reconnect the handshake carries `resume: {session_id, epoch, after_seq}`, where `after_seq`
+///   is the highest session `seq` already delivered, and replayed duplicates are dropped.
+/// - Responses are matched to requests by `id`; each request has a timeout.
+/// - A request whose method needs a feature the server did not announce fails locally with
+///   `unsupported_feature` ([`ClientError::Preflight`]) and nothing is sent.
+/// - Every handshake outcome reaches [`on_event`](Client::on_event) handlers as
+///   [`ClientEvent::Ready`]; on `gap` or `reset` the history is fetched again and delivered as
+///   [`ClientEvent::HistoryRefetched`].
+/// - The state is `connecting` until the handshake result arrives, then `connected`, or
+///   `version_skew` when the server's minor version differs.
+///
 /// ```no_run
 /// use std::sync::Arc;
 /// use carrier::client::{Client, ClientEvent, SessionEventKind, WsClientTransport, WsOptions};
@@ -655,7 +668,7 @@ impl Inner {
     }
 
     fn fail_handshake(self: &Arc<Self>, error: ClientError) {
-        tracing::warn!(%error, "handshake failed; disconnecting");
+        tracing::info!(%error, "handshake failed; disconnecting");
         lock(&self.core).ready = false;
         self.phase.send_replace(Phase::Closed(error.clone()));
         self.events.emit(&ClientEvent::HandshakeFailed(error));

@@ -1,24 +1,5 @@
 //! The `Transport` trait: the one swappable seam between a client and the channel that carries
-//! its frames (SPEC section 11).
-//!
-//! A transport is a frame pipe. It does not interpret method names, route responses by id or
-//! reorder anything; the handshake, request correlation and resume all live one layer up in
-//! [`Client`](super::Client). Its obligations are:
-//!
-//! - **one `send` = exactly one frame** on the wire, and every inbound text frame is delivered to
-//!   the message handlers as one JSON object;
-//! - **no errors for bad input**: inbound text that is not a JSON object is dropped and logged;
-//! - **observable state**: `disconnected` → `connecting` → `connected`, reported to the state
-//!   handlers on every change (a bare transport never reports `version_skew`);
-//! - **best-effort reconnect** after an unexpected break (see [`ReconnectingTransport`]).
-//!
-//! # Why boxed futures
-//!
-//! `connect` and `disconnect` return [`BoxFuture`] instead of using `async fn` in the trait so that
-//! `Arc<dyn Transport>` works: the handshake layer holds any transport behind one pointer type,
-//! and a new transport (a pipe, native messaging) plugs in without generics leaking into callers.
-//!
-//! [`ReconnectingTransport`]: super::ReconnectingTransport
+//! its frames (SPEC section 11). The contract is documented on [`Transport`].
 
 use std::fmt;
 
@@ -193,10 +174,26 @@ impl fmt::Debug for Subscription {
     }
 }
 
-/// A client-side frame pipe. See the [module docs](self) for the contract.
+/// A client-side frame pipe.
+///
+/// A transport does not interpret method names, route responses by id or reorder anything; the
+/// handshake, request correlation and resume all live one layer up in
+/// [`Client`](super::Client). Its obligations are:
+///
+/// - **one `send` = exactly one frame** on the wire, and every inbound text frame is delivered
+///   to the message handlers as one JSON object;
+/// - **no errors for bad input**: inbound text that is not a JSON object is dropped and logged;
+/// - **observable state**: `disconnected` → `connecting` → `connected`, reported to the state
+///   handlers on every change (a bare transport never reports `version_skew`);
+/// - **best-effort reconnect** after an unexpected break (see
+///   [`ReconnectingTransport`](super::ReconnectingTransport)).
 ///
 /// Handlers run on the transport's own task, in arrival order, and must not block; a handler may
 /// call `send` (it is synchronous) and may subscribe or dispose other handlers.
+///
+/// `connect` and `disconnect` return [`BoxFuture`] instead of being `async fn`s so that the trait
+/// stays object-safe: the handshake layer holds any transport as `Arc<dyn Transport>`, and a new
+/// transport (a pipe, native messaging) plugs in without generics leaking into its callers.
 pub trait Transport: Send + Sync {
     /// The current state.
     fn state(&self) -> ConnectionState;

@@ -4,20 +4,6 @@
 //! `ws://` URL: it adds the token (`?token=` or the `Sec-WebSocket-Protocol` header) and the
 //! requested role (`?role=observe`) and performs the upgrade. Fragmented messages are reassembled
 //! before delivery; pings are answered through the socket's single writer task.
-//!
-//! ```no_run
-//! use carrier::client::{Transport, WsClientTransport, WsOptions};
-//! use carrier::protocol::Role;
-//!
-//! # async fn run() -> Result<(), carrier::client::TransportError> {
-//! let options = WsOptions::new("ws://127.0.0.1:7070/")
-//!     .token("3f9c…")
-//!     .role(Role::Observe);
-//! let transport = WsClientTransport::new(options);
-//! transport.connect().await?;
-//! # Ok(())
-//! # }
-//! ```
 
 use std::convert::Infallible;
 use std::fmt;
@@ -390,6 +376,25 @@ fn close_info(payload: &[u8]) -> Option<CloseInfo> {
 }
 
 /// The WebSocket client transport: [`WsOptions`] in, a reconnecting [`Transport`] out.
+///
+/// It dials `ws://` URLs with hyper's HTTP/1 client and speaks WebSocket with `fastwebsockets`:
+/// the token goes in `?token=` (or the `Sec-WebSocket-Protocol` header), the requested role in
+/// `?role=`; fragmented messages are reassembled, pings answered, and reconnects follow
+/// [`ReconnectingTransport`]'s policy.
+///
+/// ```no_run
+/// use carrier::client::{Transport, WsClientTransport, WsOptions};
+/// use carrier::protocol::Role;
+///
+/// # async fn run() -> Result<(), carrier::client::TransportError> {
+/// let options = WsOptions::new("ws://127.0.0.1:7070/")
+///     .token("3f9c…")
+///     .role(Role::Observe);
+/// let transport = WsClientTransport::new(options);
+/// transport.connect().await?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct WsClientTransport {
     inner: ReconnectingTransport<WsConnector>,
 }
