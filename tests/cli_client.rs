@@ -365,7 +365,7 @@ async fn closed_port() -> u16 {
 // send
 // ---------------------------------------------------------------------------------------------
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_streams_the_reply_to_stdout_and_exits_0() {
     let port = fake_carrier(CURRENT).await;
     let result = send(port, TOKEN, "hello big world", false).await;
@@ -374,7 +374,7 @@ async fn send_streams_the_reply_to_stdout_and_exits_0() {
     assert_eq!(result.code, ExitCode::SUCCESS);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_with_a_wrong_token_exits_1_with_one_clear_line() {
     let port = fake_carrier(CURRENT).await;
     let result = send(port, "wrong", "hello", false).await;
@@ -386,7 +386,7 @@ async fn send_with_a_wrong_token_exits_1_with_one_clear_line() {
     assert!(result.err.contains("CARRIER_TOKEN"), "{}", result.err);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_denies_a_permission_request_by_default() {
     let port = fake_carrier(CURRENT).await;
     let result = send(port, TOKEN, "/tool rm -rf", false).await;
@@ -395,7 +395,7 @@ async fn send_denies_a_permission_request_by_default() {
     assert_eq!(result.code, ExitCode::SUCCESS);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_with_allow_lets_the_tool_run() {
     let port = fake_carrier(CURRENT).await;
     let result = send(port, TOKEN, "/tool ls", true).await;
@@ -403,7 +403,7 @@ async fn send_with_allow_lets_the_tool_run() {
     assert_eq!(result.code, ExitCode::SUCCESS);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_to_a_closed_port_exits_1_and_points_to_doctor() {
     let port = closed_port().await;
     let result = send(port, TOKEN, "hello", false).await;
@@ -412,7 +412,7 @@ async fn send_to_a_closed_port_exits_1_and_points_to_doctor() {
     assert!(result.err.contains("carrier doctor"), "{}", result.err);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_with_a_url_that_is_not_ws_exits_2() {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let args = SendArgs {
@@ -453,7 +453,7 @@ fn send_flags_parse_and_allow_conflicts_with_deny() {
 // connect
 // ---------------------------------------------------------------------------------------------
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_runs_piped_lines_in_order_and_exits_0_at_end_of_input() {
     let port = fake_carrier(CURRENT).await;
     let result = console(
@@ -486,7 +486,7 @@ async fn connect_runs_piped_lines_in_order_and_exits_0_at_end_of_input() {
     assert_eq!(result.out.lines().collect::<Vec<_>>(), expected);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_denies_a_pending_permission_when_input_ends() {
     let port = fake_carrier(CURRENT).await;
     let result = console(port, false, &["/tool y"]).await;
@@ -499,7 +499,7 @@ async fn connect_denies_a_pending_permission_when_input_ends() {
     assert!(result.err.contains("denying"), "{}", result.err);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_quit_leaves_at_once() {
     let port = fake_carrier(CURRENT).await;
     let result = console(port, false, &["/quit", "never sent"]).await;
@@ -507,7 +507,7 @@ async fn connect_quit_leaves_at_once() {
     assert_eq!(result.out, "");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_observe_reports_that_prompts_are_forbidden() {
     let port = fake_carrier(CURRENT).await;
     let result = console(port, true, &["hello", "/status"]).await;
@@ -521,7 +521,7 @@ async fn connect_observe_reports_that_prompts_are_forbidden() {
 // status
 // ---------------------------------------------------------------------------------------------
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_json_prints_the_status_and_url_as_one_line() {
     let port = fake_carrier(CURRENT).await;
     let url = format!("ws://127.0.0.1:{port}/");
@@ -541,7 +541,7 @@ async fn status_json_prints_the_status_and_url_as_one_line() {
     assert_eq!(status["channels"], json!(["mic"]));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_without_json_is_readable() {
     let port = fake_carrier(CURRENT).await;
     let (mut out, mut err) = (Vec::new(), Vec::new());
@@ -573,7 +573,7 @@ async fn doctor(port: u16, token: Option<&str>) -> Output {
     output(code, out, err)
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_finds_a_server_and_reports_versions_and_missing_features() {
     let port = fake_carrier(CURRENT).await;
     let result = doctor(port, Some(TOKEN)).await;
@@ -600,7 +600,7 @@ async fn doctor_finds_a_server_and_reports_versions_and_missing_features() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_without_a_token_only_checks_health() {
     let port = fake_carrier(CURRENT).await;
     let result = doctor(port, None).await;
@@ -608,7 +608,7 @@ async fn doctor_without_a_token_only_checks_health() {
     assert!(result.out.contains("set CARRIER_TOKEN"), "{}", result.out);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_says_which_side_to_update_on_skew_and_incompatibility() {
     let newer = fake_carrier(Versions {
         protocol: "1.2",
@@ -633,7 +633,7 @@ async fn doctor_says_which_side_to_update_on_skew_and_incompatibility() {
     assert!(result.out.contains("incompatible"), "{}", result.out);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_with_nothing_listening_exits_1_with_a_hint() {
     let port = closed_port().await;
     let result = doctor(port, Some(TOKEN)).await;

@@ -25,7 +25,7 @@ use carrier::client::{
     Transport, TransportError, WsClientTransport, WsOptions,
 };
 use carrier::protocol::Role;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc::{self, UnboundedReceiver};
@@ -956,6 +956,20 @@ async fn the_handshake_method_is_reserved_and_requests_before_connect_fail() {
         h.client.request("system.ping", json!({})).await,
         Err(ClientError::NotConnected)
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_over_an_already_open_transport_handshakes_on_connect() {
+    let (transport, mut server, mut peer) = connect_fake().await;
+    let client = Client::new(Arc::clone(&transport) as Arc<dyn Transport>);
+    let server_side = async {
+        answer_handshake(&mut peer, handshake_result(json!({}))).await;
+    };
+    let (connected, ()) = tokio::join!(client.connect(), server_side);
+    assert_eq!(connected.expect("handshake").session_id, "s1");
+    assert_eq!(client.state(), ConnectionState::Connected);
+    assert_eq!(server.dial_times().len(), 1);
+    assert!(server.accept().now_or_never().is_none());
 }
 
 #[tokio::test(start_paused = true)]

@@ -28,7 +28,7 @@ use super::events::{ClientEvent, HistoryEntry, ResumeOutcome, SessionEvent, Sess
 use super::features;
 use super::resume::{ResumePoint, SessionCursor};
 use super::subscribers::{lock, Subscribers};
-use super::transport::{ConnectionState, Subscription, Transport};
+use super::transport::{ConnectionState, Subscription, Transport, TransportError};
 use super::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
 use crate::protocol::Role;
 
@@ -252,7 +252,8 @@ impl Client {
             *lock(&inner.runtime) = Some(handle);
         }
         let mut phase = inner.phase.subscribe();
-        if matches!(*phase.borrow(), Phase::Ready) {
+        let ready = matches!(*phase.borrow(), Phase::Ready);
+        if ready {
             if let Some(info) = self.handshake() {
                 return Ok(info);
             }
@@ -265,7 +266,8 @@ impl Client {
             closed
         });
         inner.transport.connect().await?;
-        if matches!(*phase.borrow(), Phase::Idle) && inner.transport.state().is_open() {
+        let idle = matches!(*phase.borrow(), Phase::Idle);
+        if idle && inner.transport.state().is_open() {
             // Already open before this client subscribed: no state change will come.
             inner.on_transport_state(ConnectionState::Connected);
         }
@@ -426,7 +428,13 @@ impl Inner {
         let id = format!("c{}", self.next_id.fetch_add(1, Ordering::Relaxed));
         let frame = json!({ "id": id, "method": method, "params": params });
         // Sent under the lock: see `Core::ready`.
-        self.transport.send(&frame)?;
+        match self.transport.send(&frame) {
+            Ok(()) => {}
+            // The socket just went away and the transport has not said so yet; nothing was
+            // sent, so the request can wait for the reconnect like any other.
+            Err(TransportError::NotConnected) => return Ok(None),
+            Err(error) => return Err(error.into()),
+        }
         let (reply, answer) = oneshot::channel();
         core.pending.insert(
             id.clone(),

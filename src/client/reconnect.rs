@@ -304,14 +304,21 @@ impl<C: Connector> Shared<C> {
                 }
                 End::Closed(info) => {
                     // Echo the close (RFC 6455 section 5.5.1); best effort, the peer may be gone.
-                    let echo = info.clone().unwrap_or(CloseInfo {
-                        code: 1000,
-                        reason: String::new(),
-                    });
                     let _ = live.queue.send(Outbound::Close(CloseInfo {
-                        code: echo.code,
+                        code: echo_code(info.as_ref()),
                         reason: String::new(),
                     }));
+                    // The writer ends after the echo; bound it so a peer that stopped reading
+                    // cannot keep the old socket open.
+                    let mut writer = live.writer;
+                    tokio::spawn(async move {
+                        if tokio::time::timeout(CLOSE_FLUSH_TIMEOUT, &mut writer)
+                            .await
+                            .is_err()
+                        {
+                            writer.abort();
+                        }
+                    });
                     let refused = info.as_ref().is_some_and(CloseInfo::is_refusal);
                     tracing::info!(close = ?info, "peer closed the connection");
                     *lock(&self.last_close) = info;
@@ -419,6 +426,15 @@ impl<C: Connector> Shared<C> {
     }
 }
 
+/// The code to echo for a peer's close: its own, unless that is one that must never be sent
+/// (1005 no status, 1006 abnormal, 1015 TLS, or outside the valid range).
+fn echo_code(info: Option<&CloseInfo>) -> u16 {
+    match info.map(|info| info.code) {
+        Some(code @ 1000..=4999) if !matches!(code, 1004..=1006 | 1015) => code,
+        _ => 1000,
+    }
+}
+
 /// The socket's single writer: drains the queue in order until a close is written, the queue is
 /// dropped, or a write fails.
 async fn write_all(
@@ -433,4 +449,27 @@ async fn write_all(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(code: u16) -> CloseInfo {
+        CloseInfo {
+            code,
+            reason: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_close_is_echoed_with_its_code_unless_that_code_must_not_be_sent() {
+        assert_eq!(echo_code(Some(&close(1001))), 1001);
+        assert_eq!(echo_code(Some(&close(1008))), 1008);
+        assert_eq!(echo_code(Some(&close(4000))), 4000);
+        for reserved in [1005, 1006, 1015, 999, 5000] {
+            assert_eq!(echo_code(Some(&close(reserved))), 1000, "{reserved}");
+        }
+        assert_eq!(echo_code(None), 1000);
+    }
 }
