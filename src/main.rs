@@ -20,6 +20,14 @@ struct Cli {
 enum Command {
     /// Serve the embedded agent (or --agent-cmd) on 127.0.0.1.
     Serve(cli::serve::ServeArgs),
+    /// Run one turn against a running server and print the reply.
+    Send(cli::client::SendArgs),
+    /// Interactive console: prompts, streamed output, permission answers.
+    Connect(cli::client::ConnectArgs),
+    /// Print a server's `system.status`.
+    Status(cli::client::StatusArgs),
+    /// Find local servers and check versions and compatibility.
+    Doctor(cli::client::DoctorArgs),
     /// Write or check the JSON Schemas of the protocol.
     Schema(cli::schema::SchemaArgs),
 }
@@ -49,6 +57,10 @@ fn main() -> ExitCode {
     runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => cli::serve::run(args).await,
+            Command::Send(args) => cli::client::run_send(args).await,
+            Command::Connect(args) => cli::client::run_connect(args).await,
+            Command::Status(args) => cli::client::run_status(args).await,
+            Command::Doctor(args) => cli::client::run_doctor(args).await,
             Command::Schema(args) => cli::schema::run(args),
         }
     })
