@@ -32,9 +32,16 @@ enum Command {
     Schema(cli::schema::SchemaArgs),
 }
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).try_init();
+/// Logs go to stderr, filtered by `RUST_LOG`; by default `serve` logs at info and the client
+/// commands only warnings, so their one-line errors stay one line.
+fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
 }
 
 fn main() -> ExitCode {
@@ -46,7 +53,11 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_logging();
+    init_logging(if matches!(cli.command, Command::Serve(_)) {
+        "info"
+    } else {
+        "warn"
+    });
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
