@@ -74,10 +74,12 @@ impl BenchSocket {
             let (mut ws, _) = fastwebsockets::handshake::client(&SpawnExecutor, req, tcp)
                 .await
                 .map_err(|e| LoadError::Connect(e.to_string()))?;
-            // Payloads are sent unmasked-in-place under a zero key (module docs).
+            // Payloads go out under a zero key, straight from the caller's buffer (module docs).
+            // fastwebsockets would send its automatic pong and close replies unmasked then, so
+            // this client answers pings and closes itself ([`BenchSocket::recv`]).
             ws.set_auto_apply_mask(false);
-            ws.set_auto_close(true);
-            ws.set_auto_pong(true);
+            ws.set_auto_close(false);
+            ws.set_auto_pong(false);
             Ok::<_, LoadError>(BenchSocket {
                 ws: FragmentCollector::new(ws),
             })
@@ -93,11 +95,16 @@ impl BenchSocket {
         self.ws.write_frame(frame).await.map_err(LoadError::from)
     }
 
-    /// The next text or binary message (pings are answered, pongs skipped). A close is an error.
+    /// The next text or binary message (pings are answered, pongs skipped). A close is
+    /// answered and reported as an error.
     pub(crate) async fn recv(&mut self) -> Result<Message, LoadError> {
         loop {
             let frame = self.ws.read_frame().await?;
             match frame.opcode {
+                OpCode::Ping => {
+                    let pong = Frame::new(true, OpCode::Pong, Some([0; 4]), frame.payload);
+                    self.ws.write_frame(pong).await?;
+                }
                 OpCode::Text | OpCode::Binary => {
                     let payload = match frame.payload {
                         Payload::Bytes(b) => b.freeze(),
@@ -111,6 +118,8 @@ impl BenchSocket {
                 OpCode::Close => {
                     let code = (frame.payload.len() >= 2)
                         .then(|| u16::from_be_bytes([frame.payload[0], frame.payload[1]]));
+                    let reply = Frame::new(true, OpCode::Close, Some([0; 4]), frame.payload);
+                    let _ = self.ws.write_frame(reply).await;
                     return Err(LoadError::Closed(code));
                 }
                 _ => continue,
@@ -150,9 +159,18 @@ impl BenchSocket {
 
     /// Sends a normal close and waits briefly for the server's answer.
     pub(crate) async fn close(mut self) {
-        let _ = self.ws.write_frame(Frame::close(1000, b"")).await;
+        let normal = 1000u16.to_be_bytes();
+        let close = Frame::new(true, OpCode::Close, Some([0; 4]), Payload::Borrowed(&normal));
+        if self.ws.write_frame(close).await.is_err() {
+            return;
+        }
+        // Read until the server's close (or EOF), so it is the server that ends the TCP stream.
         let _ = tokio::time::timeout(Duration::from_millis(500), async {
-            while self.ws.read_frame().await.is_ok() {}
+            while let Ok(frame) = self.ws.read_frame().await {
+                if frame.opcode == OpCode::Close {
+                    break;
+                }
+            }
         })
         .await;
     }

@@ -8,6 +8,7 @@ const port = Number(process.argv[2] || 0);
 const wss = new WebSocketServer({ host: '127.0.0.1', port, maxPayload: 64 * 1024 * 1024 });
 wss.on('connection', (ws) => {
   ws.on('message', (data, isBinary) => ws.send(data, { binary: isBinary }));
+  ws.on('error', () => ws.terminate()); // a broken peer ends its socket, not the server
 });
 wss.on('listening', () => {
   console.log(JSON.stringify({ event: 'listening', port: wss.address().port }));
