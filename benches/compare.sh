@@ -91,7 +91,7 @@ run_one() {
   start_server "$server"
   local extra=()
   [ "$server" = carrier ] && extra=(--token "$TOKEN")
-  case " $* " in *" idle"*) extra+=(--rss-pid "$SPID") ;; esac
+  extra+=(--server-pid "$SPID")
   local line
   line=$("${CLIENT_PIN[@]}" "$LOADGEN" "ws://127.0.0.1:$SPORT/" "${extra[@]}" \
     --duration-secs 300 "$@" || true)

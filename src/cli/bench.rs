@@ -82,9 +82,9 @@ pub struct BenchArgs {
     /// Stop after this many seconds even if messages remain (1..=600).
     #[arg(long, default_value_t = 60)]
     pub duration_secs: u64,
-    /// idle modes: the server's process id, whose /proc/PID/status VmRSS is read.
-    #[arg(long)]
-    pub rss_pid: Option<u32>,
+    /// The server's process id: idle modes read its VmRSS, the others its CPU time (/proc).
+    #[arg(long, alias = "rss-pid")]
+    pub server_pid: Option<u32>,
     /// idle modes: milliseconds to wait before each memory reading.
     #[arg(long, default_value_t = 500)]
     pub settle_ms: u64,
@@ -102,7 +102,7 @@ impl BenchArgs {
             binary: self.binary,
             channel: self.channel.clone(),
             max_duration: Duration::from_secs(self.duration_secs),
-            rss_pid: self.rss_pid,
+            server_pid: self.server_pid,
             settle: Duration::from_millis(self.settle_ms),
             ..Plan::new(self.mode.into(), self.url.clone())
         }

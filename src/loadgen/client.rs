@@ -1,10 +1,10 @@
 //! One load-generator connection: a fastwebsockets client (the carrier's own stack) over TCP.
 //!
-//! Frames are sent with an all-zero masking key and the payload written straight from the
-//! caller's buffer. RFC 6455 wants an unpredictable key from browsers; a benchmark client on
-//! loopback has no proxy cache to poison, and a zero key lets it send without copying (or
-//! re-masking) its payload. The server still runs its unmasking pass, so the work measured on
-//! the server side is the same as with any other key.
+//! Every frame is masked with a fresh random key, as RFC 6455 asks of clients. A server may skip
+//! unmasking for an all-zero key (Node `ws` does), so a zero key would favour some servers over
+//! others; instead the payload is copied into a scratch buffer and masked there, which leaves
+//! the caller's message untouched for the next send. That copy is client-side work and the
+//! same for every server.
 
 use std::future::Future;
 use std::time::Duration;
@@ -47,6 +47,13 @@ pub(crate) struct Message {
 /// An upgraded client connection.
 pub(crate) struct BenchSocket {
     ws: FragmentCollector<TokioIo<Upgraded>>,
+    /// Where each outgoing payload is masked.
+    scratch: Vec<u8>,
+}
+
+/// A masked frame carrying `payload` (masked in place by the caller) under `key`.
+fn masked<'a>(opcode: OpCode, key: [u8; 4], payload: &'a mut [u8]) -> Frame<'a> {
+    Frame::new(true, opcode, Some(key), Payload::BorrowedMut(payload))
 }
 
 impl BenchSocket {
@@ -74,14 +81,15 @@ impl BenchSocket {
             let (mut ws, _) = fastwebsockets::handshake::client(&SpawnExecutor, req, tcp)
                 .await
                 .map_err(|e| LoadError::Connect(e.to_string()))?;
-            // Payloads go out under a zero key, straight from the caller's buffer (module docs).
-            // fastwebsockets would send its automatic pong and close replies unmasked then, so
-            // this client answers pings and closes itself ([`BenchSocket::recv`]).
+            // Payloads are masked here, in a scratch buffer (module docs). fastwebsockets would
+            // then send its automatic pong and close replies unmasked, so this client answers
+            // pings and closes itself ([`BenchSocket::recv`]).
             ws.set_auto_apply_mask(false);
             ws.set_auto_close(false);
             ws.set_auto_pong(false);
             Ok::<_, LoadError>(BenchSocket {
                 ws: FragmentCollector::new(ws),
+                scratch: Vec::new(),
             })
         };
         tokio::time::timeout(timeout, connect)
@@ -89,9 +97,13 @@ impl BenchSocket {
             .map_err(|_| LoadError::Connect("timed out".into()))?
     }
 
-    /// Sends one data message whose payload is `parts` back to back (one part: no copy).
+    /// Sends one message (or control frame) with `payload`, masked under a fresh random key.
     pub(crate) async fn send(&mut self, opcode: OpCode, payload: &[u8]) -> Result<(), LoadError> {
-        let frame = Frame::new(true, opcode, Some([0; 4]), Payload::Borrowed(payload));
+        let key: [u8; 4] = rand::random();
+        self.scratch.clear();
+        self.scratch.extend_from_slice(payload);
+        fastwebsockets::unmask(&mut self.scratch, key);
+        let frame = masked(opcode, key, &mut self.scratch);
         self.ws.write_frame(frame).await.map_err(LoadError::from)
     }
 
@@ -101,10 +113,7 @@ impl BenchSocket {
         loop {
             let frame = self.ws.read_frame().await?;
             match frame.opcode {
-                OpCode::Ping => {
-                    let pong = Frame::new(true, OpCode::Pong, Some([0; 4]), frame.payload);
-                    self.ws.write_frame(pong).await?;
-                }
+                OpCode::Ping => self.send(OpCode::Pong, &frame.payload).await?,
                 OpCode::Text | OpCode::Binary => {
                     let payload = match frame.payload {
                         Payload::Bytes(b) => b.freeze(),
@@ -118,8 +127,7 @@ impl BenchSocket {
                 OpCode::Close => {
                     let code = (frame.payload.len() >= 2)
                         .then(|| u16::from_be_bytes([frame.payload[0], frame.payload[1]]));
-                    let reply = Frame::new(true, OpCode::Close, Some([0; 4]), frame.payload);
-                    let _ = self.ws.write_frame(reply).await;
+                    let _ = self.send(OpCode::Close, &frame.payload).await;
                     return Err(LoadError::Closed(code));
                 }
                 _ => continue,
@@ -159,9 +167,11 @@ impl BenchSocket {
 
     /// Sends a normal close and waits briefly for the server's answer.
     pub(crate) async fn close(mut self) {
-        let normal = 1000u16.to_be_bytes();
-        let close = Frame::new(true, OpCode::Close, Some([0; 4]), Payload::Borrowed(&normal));
-        if self.ws.write_frame(close).await.is_err() {
+        if self
+            .send(OpCode::Close, &1000u16.to_be_bytes())
+            .await
+            .is_err()
+        {
             return;
         }
         // Read until the server's close (or EOF), so it is the server that ends the TCP stream.

@@ -114,6 +114,7 @@ pub(crate) async fn run(
     let body_at = encoded.head.len();
     let mut frame = encoded.to_vec();
     let mut started = epoch;
+    let mut cpu_start = None;
     let mut send_error = None;
     for n in 0..total {
         if n == warmup {
@@ -126,6 +127,9 @@ pub(crate) async fn run(
                 break;
             }
             started = Instant::now();
+            cpu_start = plan
+                .server_pid
+                .and_then(|p| super::process_cpu_time(p).ok());
         }
         let window = n.saturating_sub(FANOUT_WINDOW as u64 - 1);
         if tokio::time::timeout_at(deadline, progress.reached(window))
@@ -153,6 +157,7 @@ pub(crate) async fn run(
         latencies: Latencies::with_capacity(plan.connections * plan.messages),
         first_error: send_error.as_ref().map(ToString::to_string),
         memory: None,
+        server_cpu: None,
     };
     out.errors += u64::from(send_error.is_some());
     let mut last = started;
@@ -175,6 +180,7 @@ pub(crate) async fn run(
         }
     }
     out.elapsed = last.saturating_duration_since(started);
+    out.server_cpu = super::cpu_since(plan.server_pid, cpu_start);
     if Instant::now() < deadline {
         sender.close().await;
     }

@@ -26,7 +26,7 @@ pub(crate) async fn run(
     deadline: Instant,
 ) -> Result<Outcome, LoadError> {
     let pid = plan
-        .rss_pid
+        .server_pid
         .ok_or_else(|| LoadError::Plan("idle modes need the server's pid".into()))?;
     let before = vm_rss_kib(pid)?;
     let mut sockets = tokio::time::timeout_at(deadline, open_all(plan, target, plan.connections))
@@ -75,6 +75,7 @@ pub(crate) async fn run(
         elapsed,
         latencies,
         first_error,
+        server_cpu: None,
         memory: Some(MemoryReport {
             rss_before_kib: before,
             rss_idle_kib: idle,

@@ -20,9 +20,13 @@
 //! - `raw` — plain WebSocket echo (text, or binary with [`Plan::binary`]), no handshake: for
 //!   any echo server, including the baselines in `benches/baselines/`.
 //! - `idle` / `idle-raw` — memory: opens N connections (carrier: admitted and handshaken; raw:
-//!   just upgraded), reads the server's `VmRSS` from `/proc/PID/status` ([`Plan::rss_pid`]),
+//!   just upgraded), reads the server's `VmRSS` from `/proc/PID/status` ([`Plan::server_pid`]),
 //!   then lets each connection carry one S-byte message (carrier: a channel echo; raw: a binary
 //!   echo) and reads it again.
+//!
+//! With [`Plan::server_pid`] the other modes also report the server's CPU time (user + system,
+//! from `/proc/PID/stat`) over the measured phase, per message. On a shared machine that is the
+//! steadier number: it does not depend on how much CPU other processes left the server.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), carrier::loadgen::LoadError> {
@@ -114,8 +118,9 @@ pub struct Plan {
     pub max_duration: Duration,
     /// Per-connection upgrade (and handshake) timeout.
     pub connect_timeout: Duration,
-    /// `idle` modes: the server process whose `VmRSS` is read.
-    pub rss_pid: Option<u32>,
+    /// The server's process id (same machine): its `VmRSS` for the `idle` modes, its CPU time
+    /// for the others.
+    pub server_pid: Option<u32>,
     /// `idle` modes: pause before each RSS reading, so the server settles.
     pub settle: Duration,
 }
@@ -135,7 +140,7 @@ impl Plan {
             channel: None,
             max_duration: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
-            rss_pid: None,
+            server_pid: None,
             settle: Duration::from_millis(500),
         }
     }
@@ -170,7 +175,7 @@ impl Plan {
             return bad(&format!("size must be at most {MAX_SIZE} bytes"));
         }
         if self.mode == Mode::Fanout && self.size < 8 {
-            return bad("fanout needs size >= 8 (the payload carries a timestamp)");
+            return bad("fanout needs size >= 16 (the payload carries a timestamp and an index)");
         }
         if self.max_duration.is_zero() || self.max_duration > MAX_DURATION {
             return bad("the duration must be between 1 s and 600 s");
@@ -178,8 +183,8 @@ impl Plan {
         if self.channel_name().is_empty() || self.channel_name().len() > 255 {
             return bad("channel names are 1 to 255 bytes");
         }
-        if matches!(self.mode, Mode::Idle | Mode::IdleRaw) && self.rss_pid.is_none() {
-            return bad("idle modes need --rss-pid (the server's process id)");
+        if matches!(self.mode, Mode::Idle | Mode::IdleRaw) && self.server_pid.is_none() {
+            return bad("idle modes need --server-pid (the server's process id)");
         }
         Ok(target)
     }
@@ -212,8 +217,8 @@ pub enum LoadError {
     /// The run's time bound was reached.
     #[error("the run's time bound was reached")]
     TimedOut,
-    /// Reading the server's memory failed.
-    #[error("cannot read /proc/{0}/status: {1}")]
+    /// Reading the server's memory or CPU time from `/proc` failed.
+    #[error("cannot read /proc/{0}: {1}")]
     Rss(u32, String),
 }
 
@@ -263,6 +268,12 @@ pub struct Report {
     pub p99_us: u32,
     /// Slowest message, µs.
     pub max_us: u32,
+    /// Server CPU seconds (user + system) over the measured phase, with [`Plan::server_pid`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_cpu_s: Option<f64>,
+    /// Server CPU microseconds per completed message, with [`Plan::server_pid`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_cpu_us_per_msg: Option<f64>,
     /// The first error seen, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_error: Option<String>,
@@ -287,6 +298,8 @@ pub(crate) struct Outcome {
     latencies: latency::Latencies,
     first_error: Option<String>,
     memory: Option<MemoryReport>,
+    /// Server CPU time over the measured phase, when the server's pid is known.
+    server_cpu: Option<Duration>,
 }
 
 /// Runs a plan to its end (or its time bound) and reports.
@@ -321,9 +334,39 @@ pub async fn run(plan: &Plan) -> Result<Report, LoadError> {
         p50_us: summary.p50_us,
         p99_us: summary.p99_us,
         max_us: summary.max_us,
+        server_cpu_s: outcome.server_cpu.map(|d| d.as_secs_f64()),
+        server_cpu_us_per_msg: outcome
+            .server_cpu
+            .filter(|_| outcome.completed > 0)
+            .map(|d| d.as_secs_f64() * 1e6 / outcome.completed as f64),
         first_error: outcome.first_error,
         memory: outcome.memory,
     })
+}
+
+/// The CPU time (user + system, all threads) a process has used so far, from `/proc/PID/stat`
+/// (clock ticks of 1/100 s, Linux's `USER_HZ`).
+pub fn process_cpu_time(pid: u32) -> Result<Duration, LoadError> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| LoadError::Rss(pid, e.to_string()))?;
+    // Fields after the command name (which may contain spaces) start at `) `.
+    let rest = stat
+        .rsplit_once(") ")
+        .map(|(_, r)| r)
+        .ok_or_else(|| LoadError::Rss(pid, "unreadable stat".into()))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    match (ticks(11), ticks(12)) {
+        (Some(u), Some(s)) => Ok(Duration::from_millis((u + s) * 10)),
+        _ => Err(LoadError::Rss(pid, "no utime/stime".into())),
+    }
+}
+
+/// Server CPU used between two readings, when the pid is known and readable.
+pub(crate) fn cpu_since(pid: Option<u32>, start: Option<Duration>) -> Option<Duration> {
+    let now = process_cpu_time(pid?).ok()?;
+    Some(now.saturating_sub(start?))
 }
 
 /// Opens `n` connections (at most 64 upgrades in flight), handshaking when the mode speaks the

@@ -175,6 +175,9 @@ pub(crate) async fn run(
     }
     start_line.wait().await;
     let started = Instant::now();
+    let cpu_start = plan
+        .server_pid
+        .and_then(|p| super::process_cpu_time(p).ok());
     let mut out = Outcome {
         completed: 0,
         errors: 0,
@@ -183,6 +186,7 @@ pub(crate) async fn run(
         latencies: Latencies::with_capacity(plan.connections * plan.messages),
         first_error: None,
         memory: None,
+        server_cpu: None,
     };
     for task in tasks {
         match task.await {
@@ -202,6 +206,7 @@ pub(crate) async fn run(
         }
     }
     out.elapsed = started.elapsed();
+    out.server_cpu = super::cpu_since(plan.server_pid, cpu_start);
     Ok(out)
 }
 
