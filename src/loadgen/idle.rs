@@ -11,13 +11,13 @@ use super::{open_all, LoadError, MemoryReport, Outcome, Plan};
 /// The `VmRSS` of a process, in KiB.
 pub fn vm_rss_kib(pid: u32) -> Result<u64, LoadError> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .map_err(|e| LoadError::Rss(pid, e.to_string()))?;
+        .map_err(|e| LoadError::Proc(pid, e.to_string()))?;
     status
         .lines()
         .find_map(|line| line.strip_prefix("VmRSS:"))
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|kib| kib.parse().ok())
-        .ok_or_else(|| LoadError::Rss(pid, "no VmRSS line".into()))
+        .ok_or_else(|| LoadError::Proc(pid, "no VmRSS line".into()))
 }
 
 pub(crate) async fn run(

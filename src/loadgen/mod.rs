@@ -219,7 +219,7 @@ pub enum LoadError {
     TimedOut,
     /// Reading the server's memory or CPU time from `/proc` failed.
     #[error("cannot read /proc/{0}: {1}")]
-    Rss(u32, String),
+    Proc(u32, String),
 }
 
 /// The server's memory before and after, for the `idle` modes (KiB as `/proc` reports them).
@@ -348,18 +348,18 @@ pub async fn run(plan: &Plan) -> Result<Report, LoadError> {
 /// (clock ticks of 1/100 s, Linux's `USER_HZ`).
 pub fn process_cpu_time(pid: u32) -> Result<Duration, LoadError> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map_err(|e| LoadError::Rss(pid, e.to_string()))?;
+        .map_err(|e| LoadError::Proc(pid, e.to_string()))?;
     // Fields after the command name (which may contain spaces) start at `) `.
     let rest = stat
         .rsplit_once(") ")
         .map(|(_, r)| r)
-        .ok_or_else(|| LoadError::Rss(pid, "unreadable stat".into()))?;
+        .ok_or_else(|| LoadError::Proc(pid, "unreadable stat".into()))?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
     let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
     match (ticks(11), ticks(12)) {
         (Some(u), Some(s)) => Ok(Duration::from_millis((u + s) * 10)),
-        _ => Err(LoadError::Rss(pid, "no utime/stime".into())),
+        _ => Err(LoadError::Proc(pid, "no utime/stime".into())),
     }
 }
 
