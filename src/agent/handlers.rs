@@ -87,7 +87,7 @@ pub(crate) fn history(
     p: HistoryParams,
 ) {
     if let Some(hub) = bound(st, reply) {
-        reply.ok(&hub.history(p.limit));
+        super::forwarded::history(hub, reply, p.limit);
     }
 }
 
@@ -98,7 +98,7 @@ pub(crate) fn session_status(
     _: Empty,
 ) {
     if let Some(hub) = bound(st, reply) {
-        reply.ok(&hub.status());
+        super::forwarded::status(hub, reply);
     }
 }
 

@@ -207,9 +207,29 @@ impl SessionHub {
         code: &str,
         message: &str,
     ) -> Result<(), TurnEnded> {
-        self.with_turn(turn_id, |hub, st| {
+        self.error_event(turn_id, Some(turn_id), code, message)
+    }
+
+    /// `session.error` without a `turn_id`, while `turn_id` runs.
+    pub(crate) fn session_error(
+        &self,
+        turn_id: &str,
+        code: &str,
+        message: &str,
+    ) -> Result<(), TurnEnded> {
+        self.error_event(turn_id, None, code, message)
+    }
+
+    fn error_event(
+        &self,
+        running: &str,
+        turn_id: Option<&str>,
+        code: &str,
+        message: &str,
+    ) -> Result<(), TurnEnded> {
+        self.with_turn(running, |hub, st| {
             let event = SessionErrorEvent {
-                turn_id: Some(turn_id.to_owned()),
+                turn_id: turn_id.map(str::to_owned),
                 code: code.to_owned(),
                 message: message.to_owned(),
             };

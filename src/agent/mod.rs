@@ -13,6 +13,7 @@
 //! - `hub` — the carrier's side of each session: `seq` from 1, the resume ring, fan-out of each
 //!   event encoded once to every bound, handshaken connection, the turn state machine, history.
 //! - [`embedded`] — the deterministic embedded default agent.
+//! - [`process`] — an external agent process (`carrier serve --agent-cmd`) as a session.
 //! - [`Bridge`] — the same protocol over a socket the host owns (serverless mode).
 //!
 //! ```no_run
@@ -32,11 +33,13 @@ mod bridge;
 mod connection;
 mod directory;
 pub mod embedded;
+mod forwarded;
 mod handlers;
 mod handshake;
 mod host;
 mod hub;
 mod hub_turns;
+pub mod process;
 mod profile;
 mod reply;
 mod session;
@@ -50,6 +53,6 @@ pub use directory::{
 pub use embedded::{EmbeddedAgent, EmbeddedSession};
 pub use hub::RingConfig;
 pub use profile::{AgentProfile, AgentProfileBuilder};
-pub use session::{HostError, ProtocolSession, TurnStart};
+pub use session::{AgentStatus, ForwardedRead, HostError, ProtocolSession, ReadFuture, TurnStart};
 pub use turn::{TurnEnded, TurnSink};
 pub use usage::{NoUsage, SessionUsage, TurnRecord, UsageReporter};

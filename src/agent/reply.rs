@@ -29,24 +29,62 @@ impl<'a, M: MethodDef> Reply<'a, M> {
     /// Sends `{id, result}`. A result that cannot be encoded is never sent; the requester gets
     /// `protocol_error` with `effect_state: "unknown"` instead.
     pub(crate) fn ok(&self, result: &M::Result) {
-        match encode_result(self.id, result) {
-            Ok(frame) => {
-                let _ = self.conn.send_text(frame);
-            }
-            Err(e) => {
-                tracing::warn!(method = M::METHOD.name(), error = %e, "result failed to encode");
-                self.err(
-                    ErrorObject::new(ErrorCode::ProtocolError, "the result failed validation")
-                        .effect(EffectState::Unknown)
-                        .with_data(serde_json::json!({ "reason": "invalid_result" })),
-                );
-            }
-        }
+        send_result::<M>(self.conn, self.ctx, self.id, result);
     }
 
     /// Sends `{id, error}`. Protocol errors are counted.
     pub(crate) fn err(&self, error: ErrorObject) {
         send_error(self.conn, self.ctx, self.id, &error);
+    }
+
+    /// An owned copy, for an answer that arrives later (a read forwarded to an agent process).
+    pub(crate) fn detach(&self) -> DetachedReply<M> {
+        DetachedReply {
+            conn: self.conn.clone(),
+            ctx: self.ctx.clone(),
+            id: self.id.to_owned(),
+            method: PhantomData,
+        }
+    }
+}
+
+/// A [`Reply`] that owns its connection, for answering from another task.
+pub(crate) struct DetachedReply<M: MethodDef> {
+    conn: Connection,
+    ctx: CarrierContext,
+    id: String,
+    method: PhantomData<fn() -> M>,
+}
+
+impl<M: MethodDef> DetachedReply<M> {
+    /// As [`Reply::ok`].
+    pub(crate) fn ok(&self, result: &M::Result) {
+        send_result::<M>(&self.conn, &self.ctx, &self.id, result);
+    }
+
+    /// As [`Reply::err`].
+    pub(crate) fn err(&self, error: ErrorObject) {
+        send_error(&self.conn, &self.ctx, &self.id, &error);
+    }
+}
+
+fn send_result<M: MethodDef>(
+    conn: &Connection,
+    ctx: &CarrierContext,
+    id: &str,
+    result: &M::Result,
+) {
+    match encode_result(id, result) {
+        Ok(frame) => {
+            let _ = conn.send_text(frame);
+        }
+        Err(e) => {
+            tracing::warn!(method = M::METHOD.name(), error = %e, "result failed to encode");
+            let error = ErrorObject::new(ErrorCode::ProtocolError, "the result failed validation")
+                .effect(EffectState::Unknown)
+                .with_data(serde_json::json!({ "reason": "invalid_result" }));
+            send_error(conn, ctx, id, &error);
+        }
     }
 }
 

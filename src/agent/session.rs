@@ -7,11 +7,15 @@
 //! numbering events (`seq`), the resume ring, fan-out to connections, history, `busy` and
 //! `not_found` answers, emitting `session.permission_resolved`, and the driver identity.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use serde_json::{Map, Value};
 
 use super::turn::TurnSink;
+use crate::protocol::error::ErrorObject;
 use crate::protocol::events::DriverInfo;
-use crate::protocol::methods::Decision;
+use crate::protocol::methods::{Decision, HistoryResult, SessionState};
 
 /// A failure of the host or its agent. Reaches clients as `internal` with
 /// `effect_state: "unknown"`, or as a `session.error` event during a turn.
@@ -46,6 +50,34 @@ pub struct TurnStart {
     pub sink: TurnSink,
 }
 
+/// `session.status` as an agent reports it; the carrier adds its own `session_id` (an agent
+/// does not know which id the host gave its session).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct AgentStatus {
+    /// What the agent is doing.
+    pub state: SessionState,
+    /// The running turn, when there is one.
+    #[serde(default)]
+    pub turn_id: Option<String>,
+}
+
+/// How an agent answered a forwarded read (`session.history`, `session.status`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ForwardedRead<T> {
+    /// The agent's own answer, already validated against the method's result type.
+    Answer(T),
+    /// The agent keeps no such record (it answered `method_not_found`, or is not running):
+    /// the carrier answers from its own record.
+    FromRecord,
+    /// The read failed; the client gets this error (e.g. `internal` with
+    /// `effect_state: "unknown"` when the agent did not answer in time).
+    Failed(ErrorObject),
+}
+
+/// A forwarded read in flight. It resolves on its own (answer, error or timeout); the carrier
+/// awaits it on a task of its own, so it may take as long as the agent's timeout.
+pub type ReadFuture<T> = Pin<Box<dyn Future<Output = ForwardedRead<T>> + Send + 'static>>;
+
 /// The agent of one session.
 ///
 /// Calls come from connection tasks and must not block: an agent spawns its work (or forwards
@@ -65,6 +97,18 @@ pub trait ProtocolSession: Send + Sync + 'static {
     /// A client answered the permission prompt `request_id` of `turn_id` (the carrier has
     /// already emitted `session.permission_resolved`).
     fn permission_decided(&self, turn_id: &str, request_id: &str, decision: Decision);
+
+    /// `session.history`: `None` (the default) lets the carrier answer from its own record at
+    /// once; an agent that keeps its own history (an agent process) returns the forwarded read.
+    fn history(&self, _limit: Option<u32>) -> Option<ReadFuture<HistoryResult>> {
+        None
+    }
+
+    /// `session.status`: like [`ProtocolSession::history`]; `None` (the default) answers from
+    /// the carrier's record.
+    fn status(&self) -> Option<ReadFuture<AgentStatus>> {
+        None
+    }
 
     /// The host is stopping: release tasks and processes. Called at most once per stop.
     fn shutdown(&self) {}
