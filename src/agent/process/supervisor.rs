@@ -5,7 +5,7 @@
 //! Lock order: the supervisor's lock is never held while calling into a session hub (a
 //! [`TurnSink`](crate::agent::TurnSink)); hubs call the agent only after releasing theirs.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -46,8 +46,8 @@ pub(crate) struct State {
     exhausted: bool,
     stopped: bool,
     agent: Option<AppInfo>,
-    /// Generations the carrier stopped itself: their exit is expected.
-    killed: HashSet<u64>,
+    /// Children the carrier stopped itself and not yet seen to exit; `stop` waits for them.
+    killed: HashMap<u64, Arc<ChildLink>>,
 }
 
 struct Pending {
@@ -82,7 +82,7 @@ impl Supervisor {
                 exhausted: false,
                 stopped: false,
                 agent: None,
-                killed: HashSet::new(),
+                killed: HashMap::new(),
             }),
             starting: tokio::sync::Mutex::new(()),
         })
@@ -155,7 +155,7 @@ impl Supervisor {
                 Ok(link)
             }
             other => {
-                st.killed.insert(generation);
+                st.killed.insert(generation, link.clone());
                 link.kill();
                 Err(other.err().unwrap_or(AgentProcessError::Stopped))
             }
@@ -305,7 +305,7 @@ impl Supervisor {
             }
             st.pending.retain(|_, p| p.generation != generation);
             let turn = st.turn.take_if(|t| t.generation == Some(generation));
-            (turn, st.killed.remove(&generation))
+            (turn, st.killed.remove(&generation).is_some())
         };
         if expected {
             tracing::info!(generation, status = %description, "agent process stopped");
@@ -319,23 +319,25 @@ impl Supervisor {
     }
 
     /// Stops the running child (the next submit may start another). Never blocks.
-    pub(crate) fn kill_current(&self) -> Option<Arc<ChildLink>> {
+    pub(crate) fn kill_current(&self) {
         let mut st = self.lock();
         st.turn = None;
-        let link = st.link.take()?;
-        st.killed.insert(link.generation);
-        link.kill();
-        Some(link)
+        if let Some(link) = st.link.take() {
+            link.kill();
+            st.killed.insert(link.generation, link);
+        }
     }
 
-    /// Stops for good: kills the child, waits until it is reaped, and refuses restarts.
+    /// Stops for good: kills the child, waits until every child it stopped is reaped, and
+    /// refuses restarts.
     pub(crate) async fn stop(&self) {
         self.lock().stopped = true;
-        let link = self.kill_current();
+        self.kill_current();
         // A start in flight sees `stopped` and kills its own child before releasing this.
         let _no_start_in_flight = self.starting.lock().await;
+        let stopping: Vec<Arc<ChildLink>> = self.lock().killed.values().cloned().collect();
         let bound = self.config.stop_grace + Duration::from_secs(5);
-        if let Some(link) = link {
+        for link in stopping {
             link.wait_exit(bound).await;
         }
     }
