@@ -146,20 +146,26 @@ impl Supervisor {
             },
             Err(_) => Err(AgentProcessError::Exited(exit_of(&link).await)),
         };
-        let mut st = self.lock();
-        match result {
-            Ok(info) if !st.stopped => {
-                tracing::info!(pid = link.pid, agent = %info.name, version = %info.version, "agent process ready");
-                st.agent = Some(info);
-                st.link = Some(link.clone());
-                Ok(link)
+        let failure = {
+            let mut st = self.lock();
+            match result {
+                Ok(info) if !st.stopped => {
+                    tracing::info!(pid = link.pid, agent = %info.name, version = %info.version, "agent process ready");
+                    st.agent = Some(info);
+                    st.link = Some(link.clone());
+                    return Ok(link);
+                }
+                other => {
+                    st.killed.insert(generation, link.clone());
+                    link.kill();
+                    other.err().unwrap_or(AgentProcessError::Stopped)
+                }
             }
-            other => {
-                st.killed.insert(generation, link.clone());
-                link.kill();
-                Err(other.err().unwrap_or(AgentProcessError::Stopped))
-            }
-        }
+        };
+        // A child that failed its start is gone (reaped) before the failure is reported.
+        link.wait_exit(self.config.stop_grace + Duration::from_secs(5))
+            .await;
+        Err(failure)
     }
 
     /// The running child, or a restarted one within the restart budget. The `Err` is the
