@@ -185,7 +185,7 @@ async fn serve(
         }
     }
     for spec in &args.channels {
-        if let Err(e) = channels::mount(&transport, spec) {
+        if let Err(e) = channels::mount(transport, spec) {
             return usage_error(e);
         }
     }
