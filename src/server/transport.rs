@@ -293,6 +293,39 @@ impl WsTransport {
     }
 }
 
+impl WsTransport {
+    /// Test and fuzzing seam, not a supported API: serves one byte stream that has already
+    /// completed the WebSocket upgrade through the real connection task (reader, reassembly,
+    /// routing, the single writer), with `verdict` standing in for admission's. It takes a
+    /// connection slot like an upgrade would. `None` when the transport is not running or every
+    /// slot is taken. The returned future ends when the connection has ended.
+    #[doc(hidden)]
+    pub fn serve_stream<IO>(
+        &self,
+        io: IO,
+        verdict: Result<crate::protocol::Role, super::admission::CloseRefusal>,
+    ) -> Option<impl std::future::Future<Output = ()> + Send + 'static>
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+    {
+        let running = self
+            .shared
+            .running
+            .read()
+            .map(|r| r.is_some())
+            .unwrap_or(false);
+        if !running {
+            return None;
+        }
+        let slot = self.shared.reserve_slot()?;
+        let shared = self.shared.clone();
+        Some(async move {
+            let _slot = slot;
+            super::connection::run_io(io, verdict, shared).await
+        })
+    }
+}
+
 impl Drop for WsTransport {
     fn drop(&mut self) {
         if let Some(tx) = self.state().shutdown.take() {
