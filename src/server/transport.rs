@@ -64,9 +64,14 @@ pub struct WsTransport {
 /// Mints a per-launch token: 32 bytes of OS randomness as 64 hex characters (valid in a URL
 /// and as a `Sec-WebSocket-Protocol` value). Fails rather than falling back to anything weaker.
 pub fn mint_token() -> Result<String, ConfigError> {
+    mint_token_from(&mut rand::rngs::OsRng)
+}
+
+/// [`mint_token`] over any fallible random source (the OS one in production; tests pass one
+/// that fails).
+fn mint_token_from<R: TryRngCore>(rng: &mut R) -> Result<String, ConfigError> {
     let mut bytes = [0u8; 32];
-    rand::rngs::OsRng
-        .try_fill_bytes(&mut bytes)
+    rng.try_fill_bytes(&mut bytes)
         .map_err(|e| ConfigError::RandomSource(e.to_string()))?;
     Ok(hex::encode(bytes))
 }
@@ -88,11 +93,22 @@ impl WsTransport {
     /// Validates the configuration and mints the token when none is given (and not open).
     /// Nothing is bound yet.
     pub fn new(config: CarrierConfig) -> Result<Self, ConfigError> {
+        Self::with_random_source(config, &mut rand::rngs::OsRng)
+    }
+
+    /// Test seam, not a supported API: [`WsTransport::new`] with the token minted from `rng`
+    /// instead of the OS random source, so a test can make that source fail and check that the
+    /// carrier refuses to start ([`ConfigError::RandomSource`]) rather than run without a token.
+    #[doc(hidden)]
+    pub fn with_random_source<R: TryRngCore>(
+        config: CarrierConfig,
+        rng: &mut R,
+    ) -> Result<Self, ConfigError> {
         config.validate()?;
         let token = match (&config.token, config.open) {
             (Some(t), _) => Some(t.clone()),
             (None, true) => None,
-            (None, false) => Some(mint_token()?),
+            (None, false) => Some(mint_token_from(rng)?),
         };
         let policy = AdmissionPolicy {
             token: token.clone(),
