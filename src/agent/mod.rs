@@ -1,1 +1,55 @@
-//! Host-side session traits and the agent protocol profile.
+//! The agent protocol on the carrier's text frames, and the host-side traits behind it.
+//!
+//! - [`AgentProfile`] — the [`crate::server::TextProfile`] a [`crate::server::WsTransport`]
+//!   attaches: handshake, method dispatch through the catalog, session binding per connection.
+//! - [`ProtocolSession`] / [`TurnSink`] — the agent of one session, narrow enough for an agent
+//!   in another process: start, abort, permission answers in; deltas, prompts, errors and the
+//!   end of the turn out.
+//! - [`SessionDirectory`] / [`SessionBinder`] — the host's sessions (`sessions.list`,
+//!   `sessions.start`) and which one a new connection is bound to; [`InMemoryDirectory`] and
+//!   [`DefaultBinder`] are the defaults.
+//! - [`UsageReporter`] — the host's usage read model (`usage.report`); [`SessionUsage`] is the
+//!   default, [`NoUsage`] wires nothing.
+//! - `hub` — the carrier's side of each session: `seq` from 1, the resume ring, fan-out of each
+//!   event encoded once to every bound, handshaken connection, the turn state machine, history.
+//! - [`embedded`] — the deterministic embedded default agent.
+//! - [`Bridge`] — the same protocol over a socket the host owns (serverless mode).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use carrier::agent::{AgentProfile, EmbeddedAgent};
+//! use carrier::server::{CarrierConfig, WsTransport};
+//!
+//! let agent = EmbeddedAgent::default().with_demo_delay(Duration::from_millis(1));
+//! let transport = WsTransport::new(CarrierConfig { port: 0, ..Default::default() })?;
+//! transport.attach(AgentProfile::embedded(agent));
+//! transport.start().await?;
+//! # Ok(()) }
+//! ```
+
+mod bridge;
+mod connection;
+mod directory;
+pub mod embedded;
+mod handlers;
+mod handshake;
+mod host;
+mod hub;
+mod hub_turns;
+mod profile;
+mod reply;
+mod session;
+mod turn;
+mod usage;
+
+pub use bridge::{Bridge, BridgeError, BridgeFrame, BridgeSendError};
+pub use directory::{
+    AgentFactory, DefaultBinder, InMemoryDirectory, SessionBinder, SessionDirectory, SessionEntry,
+};
+pub use embedded::{EmbeddedAgent, EmbeddedSession};
+pub use hub::RingConfig;
+pub use profile::{AgentProfile, AgentProfileBuilder};
+pub use session::{HostError, ProtocolSession, TurnStart};
+pub use turn::{TurnEnded, TurnSink};
+pub use usage::{NoUsage, SessionUsage, TurnRecord, UsageReporter};

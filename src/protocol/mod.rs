@@ -1,13 +1,27 @@
 //! The protocol core: wire formats and rules with no I/O, no tokio and no clock.
 //!
 //! - [`role`] — the connection roles `drive` and `observe`.
+//! - [`envelope`] — the text envelope: parsing a frame into request/response/event with strict
+//!   validation, and encoding the frames the server sends.
+//! - [`version`] — `"MAJOR.MINOR"` protocol versions and the compatibility rules.
+//! - [`features`] — protocol features, the version that introduced each, and feature preflight.
+//! - [`catalog`] — the method catalog, the single source of every method and event name.
+//! - [`methods`] / [`events`] — the params, result and event payload types.
+//! - [`schema`] — the JSON Schemas generated from the catalog, and the check CI runs.
 //! - [`channel_frame`] — the binary channel-frame codec (SPEC section 7), zero-copy.
 //! - [`error`] — error codes, error objects and the `protocol_error` event.
 //! - [`resume`] — the bounded per-session ring of recent events used for resume.
 
+pub mod catalog;
 pub mod channel_frame;
+pub mod envelope;
 pub mod error;
+pub mod events;
+pub mod features;
+pub mod methods;
 pub mod resume;
 pub mod role;
+pub mod schema;
+pub mod version;
 
 pub use role::Role;

@@ -4,7 +4,19 @@ use serde::{Deserialize, Serialize};
 
 /// What a connection may do. `Observe` < `Drive`: a listener grants one, a client may ask for
 /// less, never more.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Read-only: receives every session event and channel frame, may call `observe` methods.

@@ -29,6 +29,25 @@ pub struct CarrierContext {
 }
 
 impl CarrierContext {
+    /// A context for text profiles served without a [`crate::server::WsTransport`] (the
+    /// serverless [`crate::agent::Bridge`]): its own counters and an empty channel registry.
+    /// Share one context between the bridges of one host so `connections` counts them all.
+    pub fn standalone(
+        limits: Limits,
+        grant: Role,
+        driver: Driver,
+        epoch: impl Into<Arc<str>>,
+    ) -> Self {
+        CarrierContext {
+            limits: Arc::new(limits),
+            grant,
+            driver: Arc::new(driver),
+            epoch: epoch.into(),
+            metrics: Arc::new(Metrics::default()),
+            registry: ChannelRegistry::default(),
+        }
+    }
+
     /// The limits published in the handshake result.
     pub fn limits(&self) -> &Limits {
         &self.limits

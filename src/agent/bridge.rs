@@ -1,0 +1,215 @@
+//! [`Bridge`]: the agent protocol over a socket the host already owns (serverless mode).
+//!
+//! The host feeds each inbound text message to [`Bridge::feed`] and supplies a send function;
+//! the bridge answers exactly as a carrier connection would — same handshake, dispatch, session
+//! events and resume. It is built on the carrier's own [`Outbound`] queue and [`Connection`],
+//! so delivery has the same latched semantics as on a carrier socket: a send function that
+//! fails (or a queue over its byte budget) fails the bridge connection **once** — the queue
+//! stops accepting frames, the session drops the connection from its fan-out, and no later
+//! frame reaches the send function.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use carrier::agent::{AgentProfile, Bridge, BridgeFrame, EmbeddedAgent};
+//! use carrier::protocol::Role;
+//! use carrier::server::{CarrierContext, Driver, Limits};
+//!
+//! let profile = AgentProfile::embedded(EmbeddedAgent::default());
+//! let driver = Driver { driver_id: "me".into(), surface: "bridge".into() };
+//! let ctx = CarrierContext::standalone(Limits::default(), Role::Drive, driver, "epoch-1");
+//! let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+//! let mut bridge = Bridge::open(&profile, &ctx, Role::Drive, move |frame| {
+//!     tx.send(frame).map_err(|e| e.to_string().into())
+//! })
+//! .unwrap();
+//! bridge.feed(r#"{"id":"h","method":"system.handshake","params":{"protocol_version":"1.0","min_compatible_protocol":"1.0"}}"#);
+//! let Some(BridgeFrame::Text(reply)) = rx.recv().await else { panic!() };
+//! assert!(std::str::from_utf8(&reply).unwrap().contains("\"session_id\""));
+//! # }
+//! ```
+
+use bytes::Bytes;
+use tokio::task::JoinHandle;
+
+use super::profile::AgentProfile;
+use crate::protocol::envelope::too_large_reply;
+use crate::protocol::Role;
+use crate::server::outbound::{close_code, FailReason, MessageKind, OutItem};
+use crate::server::{
+    CarrierContext, Connection, ConnectionId, DeliveryError, Outbound, TextProfile, TextSession,
+};
+
+/// One frame for the host to write to its socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BridgeFrame {
+    /// A text message (one complete JSON document).
+    Text(Bytes),
+    /// Close the socket with this code and reason; nothing follows.
+    Close {
+        /// WebSocket close code (e.g. 1008 for a missing handshake).
+        code: u16,
+        /// Reason, at most 123 bytes.
+        reason: String,
+    },
+}
+
+/// What a host's send function returns when it could not write.
+pub type BridgeSendError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A bridge could not be opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BridgeError {
+    /// The bridge spawns its writer on the current tokio runtime.
+    #[error("Bridge::open must be called inside a tokio runtime")]
+    NoRuntime,
+}
+
+/// One protocol connection over a host-owned socket.
+pub struct Bridge {
+    conn: Connection,
+    session: Box<dyn TextSession>,
+    ctx: CarrierContext,
+    timer: JoinHandle<()>,
+    ended: bool,
+}
+
+impl std::fmt::Debug for Bridge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bridge").field("conn", &self.conn).finish()
+    }
+}
+
+impl Bridge {
+    /// Opens a connection on `profile` with at most `role` (capped by the context's grant).
+    /// `send` is called from a writer task, in order, once per outbound frame; the first
+    /// `Err` fails the connection for good. The handshake timeout of `ctx.limits()` applies.
+    pub fn open<F>(
+        profile: &AgentProfile,
+        ctx: &CarrierContext,
+        role: Role,
+        send: F,
+    ) -> Result<Bridge, BridgeError>
+    where
+        F: FnMut(BridgeFrame) -> Result<(), BridgeSendError> + Send + 'static,
+    {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| BridgeError::NoRuntime)?;
+        let out = Outbound::new(ctx.limits().queue_bytes);
+        let conn = Connection::new(ConnectionId::next(), role.min(ctx.grant()), out.clone());
+        runtime.spawn(pump(out, send));
+        let timer = {
+            let conn = conn.clone();
+            let timeout = ctx.limits().handshake_timeout;
+            runtime.spawn(async move {
+                tokio::time::sleep(timeout).await;
+                if !conn.is_handshaken() {
+                    conn.close(close_code::POLICY, "handshake timeout");
+                }
+            })
+        };
+        ctx.metrics.connection_opened();
+        let session = profile.open(conn.clone(), ctx);
+        Ok(Bridge {
+            conn,
+            session,
+            ctx: ctx.clone(),
+            timer,
+            ended: false,
+        })
+    }
+
+    /// Handles one inbound text message. A message over the soft limit is answered
+    /// `too_large` and the connection stays open. Fails with [`DeliveryError::Closed`] once
+    /// the connection is closing or has failed.
+    pub fn feed(&mut self, text: &str) -> Result<(), DeliveryError> {
+        if self.ended || !self.conn.is_open() {
+            return Err(DeliveryError::Closed);
+        }
+        let limit = self.ctx.limits().max_text_bytes;
+        if text.len() > limit {
+            self.ctx.count_protocol_error();
+            return self.conn.send_text(too_large_reply(text, limit));
+        }
+        self.session.on_text(text);
+        Ok(())
+    }
+
+    /// The connection handle (id, role, whether it is still open).
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Whether frames are still accepted.
+    pub fn is_open(&self) -> bool {
+        !self.ended && self.conn.is_open()
+    }
+
+    /// The host's socket is gone (or the host is done): detach from the session and send a
+    /// normal close if nothing else did. Idempotent; also runs on drop.
+    pub fn close(&mut self) {
+        if std::mem::replace(&mut self.ended, true) {
+            return;
+        }
+        self.timer.abort();
+        self.session.on_close();
+        self.conn.close(close_code::NORMAL, "");
+        self.ctx.metrics.connection_closed();
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// The bridge connection's only writer: hands queued frames to `send` in order; ends after a
+/// close or on the first failed send (which latches the failure).
+async fn pump<F>(out: Outbound, mut send: F)
+where
+    F: FnMut(BridgeFrame) -> Result<(), BridgeSendError>,
+{
+    let mut batch = Vec::new();
+    let mut drops = Vec::new();
+    loop {
+        out.next_batch(&mut batch, &mut drops).await;
+        if batch.is_empty() {
+            if out.failure().is_some() {
+                return;
+            }
+            continue;
+        }
+        let mut items = std::mem::take(&mut batch).into_iter();
+        for item in items.by_ref() {
+            let cost = item.cost();
+            let (frame, last) = match item {
+                OutItem::Message {
+                    kind: MessageKind::Text,
+                    head,
+                    ..
+                } => (Some(BridgeFrame::Text(head)), false),
+                OutItem::Close { code, reason } => (
+                    Some(BridgeFrame::Close {
+                        code,
+                        reason: reason.to_string(),
+                    }),
+                    true,
+                ),
+                // Binary channel frames and pings belong to a real WebSocket, not this bridge.
+                _ => (None, false),
+            };
+            let sent = frame.map_or(Ok(()), &mut send);
+            out.written(cost);
+            if let Err(e) = sent {
+                tracing::debug!(error = %e, "bridge send failed");
+                out.fail_once(FailReason::WriteError);
+                out.written(items.map(|i| i.cost()).sum());
+                return;
+            }
+            if last {
+                out.written(items.map(|i| i.cost()).sum());
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! The handlers of every method after the handshake, one function each. Params arrive
+//! validated and the role and feature checks have passed (see [`super::connection`]).
+
+use std::sync::Arc;
+
+use super::connection::{Io, State};
+use super::hub::SessionHub;
+use super::reply::{internal, not_found, Reply};
+use crate::protocol::catalog::{def, MethodDef};
+use crate::protocol::error::{EffectState, ErrorCode, ErrorObject};
+use crate::protocol::events::DriverInfo;
+use crate::protocol::methods::*;
+use crate::protocol::version::VersionPair;
+
+/// The bound session; after a successful handshake there always is one.
+fn bound<'s, M: MethodDef>(st: &'s State, reply: &Reply<'_, M>) -> Option<&'s Arc<SessionHub>> {
+    if st.bound.is_none() {
+        reply.err(internal("this connection is not bound to a session"));
+    }
+    st.bound.as_ref()
+}
+
+pub(crate) fn ping(_: &Io, _: &mut State, reply: &Reply<'_, def::SystemPing>, _: Empty) {
+    reply.ok(&Empty {});
+}
+
+pub(crate) fn system_status(
+    io: &Io,
+    st: &mut State,
+    reply: &Reply<'_, def::SystemStatus>,
+    _: Empty,
+) {
+    let ours = VersionPair::CURRENT;
+    reply.ok(&SystemStatusResult {
+        server: AppInfo {
+            name: io.ctx.server_name().into(),
+            version: io.ctx.server_version().into(),
+        },
+        protocol_version: ours.version,
+        min_compatible_protocol: ours.min_compatible,
+        epoch: io.ctx.epoch().to_owned(),
+        connections: io.ctx.connection_count() as u64,
+        channels: io.ctx.channels().into_iter().map(|c| c.name).collect(),
+        compatibility: st.peers.map(|p| p.compatibility()).unwrap_or_default(),
+    });
+}
+
+pub(crate) fn surface_role(io: &Io, _: &mut State, reply: &Reply<'_, def::SurfaceRole>, _: Empty) {
+    reply.ok(&RoleResult {
+        role: io.conn.role(),
+    });
+}
+
+/// The driver is always the host's identity for this listener; params cannot carry one.
+pub(crate) fn submit(
+    io: &Io,
+    st: &mut State,
+    reply: &Reply<'_, def::SessionSubmit>,
+    p: SubmitParams,
+) {
+    if let Some(hub) = bound(st, reply) {
+        hub.submit(reply, p, DriverInfo::from(io.ctx.driver()));
+    }
+}
+
+pub(crate) fn abort(_: &Io, st: &mut State, reply: &Reply<'_, def::SessionAbort>, p: AbortParams) {
+    if let Some(hub) = bound(st, reply) {
+        hub.abort(reply, p.turn_id.as_deref());
+    }
+}
+
+pub(crate) fn permission_respond(
+    _: &Io,
+    st: &mut State,
+    reply: &Reply<'_, def::SessionPermissionRespond>,
+    p: PermissionRespondParams,
+) {
+    if let Some(hub) = bound(st, reply) {
+        hub.respond_permission(reply, p);
+    }
+}
+
+pub(crate) fn history(
+    _: &Io,
+    st: &mut State,
+    reply: &Reply<'_, def::SessionHistory>,
+    p: HistoryParams,
+) {
+    if let Some(hub) = bound(st, reply) {
+        reply.ok(&hub.history(p.limit));
+    }
+}
+
+pub(crate) fn session_status(
+    _: &Io,
+    st: &mut State,
+    reply: &Reply<'_, def::SessionStatus>,
+    _: Empty,
+) {
+    if let Some(hub) = bound(st, reply) {
+        reply.ok(&hub.status());
+    }
+}
+
+pub(crate) fn sessions_list(
+    io: &Io,
+    _: &mut State,
+    reply: &Reply<'_, def::SessionsList>,
+    _: Empty,
+) {
+    reply.ok(&SessionsListResult {
+        sessions: io.host.summaries(),
+    });
+}
+
+/// Starts a session and binds this connection to it. A result that would not validate (an
+/// empty id from the host's directory) is never sent: the session is released and the
+/// requester gets `protocol_error` with `effect_state: "unknown"`.
+pub(crate) fn sessions_start(
+    io: &Io,
+    st: &mut State,
+    reply: &Reply<'_, def::SessionsStart>,
+    p: SessionsStartParams,
+) {
+    let entry = match io.host.directory.start(p.title.as_deref()) {
+        Ok(entry) => entry,
+        Err(e) => return reply.err(internal(format!("could not start a session: {e}"))),
+    };
+    let hub = (!entry.session_id.is_empty())
+        .then(|| io.host.hub(&entry.session_id))
+        .flatten();
+    let Some(hub) = hub else {
+        io.host.directory.release(&entry.session_id);
+        io.host.forget(&entry.session_id);
+        return reply.err(
+            ErrorObject::new(
+                ErrorCode::ProtocolError,
+                "the host's directory returned an invalid session; it was released",
+            )
+            .effect(EffectState::Unknown)
+            .with_data(serde_json::json!({ "reason": "invalid_result" })),
+        );
+    };
+    bind_to(io, st, reply, hub);
+}
+
+pub(crate) fn sessions_switch(
+    io: &Io,
+    st: &mut State,
+    reply: &Reply<'_, def::SessionsSwitch>,
+    p: SessionsSwitchParams,
+) {
+    let Some(hub) = io.host.hub(&p.session_id) else {
+        return reply.err(not_found(format!(
+            "no session {:?}",
+            crate::protocol::envelope::truncate(&p.session_id, 64)
+        )));
+    };
+    if st.bound.as_ref().is_some_and(|b| Arc::ptr_eq(b, &hub)) {
+        return reply.ok(&SessionIdResult {
+            session_id: p.session_id,
+        });
+    }
+    bind_to(io, st, reply, hub);
+}
+
+/// Moves this connection (only) to `hub`: unbind, then reply `{session_id}` and receive the
+/// new session's live events.
+fn bind_to<M>(io: &Io, st: &mut State, reply: &Reply<'_, M>, hub: Arc<SessionHub>)
+where
+    M: MethodDef<Result = SessionIdResult>,
+{
+    st.unbind(io);
+    hub.bind(&io.conn, None, |_| {
+        reply.ok(&SessionIdResult {
+            session_id: hub.id().to_owned(),
+        })
+    });
+    st.bound = Some(hub);
+}
+
+pub(crate) fn channels_list(
+    io: &Io,
+    _: &mut State,
+    reply: &Reply<'_, def::ChannelsList>,
+    _: Empty,
+) {
+    reply.ok(&ChannelsListResult {
+        channels: io.ctx.channels(),
+    });
+}
+
+/// The scope's feature was checked by preflight. `session_id` defaults to the bound session;
+/// an unknown one is `not_found`.
+pub(crate) fn usage_report(
+    io: &Io,
+    st: &mut State,
+    reply: &Reply<'_, def::UsageReport>,
+    p: UsageReportParams,
+) {
+    let scope = p.scope.unwrap_or(UsageScope::Session);
+    let session_id = match (p.session_id, &st.bound) {
+        (Some(id), _) => id,
+        (None, Some(hub)) => hub.id().to_owned(),
+        (None, None) => return reply.err(internal("this connection is not bound to a session")),
+    };
+    if !io
+        .host
+        .directory
+        .list()
+        .iter()
+        .any(|e| e.session_id == session_id)
+    {
+        return reply.err(not_found(format!(
+            "no session {:?}",
+            crate::protocol::envelope::truncate(&session_id, 64)
+        )));
+    }
+    match io.host.usage.report(scope, &session_id) {
+        Ok(report) => reply.ok(&report),
+        Err(e) => reply.err(internal(format!("the usage reporter failed: {e}"))),
+    }
+}

@@ -1,0 +1,147 @@
+//! `system.handshake` (SPEC section 4): version negotiation, the initial binding or resume,
+//! and the result that tells the client everything it may rely on.
+
+use super::connection::{Io, State};
+use super::reply::{internal, Reply};
+use crate::protocol::catalog::def;
+use crate::protocol::envelope::MAX_ID_BYTES;
+use crate::protocol::error::{EffectState, ErrorCode, ErrorObject};
+use crate::protocol::features::Peers;
+use crate::protocol::methods::{
+    AppInfo, HandshakeParams, HandshakeResult, LimitsInfo, ResumeOutcome,
+};
+use crate::protocol::version::{Compatibility, VersionPair};
+use crate::server::outbound::close_code;
+
+/// Handles `system.handshake`. A second handshake on the same connection is refused with
+/// `protocol_error` (`data.reason: "already_handshaken"`): the binding and versions are fixed
+/// for the connection's life; reconnect to renegotiate.
+pub(crate) fn handle(
+    io: &Io,
+    st: &mut State,
+    reply: &Reply<'_, def::SystemHandshake>,
+    p: HandshakeParams,
+) {
+    if st.peers.is_some() {
+        return reply.err(
+            ErrorObject::new(
+                ErrorCode::ProtocolError,
+                "this connection has already completed its handshake",
+            )
+            .effect(EffectState::None)
+            .with_data(serde_json::json!({ "reason": "already_handshaken" })),
+        );
+    }
+    if p.min_compatible_peer.is_some() {
+        tracing::info!(conn = %io.conn.id(), "deprecated handshake field min_compatible_peer ignored");
+    }
+    if let Some(client) = &p.client {
+        tracing::debug!(conn = %io.conn.id(), name = %client.name, version = %client.version, "client handshake");
+    }
+    let ours = VersionPair::CURRENT;
+    let Ok(theirs) = VersionPair::new(p.protocol_version, p.min_compatible_protocol) else {
+        return reply.err(
+            ErrorObject::new(
+                ErrorCode::ProtocolError,
+                format!(
+                    "invalid params for system.handshake: min_compatible_protocol {} is above \
+                     protocol_version {}",
+                    p.min_compatible_protocol, p.protocol_version
+                ),
+            )
+            .effect(EffectState::None)
+            .with_data(serde_json::json!({ "reason": "invalid_params" })),
+        );
+    };
+    let skew = match ours.check(&theirs) {
+        Compatibility::Compatible { skew } => skew,
+        Compatibility::Incompatible(why) => {
+            reply.err(
+                ErrorObject::new(ErrorCode::VersionIncompatible, format!("{why}: server speaks {} (accepts {} or later), client speaks {} (accepts {} or later)", ours.version, ours.min_compatible, theirs.version, theirs.min_compatible))
+                    .effect(EffectState::None)
+                    .with_data(serde_json::json!({
+                        "server": {
+                            "protocol_version": ours.version,
+                            "min_compatible_protocol": ours.min_compatible,
+                        },
+                        "client": {
+                            "protocol_version": theirs.version,
+                            "min_compatible_protocol": theirs.min_compatible,
+                        },
+                    })),
+            );
+            io.conn
+                .close(close_code::PROTOCOL_ERROR, "protocol version incompatible");
+            return;
+        }
+    };
+    let peers = Peers {
+        server_features: io.host.features(),
+        server_protocol: ours.version,
+        client_protocol: theirs.version,
+    };
+
+    // A resume names its session and epoch; anything we cannot honour is a reset onto the
+    // connection's initial session.
+    let resumed = p.resume.as_ref().and_then(|r| {
+        (r.epoch == io.ctx.epoch())
+            .then(|| io.host.hub(&r.session_id))
+            .flatten()
+            .map(|hub| (hub, r.after_seq))
+    });
+    let reset = p.resume.is_some() && resumed.is_none();
+    let (hub, after_seq) = match resumed {
+        Some((hub, after)) => (hub, Some(after)),
+        None => {
+            let initial = io.host.binder.initial_session(
+                io.host.directory.as_ref(),
+                io.conn.id(),
+                io.conn.role(),
+            );
+            match initial.and_then(|id| io.host.hub(&id)) {
+                Some(hub) => (hub, None),
+                None => return reply.err(internal("the host has no session to bind to")),
+            }
+        }
+    };
+
+    let limits = io.ctx.limits();
+    let ring = io.host.ring;
+    let ms = |d: std::time::Duration| d.as_millis() as u64;
+    let mut result = HandshakeResult {
+        protocol_version: ours.version,
+        min_compatible_protocol: ours.min_compatible,
+        server: AppInfo {
+            name: io.ctx.server_name().into(),
+            version: io.ctx.server_version().into(),
+        },
+        role: io.conn.role(),
+        session_id: hub.id().to_owned(),
+        epoch: io.ctx.epoch().to_owned(),
+        version_skew: skew,
+        features: peers.features(),
+        channels: io.ctx.channels(),
+        limits: LimitsInfo {
+            max_text_bytes: limits.max_text_bytes as u64,
+            max_message_bytes: limits.max_message_bytes as u64,
+            max_connections: limits.max_connections as u64,
+            queue_bytes: limits.queue_bytes as u64,
+            handshake_timeout_ms: ms(limits.handshake_timeout),
+            ping_interval_ms: ms(limits.ping_interval),
+            pong_timeout_ms: ms(limits.pong_timeout),
+            max_id_bytes: MAX_ID_BYTES as u64,
+            resume_max_events: ring.max_events as u64,
+            resume_max_bytes: ring.max_bytes as u64,
+        },
+        resume: ResumeOutcome::New,
+    };
+    hub.bind(&io.conn, after_seq, |outcome| {
+        result.resume = if reset { ResumeOutcome::Reset } else { outcome };
+        reply.ok(&result);
+        // After the reply is queued, so no channel frame can overtake it.
+        io.conn.mark_handshaken();
+    });
+    tracing::debug!(conn = %io.conn.id(), session = %hub.id(), skew, "handshake complete");
+    st.peers = Some(peers);
+    st.bound = Some(hub);
+}

@@ -1,0 +1,106 @@
+//! What every connection of one [`super::AgentProfile`] shares: the host's directory, binder
+//! and usage reporter, and the carrier's hubs (one per session opened so far).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::directory::{SessionBinder, SessionDirectory};
+use super::hub::{RingConfig, SessionHub};
+use super::usage::UsageReporter;
+use crate::protocol::features::{Feature, FeatureSet};
+use crate::protocol::methods::{SessionState, SessionSummary, UsageScope};
+
+pub(crate) struct AgentHost {
+    pub(crate) directory: Arc<dyn SessionDirectory>,
+    pub(crate) binder: Arc<dyn SessionBinder>,
+    pub(crate) usage: Arc<dyn UsageReporter>,
+    pub(crate) ring: RingConfig,
+    hubs: Mutex<HashMap<String, Arc<SessionHub>>>,
+}
+
+impl AgentHost {
+    pub(crate) fn new(
+        directory: Arc<dyn SessionDirectory>,
+        binder: Arc<dyn SessionBinder>,
+        usage: Arc<dyn UsageReporter>,
+        ring: RingConfig,
+    ) -> Self {
+        AgentHost {
+            directory,
+            binder,
+            usage,
+            ring,
+            hubs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn hubs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<SessionHub>>> {
+        self.hubs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The hub of `session_id`, opened on first use; `None` when the directory does not know
+    /// the session.
+    pub(crate) fn hub(&self, session_id: &str) -> Option<Arc<SessionHub>> {
+        let mut hubs = self.hubs();
+        if let Some(hub) = hubs.get(session_id) {
+            return Some(hub.clone());
+        }
+        let agent = self.directory.open(session_id)?;
+        let hub = SessionHub::new(session_id.to_owned(), agent, self.usage.clone(), self.ring);
+        hubs.insert(session_id.to_owned(), hub.clone());
+        Some(hub)
+    }
+
+    /// Drops the hub of a session the directory released.
+    pub(crate) fn forget(&self, session_id: &str) {
+        self.hubs().remove(session_id);
+    }
+
+    /// `sessions.list`: the directory's sessions with their hubs' states.
+    pub(crate) fn summaries(&self) -> Vec<SessionSummary> {
+        let entries = self.directory.list();
+        let hubs: Vec<Option<Arc<SessionHub>>> = {
+            let map = self.hubs();
+            entries
+                .iter()
+                .map(|e| map.get(&e.session_id).cloned())
+                .collect()
+        };
+        entries
+            .into_iter()
+            .zip(hubs)
+            .map(|(e, hub)| SessionSummary {
+                session_id: e.session_id,
+                title: e.title,
+                state: hub.map_or(SessionState::Idle, |h| h.state()),
+            })
+            .collect()
+    }
+
+    /// The features this host wires (see [`crate::protocol::features`]).
+    pub(crate) fn features(&self) -> FeatureSet {
+        let mut set = FeatureSet::empty()
+            .with(Feature::Sessions)
+            .with(Feature::Resume)
+            .with(Feature::Permissions)
+            .with(Feature::Channels);
+        for scope in [
+            UsageScope::Session,
+            UsageScope::Personal,
+            UsageScope::Stored,
+        ] {
+            if self.usage.supports(scope) {
+                set = set.with(Feature::for_usage_scope(scope));
+            }
+        }
+        set
+    }
+
+    /// Ends running turns and shuts every agent down (transport `stop()`).
+    pub(crate) fn shutdown(&self) {
+        let hubs: Vec<_> = self.hubs().values().cloned().collect();
+        for hub in hubs {
+            hub.shutdown();
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! [`ProtocolSession`]: the agent behind one session, as the carrier drives it.
+//!
+//! The trait is deliberately narrow so that an agent in another process (`--agent-cmd`) can
+//! implement it by forwarding: the carrier tells the agent to start a turn, to abort one, and
+//! that a permission prompt was answered; the agent reports output through the turn's
+//! [`TurnSink`]. Everything else is the carrier's job, not the agent's: choosing `turn_id`s,
+//! numbering events (`seq`), the resume ring, fan-out to connections, history, `busy` and
+//! `not_found` answers, emitting `session.permission_resolved`, and the driver identity.
+
+use serde_json::{Map, Value};
+
+use super::turn::TurnSink;
+use crate::protocol::events::DriverInfo;
+use crate::protocol::methods::Decision;
+
+/// A failure of the host or its agent. Reaches clients as `internal` with
+/// `effect_state: "unknown"`, or as a `session.error` event during a turn.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct HostError {
+    /// What went wrong, for the client and the log.
+    pub message: String,
+}
+
+impl HostError {
+    /// An error with a message.
+    pub fn new(message: impl Into<String>) -> Self {
+        HostError {
+            message: message.into(),
+        }
+    }
+}
+
+/// Everything an agent needs to run one turn.
+#[derive(Debug)]
+pub struct TurnStart {
+    /// Chosen by the carrier, unique within the session.
+    pub turn_id: String,
+    /// The user prompt.
+    pub prompt: String,
+    /// The client's `options`, passed through untouched.
+    pub options: Option<Map<String, Value>>,
+    /// The host-configured identity of the listener the prompt came through.
+    pub driver: DriverInfo,
+    /// Where the turn's output goes.
+    pub sink: TurnSink,
+}
+
+/// The agent of one session.
+///
+/// Calls come from connection tasks and must not block: an agent spawns its work (or forwards
+/// it to a process) and returns. The carrier never calls `start_turn` while a turn of the same
+/// session is running.
+pub trait ProtocolSession: Send + Sync + 'static {
+    /// Starts a turn. Output, permission prompts and the end of the turn go through
+    /// `turn.sink`; the turn runs until [`TurnSink::complete`] or [`TurnSink::finish`] (or
+    /// until the carrier ends it on abort). An `Err` ends the turn at once with
+    /// `session.error` and an aborted `session.turn_completed`.
+    fn start_turn(&self, turn: TurnStart) -> Result<(), HostError>;
+
+    /// The carrier has ended `turn_id` because a client aborted it (the aborted
+    /// `turn_completed` is already sent). Stop working on it; its sink no longer accepts output.
+    fn abort_turn(&self, turn_id: &str);
+
+    /// A client answered the permission prompt `request_id` of `turn_id` (the carrier has
+    /// already emitted `session.permission_resolved`).
+    fn permission_decided(&self, turn_id: &str, request_id: &str, decision: Decision);
+
+    /// The host is stopping: release tasks and processes. Called at most once per stop.
+    fn shutdown(&self) {}
+}

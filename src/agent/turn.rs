@@ -1,0 +1,94 @@
+//! [`TurnSink`]: how an agent reports the output of one turn to the carrier.
+
+use std::sync::{Arc, Weak};
+
+use serde_json::Value;
+
+use super::hub::SessionHub;
+
+/// The turn this sink belongs to has ended (completed, aborted by a client, or the session is
+/// gone): the output was not recorded and the agent should stop working on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the turn has ended")]
+pub struct TurnEnded;
+
+/// The output side of one turn. Cheap to clone. Every call is checked against the session's
+/// current turn, so output of a turn the carrier already ended (e.g. on abort) is refused with
+/// [`TurnEnded`] instead of leaking into a later turn.
+#[derive(Clone)]
+pub struct TurnSink {
+    hub: Weak<SessionHub>,
+    turn_id: Arc<str>,
+}
+
+impl std::fmt::Debug for TurnSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnSink")
+            .field("turn_id", &self.turn_id)
+            .finish()
+    }
+}
+
+impl TurnSink {
+    pub(crate) fn new(hub: &Arc<SessionHub>, turn_id: &str) -> Self {
+        TurnSink {
+            hub: Arc::downgrade(hub),
+            turn_id: Arc::from(turn_id),
+        }
+    }
+
+    /// The turn.
+    pub fn turn_id(&self) -> &str {
+        &self.turn_id
+    }
+
+    fn hub(&self) -> Result<Arc<SessionHub>, TurnEnded> {
+        self.hub.upgrade().ok_or(TurnEnded)
+    }
+
+    /// Streams the next piece of the reply (`session.text_delta`).
+    pub fn delta(&self, delta: &str) -> Result<(), TurnEnded> {
+        self.hub()?.turn_delta(&self.turn_id, delta)
+    }
+
+    /// Asks the user to allow a tool (`session.permission_request`); the answer arrives through
+    /// [`super::ProtocolSession::permission_decided`]. `request_id` is the agent's, unique in
+    /// the turn.
+    pub fn permission_request(
+        &self,
+        request_id: &str,
+        tool: &str,
+        input: Value,
+    ) -> Result<(), TurnEnded> {
+        self.hub()?
+            .turn_permission_request(&self.turn_id, request_id, tool, input)
+    }
+
+    /// Reports an error without ending the turn (`session.error`).
+    pub fn error(&self, code: &str, message: &str) -> Result<(), TurnEnded> {
+        self.hub()?.turn_error(&self.turn_id, code, message)
+    }
+
+    /// Ends the turn normally with the full reply (`session.turn_completed`, `aborted: false`).
+    pub fn complete(&self, text: &str) -> Result<(), TurnEnded> {
+        self.finish(text, false)
+    }
+
+    /// Ends the turn with the given reply, aborted or not.
+    pub fn finish(&self, text: &str, aborted: bool) -> Result<(), TurnEnded> {
+        self.hub()?.turn_finish(&self.turn_id, Some(text), aborted)
+    }
+
+    /// Ends the turn on a failure: `session.error {code, message}`, then an aborted
+    /// `session.turn_completed` with what was streamed so far.
+    pub fn fail(&self, code: &str, message: &str) -> Result<(), TurnEnded> {
+        let hub = self.hub()?;
+        hub.turn_error(&self.turn_id, code, message)?;
+        hub.turn_finish(&self.turn_id, None, true)
+    }
+
+    /// Whether the turn is still the session's running turn.
+    pub fn is_current(&self) -> bool {
+        self.hub().is_ok_and(|h| h.is_current_turn(&self.turn_id))
+    }
+}

@@ -1,0 +1,137 @@
+use super::*;
+
+fn reply_json(text: &str) -> Value {
+    let rejection = parse(text).expect_err("should be refused");
+    serde_json::from_slice(&rejection.reply()).unwrap()
+}
+
+#[test]
+fn request_with_and_without_params() {
+    let Frame::Request(r) =
+        parse(r#"{"id":"a","method":"session.submit","params":{"prompt":"hi"}}"#).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(r.params["prompt"], "hi");
+    for text in [
+        r#"{"id":"a","method":"system.ping"}"#,
+        r#"{"id":"a","method":"system.ping","params":null}"#,
+    ] {
+        let Frame::Request(r) = parse(text).unwrap() else {
+            panic!()
+        };
+        assert!(r.params.is_empty());
+    }
+}
+
+#[test]
+fn responses_and_events_parse() {
+    let Frame::Response(r) = parse(r#"{"id":"a","result":{}}"#).unwrap() else {
+        panic!()
+    };
+    assert_eq!(r.body, ResponseBody::Result(serde_json::json!({})));
+    let Frame::Response(r) =
+        parse(r#"{"id":"a","error":{"code":"future_code","message":"m"}}"#).unwrap()
+    else {
+        panic!()
+    };
+    assert!(matches!(r.body, ResponseBody::Error(_)));
+    let Frame::Event(e) = parse(r#"{"event":"session.text_delta","seq":7,"payload":{}}"#).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!((e.event.as_str(), e.seq), ("session.text_delta", Some(7)));
+}
+
+#[test]
+fn no_usable_id_gives_events() {
+    for (text, code) in [
+        ("nope", "malformed_frame"),
+        ("[]", "malformed_frame"),
+        ("null", "malformed_frame"),
+        ("42", "malformed_frame"),
+        (r#""str""#, "malformed_frame"),
+        (r#"{"id":"","method":"m"}"#, "invalid_envelope"),
+        (r#"{"id":7,"method":"m"}"#, "invalid_envelope"),
+        (r#"{"method":"m"}"#, "invalid_envelope"),
+        (r#"{"event":"x"}"#, "invalid_envelope"),
+        (
+            r#"{"id":"a","event":"x","payload":{},"seq":-1}"#,
+            "invalid_envelope",
+        ),
+        (
+            r#"{"id":"a","result":1,"error":{"code":"c","message":"m"}}"#,
+            "invalid_envelope",
+        ),
+        (r#"{"id":"a","error":"boom"}"#, "invalid_envelope"),
+    ] {
+        let reply = reply_json(text);
+        assert_eq!(reply["event"], "protocol_error", "{text}");
+        assert_eq!(reply["payload"]["code"], code, "{text}");
+    }
+}
+
+#[test]
+fn usable_id_gives_error_responses() {
+    for text in [
+        r#"{"id":"a"}"#,
+        r#"{"id":"a","method":5}"#,
+        r#"{"id":"a","method":""}"#,
+        r#"{"id":"a","method":"m","extra":true}"#,
+        r#"{"id":"a","method":"m","result":{}}"#,
+    ] {
+        let reply = reply_json(text);
+        assert_eq!(reply["id"], "a", "{text}");
+        assert_eq!(reply["error"]["code"], "protocol_error", "{text}");
+        assert_eq!(
+            reply["error"]["data"]["reason"], "invalid_envelope",
+            "{text}"
+        );
+        assert_eq!(reply["error"]["effect_state"], "none", "{text}");
+    }
+    let reply = reply_json(r#"{"id":"a","method":"m","params":[1]}"#);
+    assert_eq!(reply["error"]["data"]["reason"], "invalid_params");
+}
+
+#[test]
+fn huge_id_is_not_echoed() {
+    let id = "x".repeat(MAX_ID_BYTES + 1);
+    let reply = reply_json(&format!(r#"{{"id":"{id}","method":"system.ping"}}"#));
+    assert_eq!(reply["payload"]["code"], "invalid_envelope");
+    let ok = "y".repeat(MAX_ID_BYTES);
+    assert!(parse(&format!(r#"{{"id":"{ok}","method":"system.ping"}}"#)).is_ok());
+}
+
+#[test]
+fn deep_nesting_is_an_error_not_a_crash() {
+    let deep = format!(
+        r#"{{"id":"a","method":"m","params":{{"x":{}{}}}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    assert_eq!(reply_json(&deep)["payload"]["code"], "malformed_frame");
+}
+
+#[test]
+fn encoders_produce_the_three_shapes() {
+    let ok = encode_result("r1", &serde_json::json!({"a":1})).unwrap();
+    assert_eq!(&ok[..], br#"{"id":"r1","result":{"a":1}}"#);
+    let err = encode_error("r1", &ErrorObject::new(ErrorCode::Busy, "busy"));
+    assert_eq!(
+        &err[..],
+        br#"{"id":"r1","error":{"code":"busy","message":"busy"}}"#
+    );
+    let ev = encode_event("session.text_delta", Some(3), &serde_json::json!({})).unwrap();
+    assert_eq!(
+        &ev[..],
+        br#"{"event":"session.text_delta","seq":3,"payload":{}}"#
+    );
+    let ev = encode_event("protocol_error", None, &serde_json::json!({})).unwrap();
+    assert_eq!(&ev[..], br#"{"event":"protocol_error","payload":{}}"#);
+}
+
+#[test]
+fn truncate_respects_char_boundaries() {
+    assert_eq!(truncate("héllo", 2), "h");
+    assert_eq!(truncate("abc", 10), "abc");
+}
