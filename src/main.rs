@@ -1,1 +1,55 @@
-fn main() {}
+//! The `carrier` binary. See `carrier --help` and the README.
+
+#[path = "../channels/mod.rs"]
+mod channels;
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A loopback WebSocket carrier for AI-agent sessions.
+#[derive(Debug, Parser)]
+#[command(name = "carrier", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the embedded agent (or --agent-cmd) on 127.0.0.1.
+    Serve(cli::serve::ServeArgs),
+    /// Write or check the JSON Schemas of the protocol.
+    Schema(cli::schema::SchemaArgs),
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    init_logging();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("carrier: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => cli::serve::run(args).await,
+            Command::Schema(args) => cli::schema::run(args),
+        }
+    })
+}

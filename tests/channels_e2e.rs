@@ -481,7 +481,12 @@ async fn files_saves_verified_uploads_and_refuses_escapes_wrong_sizes_and_wrong_
         "{wrong_hash}"
     );
     let too_much = upload(&mut ws, "big.bin", &data[..1000], 10, &sha(&data[..10])).await;
-    assert_eq!(too_much["event"], "error");
+    assert_eq!(too_much["payload"]["code"], "size_mismatch", "{too_much}");
+    // The upload was dropped at the first excess chunk, so its `end` finds none.
+    let FrameBody::Event { payload, .. } = next_frame(&mut ws).await.body else {
+        panic!()
+    };
+    assert_eq!(payload["code"], "no_upload");
 
     // Only the verified file is there: nothing partial, nothing outside.
     assert_eq!(entries(dir.path()), vec!["ok.bin".to_string()]);

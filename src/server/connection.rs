@@ -169,7 +169,7 @@ async fn serve_admitted(
         let term = terminate.clone();
         out.set_on_fail(move |reason| {
             metrics.delivery_failure();
-            registry.detach_sink(id);
+            registry.remove_sink(id);
             tracing::debug!(conn = %id, ?reason, "connection failed");
             // A write error leaves nothing worth draining; a slow reader still gets its close.
             if reason == FailReason::WriteError {

@@ -167,8 +167,12 @@ pub struct ChannelRegistry {
 #[derive(Default)]
 struct RegistryInner {
     channels: DashMap<String, Arc<ChannelEntry>>,
-    /// Handshaken connections: the only channel sinks.
-    sinks: DashMap<ConnectionId, Connection>,
+    /// Handshaken connections: the only channel sinks. A snapshot replaced on attach/detach,
+    /// so a broadcast iterates it without holding a lock (a send that fails a connection
+    /// detaches it from inside the loop).
+    sinks: std::sync::RwLock<Arc<Vec<Connection>>>,
+    /// The same connections by id, for targeted sends. Entries are cloned out, never held.
+    by_id: DashMap<ConnectionId, Connection>,
 }
 
 impl ChannelRegistry {
@@ -216,18 +220,49 @@ impl ChannelRegistry {
 
     /// Ids of the connections that currently receive channel frames.
     pub fn sinks(&self) -> Vec<ConnectionId> {
-        self.inner.sinks.iter().map(|e| *e.key()).collect()
+        self.snapshot().iter().map(Connection::id).collect()
+    }
+
+    fn snapshot(&self) -> Arc<Vec<Connection>> {
+        self.inner
+            .sinks
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn sink(&self, id: ConnectionId) -> Option<Connection> {
+        self.inner.by_id.get(&id).map(|c| c.value().clone())
     }
 
     pub(crate) fn attach_sink(&self, conn: Connection) {
-        self.inner.sinks.insert(conn.id(), conn);
+        let mut sinks = self.inner.sinks.write().unwrap_or_else(|e| e.into_inner());
+        let mut next = Vec::with_capacity(sinks.len() + 1);
+        next.extend(sinks.iter().filter(|c| c.id() != conn.id()).cloned());
+        next.push(conn.clone());
+        *sinks = Arc::new(next);
+        self.inner.by_id.insert(conn.id(), conn);
     }
 
-    pub(crate) fn detach_sink(&self, id: ConnectionId) {
-        if self.inner.sinks.remove(&id).is_none() {
-            return;
+    /// Stops sending channel frames to a connection. Safe to call from inside a send.
+    pub(crate) fn remove_sink(&self, id: ConnectionId) {
+        self.inner.by_id.remove(&id);
+        let mut sinks = self.inner.sinks.write().unwrap_or_else(|e| e.into_inner());
+        if sinks.iter().any(|c| c.id() == id) {
+            *sinks = Arc::new(sinks.iter().filter(|c| c.id() != id).cloned().collect());
         }
-        for entry in self.inner.channels.iter() {
+    }
+
+    /// The connection has ended: remove it and tell the channels it sent on.
+    pub(crate) fn detach_sink(&self, id: ConnectionId) {
+        self.remove_sink(id);
+        let entries: Vec<Arc<ChannelEntry>> = self
+            .inner
+            .channels
+            .iter()
+            .map(|e| e.value().clone())
+            .collect();
+        for entry in entries {
             if entry.senders.remove(&id).is_some() {
                 entry.deliver_now(Inbound {
                     connection: id,
@@ -440,8 +475,8 @@ impl ChannelHandle {
             .unwrap_or_else(|e| e.into_inner());
         let seq = self.next_seq();
         let frame = channel_frame::encode(&self.entry.descriptor.name, seq, &body)?;
-        for sink in self.registry.inner.sinks.iter() {
-            let _ = self.queue(sink.value(), &frame);
+        for sink in self.registry.snapshot().iter() {
+            let _ = self.queue(sink, &frame);
         }
         Ok(seq)
     }
@@ -460,9 +495,9 @@ impl ChannelHandle {
             .unwrap_or_else(|e| e.into_inner());
         let seq = self.next_seq();
         let frame = channel_frame::encode(&self.entry.descriptor.name, seq, &body)?;
-        for sink in self.registry.inner.sinks.iter() {
-            if *sink.key() != except {
-                let _ = self.queue(sink.value(), &frame);
+        for sink in self.registry.snapshot().iter() {
+            if sink.id() != except {
+                let _ = self.queue(sink, &frame);
             }
         }
         Ok(seq)
@@ -486,10 +521,7 @@ impl ChannelHandle {
         self.check(&body)?;
         let conn = self
             .registry
-            .inner
-            .sinks
-            .get(&connection)
-            .map(|c| c.value().clone())
+            .sink(connection)
             .ok_or(ChannelError::UnknownConnection(connection))?;
         let _order = self
             .entry

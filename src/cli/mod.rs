@@ -1,0 +1,4 @@
+//! The `carrier` command line: argument parsing and wiring only; no protocol logic lives here.
+
+pub mod schema;
+pub mod serve;

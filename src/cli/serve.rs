@@ -1,0 +1,205 @@
+//! `carrier serve`: flags → [`CarrierConfig`], the attached agent, mounted channels, the
+//! `listening` line, signals. Wiring only.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use carrier::agent::{AgentProfile, EmbeddedAgent};
+use carrier::protocol::Role;
+use carrier::server::{CarrierConfig, Limits, WsTransport};
+use clap::Args;
+
+use crate::channels::{self, ChannelSpec};
+
+/// Flags of `carrier serve` (SPEC section 10). Every flag also reads an environment variable;
+/// prefer `CARRIER_TOKEN` over `--token`: command lines are visible to other local users.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// First port to try on 127.0.0.1 (0: any free port).
+    #[arg(long, env = "CARRIER_PORT", default_value_t = 7070)]
+    port: u16,
+    /// How many following ports to try when the port is taken.
+    #[arg(long, env = "CARRIER_MAX_RETRIES", default_value_t = 20)]
+    max_retries: u16,
+    /// The token clients must present (default: a random one per launch).
+    #[arg(long, env = "CARRIER_TOKEN", hide_env_values = true, conflicts_with = "open")]
+    token: Option<String>,
+    /// Run without a token (needs --open-reason). Any local process could then drive the agent.
+    #[arg(long, env = "CARRIER_OPEN")]
+    open: bool,
+    /// Why this carrier runs without a token.
+    #[arg(long, env = "CARRIER_OPEN_REASON")]
+    open_reason: Option<String>,
+    /// The most a connection may do: drive or observe.
+    #[arg(long, env = "CARRIER_ROLE", default_value = "drive", value_parser = parse_role)]
+    role: Role,
+    /// Extra Host name to accept besides loopback (bare name, no port). Repeatable.
+    #[arg(long = "allowed-host", env = "CARRIER_ALLOWED_HOSTS", value_delimiter = ',')]
+    allowed_hosts: Vec<String>,
+    /// Extra browser origin to accept (scheme://host[:port]). Repeatable.
+    #[arg(long = "allowed-origin", env = "CARRIER_ALLOWED_ORIGINS", value_delimiter = ',')]
+    allowed_origins: Vec<String>,
+    /// A payload channel NAME:KIND[:ARG], KIND = echo | relay | files:DIR. Repeatable.
+    #[arg(long = "channel", env = "CARRIER_CHANNELS", value_delimiter = ',')]
+    channels: Vec<ChannelSpec>,
+    /// Host an external agent process speaking the envelope as JSON lines on stdin/stdout.
+    #[arg(long, env = "CARRIER_AGENT_CMD")]
+    agent_cmd: Option<String>,
+    /// How long the agent process may take to answer a request.
+    #[arg(long, env = "CARRIER_AGENT_TIMEOUT_MS", default_value_t = 30_000)]
+    agent_timeout_ms: u64,
+    /// Delay between the embedded agent's deltas.
+    #[arg(long, env = "CARRIER_DEMO_DELAY_MS", default_value_t = 10)]
+    demo_delay_ms: u64,
+    /// Soft limit of one text message (answered `too_large`, the socket stays open).
+    #[arg(long, env = "CARRIER_MAX_TEXT_BYTES", default_value_t = 1 << 20)]
+    max_text_bytes: usize,
+    /// Hard cap of any message (close 1009).
+    #[arg(long, env = "CARRIER_MAX_MESSAGE_BYTES", default_value_t = 16 << 20)]
+    max_message_bytes: usize,
+    /// Outbound bytes queued per connection before a slow reader is closed (1013).
+    #[arg(long, env = "CARRIER_QUEUE_BYTES", default_value_t = 8 << 20)]
+    queue_bytes: usize,
+    /// Write the token to this new file (mode 0600) instead of printing it.
+    #[arg(long, env = "CARRIER_TOKEN_FILE", conflicts_with = "open")]
+    token_file: Option<PathBuf>,
+    /// Identity stamped on turns submitted through this listener.
+    #[arg(long, env = "CARRIER_DRIVER_ID", default_value = "local")]
+    driver_id: String,
+    /// Surface name stamped on turns.
+    #[arg(long, env = "CARRIER_SURFACE", default_value = "carrier")]
+    surface: String,
+}
+
+fn parse_role(s: &str) -> Result<Role, String> {
+    Role::parse(s).ok_or_else(|| format!("unknown role {s:?}: use drive or observe"))
+}
+
+fn usage_error(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("carrier serve: {message}");
+    ExitCode::from(2)
+}
+
+fn runtime_error(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("carrier serve: {message}");
+    ExitCode::from(1)
+}
+
+impl ServeArgs {
+    fn config(&self) -> CarrierConfig {
+        CarrierConfig {
+            port: self.port,
+            max_retries: self.max_retries,
+            token: self.token.clone(),
+            open: self.open,
+            open_reason: self.open_reason.clone(),
+            role: self.role,
+            allowed_hosts: self.allowed_hosts.clone(),
+            allowed_origins: self.allowed_origins.clone(),
+            driver_id: self.driver_id.clone(),
+            surface: self.surface.clone(),
+            limits: Limits {
+                max_text_bytes: self.max_text_bytes,
+                max_message_bytes: self.max_message_bytes,
+                queue_bytes: self.queue_bytes,
+                ..Limits::default()
+            },
+        }
+    }
+}
+
+/// Runs `carrier serve` until SIGINT/SIGTERM.
+pub async fn run(args: ServeArgs) -> ExitCode {
+    let transport = match WsTransport::new(args.config()) {
+        Ok(t) => t,
+        Err(e) => return usage_error(e),
+    };
+    if args.agent_cmd.is_some() {
+        return usage_error("--agent-cmd is not available in this build yet");
+    }
+    let _ = args.agent_timeout_ms;
+    let agent = EmbeddedAgent::default().with_demo_delay(Duration::from_millis(args.demo_delay_ms));
+    transport.attach(AgentProfile::embedded(agent));
+    for spec in &args.channels {
+        if let Err(e) = channels::mount(&transport, spec) {
+            return usage_error(e);
+        }
+    }
+    if let Err(e) = transport.start().await {
+        return runtime_error(e);
+    }
+    let Some(port) = transport.bound_port() else {
+        return runtime_error("the listener has no port");
+    };
+    let token = match (&args.token_file, transport.resolved_token()) {
+        (Some(path), Some(token)) => match write_token_file(path, token) {
+            Ok(()) => serde_json::Value::from("file"),
+            Err(e) => {
+                transport.stop().await;
+                return runtime_error(format!("cannot write the token file {}: {e}", path.display()));
+            }
+        },
+        (None, Some(token)) => serde_json::Value::from(token),
+        (_, None) => serde_json::Value::Null,
+    };
+    let line = serde_json::json!({
+        "event": "listening",
+        "url": format!("ws://127.0.0.1:{port}/"),
+        "port": port,
+        "token": token,
+        "role": args.role.as_str(),
+    });
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+    wait_for_signal().await;
+    transport.stop().await;
+    ExitCode::SUCCESS
+}
+
+/// Writes the token to a new file readable only by its owner. An existing file (or link) at
+/// the path is replaced, never written through.
+pub fn write_token_file(path: &Path, token: &str) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => return Err(std::io::Error::other("the path is a directory")),
+        Ok(_) => std::fs::remove_file(path)?,
+        Err(_) => {}
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    file.write_all(token.as_bytes())?;
+    file.write_all(b"\n")?;
+    file.sync_all()
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+            (Ok(mut int), Ok(mut term)) => {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
