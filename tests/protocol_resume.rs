@@ -143,3 +143,14 @@ async fn an_unknown_session_in_the_current_epoch_is_a_reset() {
     assert_eq!(r["resume"], json!({"outcome": "reset"}));
     assert_eq!(r["session_id"], "s1");
 }
+
+#[tokio::test]
+async fn a_seq_from_the_future_is_a_reset() {
+    let server = Server::start().await;
+    let (_c, hs) = server.drive().await;
+    let mut again = server.connect("").await;
+    let r = again
+        .handshake(json!({"resume": {"session_id": "s1", "epoch": hs["epoch"], "after_seq": 99}}))
+        .await;
+    assert_eq!(r["resume"], json!({"outcome": "reset"}));
+}
