@@ -20,13 +20,28 @@ struct Cli {
 enum Command {
     /// Serve the embedded agent (or --agent-cmd) on 127.0.0.1.
     Serve(cli::serve::ServeArgs),
+    /// Run one turn against a running server and print the reply.
+    Send(cli::client::SendArgs),
+    /// Interactive console: prompts, streamed output, permission answers.
+    Connect(cli::client::ConnectArgs),
+    /// Print a server's `system.status`.
+    Status(cli::client::StatusArgs),
+    /// Find local servers and check versions and compatibility.
+    Doctor(cli::client::DoctorArgs),
     /// Write or check the JSON Schemas of the protocol.
     Schema(cli::schema::SchemaArgs),
 }
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+/// Logs go to stderr, filtered by `RUST_LOG`; by default `serve` logs at info and the client
+/// commands only warnings, so their one-line errors stay one line.
+fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
 }
 
 fn main() -> ExitCode {
@@ -38,7 +53,11 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_logging();
+    init_logging(if matches!(cli.command, Command::Serve(_)) {
+        "info"
+    } else {
+        "warn"
+    });
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -49,6 +68,10 @@ fn main() -> ExitCode {
     runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => cli::serve::run(args).await,
+            Command::Send(args) => cli::client::run_send(args).await,
+            Command::Connect(args) => cli::client::run_connect(args).await,
+            Command::Status(args) => cli::client::run_status(args).await,
+            Command::Doctor(args) => cli::client::run_doctor(args).await,
             Command::Schema(args) => cli::schema::run(args),
         }
     })

@@ -1,4 +1,5 @@
 //! The `carrier` command line: argument parsing and wiring only; no protocol logic lives here.
 
+pub mod client;
 pub mod schema;
 pub mod serve;

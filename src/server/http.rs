@@ -76,7 +76,7 @@ fn plain(status: StatusCode, body: &'static str) -> Response<Body> {
     text(status, "text/plain; charset=utf-8", body)
 }
 
-fn header<'a, B>(req: &'a Request<B>, name: hyper::header::HeaderName) -> Option<&'a str> {
+fn header<B>(req: &Request<B>, name: hyper::header::HeaderName) -> Option<&str> {
     // A header that is not visible ASCII becomes "\u{0}", which matches nothing.
     req.headers()
         .get(name)

@@ -1,0 +1,285 @@
+//! Client-side commands of the `carrier` binary (SPEC section 10): `send`, `connect`, `status`
+//! and `doctor`. Argument parsing and wiring only; everything else comes from
+//! [`carrier::client`].
+//!
+//! # Wiring into `src/main.rs`
+//!
+//! ```ignore
+//! mod cli;
+//!
+//! #[derive(clap::Subcommand)]
+//! enum Command {
+//!     /// Run one turn against a running server and print the reply.
+//!     Send(cli::client::SendArgs),
+//!     /// Interactive console: prompts, streamed output, permission answers.
+//!     Connect(cli::client::ConnectArgs),
+//!     /// Print a server's `system.status`.
+//!     Status(cli::client::StatusArgs),
+//!     /// Find local servers and check versions and compatibility.
+//!     Doctor(cli::client::DoctorArgs),
+//!     // … serve, schema, bench
+//! }
+//!
+//! // in `async fn main() -> std::process::ExitCode` (a tokio runtime):
+//! match command {
+//!     Command::Send(args) => cli::client::run_send(args).await,
+//!     Command::Connect(args) => cli::client::run_connect(args).await,
+//!     Command::Status(args) => cli::client::run_status(args).await,
+//!     Command::Doctor(args) => cli::client::run_doctor(args).await,
+//! }
+//! ```
+//!
+//! Each `run_*` returns the exit code: 0 success, 1 runtime failure (unreachable server, token
+//! refused, turn aborted), 2 usage error (a URL that is not `ws://HOST:PORT/`); the reason is one
+//! line on stderr. Clap's own parse errors already exit with 2. The `*_with` variants take the
+//! output streams (and the console its input lines) so tests can drive them.
+//!
+//! One file per command under `client/`; this file holds the arguments and what they share.
+
+// Explicit paths: tests/cli_client.rs compiles this file through `#[path]`, and these resolve to
+// the same files in both builds.
+#[path = "client/console.rs"]
+mod console;
+#[path = "client/doctor.rs"]
+mod doctor;
+#[path = "client/send.rs"]
+mod send;
+#[path = "client/status.rs"]
+mod status;
+
+use std::io::{self, Write};
+use std::ops::RangeInclusive;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use carrier::client::{
+    Client, ClientError, ClientEvent, ConnectionState, ErrorCode, HandshakeInfo, Subscription,
+    TransportError, WsClientTransport, WsOptions,
+};
+use carrier::protocol::Role;
+use clap::Args;
+use serde_json::Value;
+use tokio::sync::mpsc::{self, UnboundedReceiver};
+
+pub use console::connect_with;
+pub use doctor::doctor_with;
+pub use send::send_with;
+pub use status::status_with;
+
+/// `carrier send URL PROMPT`: one turn, the reply on stdout.
+#[derive(Debug, Clone, Args)]
+pub struct SendArgs {
+    /// Server URL, e.g. ws://127.0.0.1:7070/
+    pub url: String,
+    /// Access token (prefer the CARRIER_TOKEN variable: command lines are visible to other users)
+    #[arg(long, env = "CARRIER_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// The prompt to submit
+    pub prompt: String,
+    /// Answer permission requests of this turn with "allow"
+    #[arg(long, conflicts_with = "deny")]
+    pub allow: bool,
+    /// Answer permission requests of this turn with "deny" (the default)
+    #[arg(long)]
+    pub deny: bool,
+}
+
+/// `carrier connect URL`: an interactive console.
+#[derive(Debug, Clone, Args)]
+pub struct ConnectArgs {
+    /// Server URL, e.g. ws://127.0.0.1:7070/
+    pub url: String,
+    /// Access token (prefer the CARRIER_TOKEN variable: command lines are visible to other users)
+    #[arg(long, env = "CARRIER_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Connect read-only (role observe)
+    #[arg(long)]
+    pub observe: bool,
+}
+
+/// `carrier status [--json] [URL]`: a server's `system.status`.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// Print the status as one JSON line (the `system.status` result plus `url`)
+    #[arg(long)]
+    pub json: bool,
+    /// Server URL
+    #[arg(default_value = "ws://127.0.0.1:7070/")]
+    pub url: String,
+    /// Access token (prefer the CARRIER_TOKEN variable: command lines are visible to other users)
+    #[arg(long, env = "CARRIER_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+/// `carrier doctor`: what is listening locally, versions, compatibility, what to update.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// Token used to handshake with each server found (without it only /healthz is checked)
+    #[arg(long, env = "CARRIER_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+/// The ports `doctor` probes: the default port and its `--max-retries` successors.
+pub const DOCTOR_PORTS: RangeInclusive<u16> = 7070..=7090;
+
+/// Runs `carrier send` on the process's stdout and stderr.
+pub async fn run_send(args: SendArgs) -> ExitCode {
+    send_with(args, &mut io::stdout(), &mut io::stderr()).await
+}
+
+/// Runs `carrier connect` on the process's stdin, stdout and stderr.
+pub async fn run_connect(args: ConnectArgs) -> ExitCode {
+    connect_with(
+        args,
+        console::stdin_lines(),
+        &mut io::stdout(),
+        &mut io::stderr(),
+    )
+    .await
+}
+
+/// Runs `carrier status` on the process's stdout and stderr.
+pub async fn run_status(args: StatusArgs) -> ExitCode {
+    status_with(args, &mut io::stdout(), &mut io::stderr()).await
+}
+
+/// Runs `carrier doctor` on the process's stdout and stderr.
+pub async fn run_doctor(args: DoctorArgs) -> ExitCode {
+    doctor_with(args, DOCTOR_PORTS, &mut io::stdout(), &mut io::stderr()).await
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared plumbing
+// ---------------------------------------------------------------------------------------------
+
+/// A command that cannot go on: the exit code and the one line that explains it.
+pub(super) struct Failure {
+    pub(super) code: ExitCode,
+    pub(super) line: String,
+}
+
+impl Failure {
+    pub(super) fn runtime(line: impl Into<String>) -> Failure {
+        Failure {
+            code: ExitCode::FAILURE,
+            line: line.into(),
+        }
+    }
+
+    pub(super) fn report(self, err: &mut impl Write) -> ExitCode {
+        let _ = writeln!(err, "carrier: {}", self.line);
+        self.code
+    }
+}
+
+/// One clear line for a client error, saying what to do about it where that is known.
+pub(super) fn explain(url: &str, error: &ClientError) -> Failure {
+    let line = match error {
+        ClientError::Transport(TransportError::InvalidUrl { .. }) => {
+            return Failure {
+                code: ExitCode::from(2),
+                line: error.to_string(),
+            }
+        }
+        ClientError::Transport(TransportError::Connect { reason, .. }) => format!(
+            "cannot reach {url}: {reason}; is `carrier serve` running? (`carrier doctor` lists local servers)"
+        ),
+        ClientError::Transport(TransportError::UpgradeRejected { status: 403 }) => format!(
+            "{url} refused the connection (HTTP 403): this host or origin is not allowed"
+        ),
+        ClientError::Transport(TransportError::UpgradeRejected { status: 503 }) => {
+            format!("{url} refused the connection (HTTP 503): too many connections")
+        }
+        ClientError::Refused { close } => format!(
+            "{url} refused this client ({close}): check --token / CARRIER_TOKEN and the requested role"
+        ),
+        ClientError::Remote { error: wire, .. } if wire.code == ErrorCode::VersionIncompatible => {
+            format!(
+                "{url} speaks an incompatible protocol: {}; run `carrier doctor` to see which side to update",
+                wire.message
+            )
+        }
+        other => other.to_string(),
+    };
+    Failure::runtime(line)
+}
+
+fn options(url: &str, token: Option<&str>, role: Option<Role>) -> Result<WsOptions, ClientError> {
+    let mut options = WsOptions::new(url);
+    if let Some(token) = token {
+        options = options.token(token);
+    }
+    if let Some(role) = role {
+        options = options.role(role);
+    }
+    options.validate()?;
+    Ok(options)
+}
+
+/// A connected client and its event and state feeds (handlers only forward into channels, so
+/// every decision is made on the command's own task).
+pub(super) struct Session {
+    pub(super) client: Client,
+    pub(super) info: HandshakeInfo,
+    pub(super) events: UnboundedReceiver<ClientEvent>,
+    pub(super) states: UnboundedReceiver<ConnectionState>,
+    _subscriptions: [Subscription; 2],
+}
+
+pub(super) async fn open(
+    url: &str,
+    token: Option<&str>,
+    role: Option<Role>,
+) -> Result<Session, Failure> {
+    open_session(url, token, role)
+        .await
+        .map_err(|error| explain(url, &error))
+}
+
+pub(super) async fn open_session(
+    url: &str,
+    token: Option<&str>,
+    role: Option<Role>,
+) -> Result<Session, ClientError> {
+    let client = Client::new(Arc::new(WsClientTransport::new(options(url, token, role)?)));
+    let (event_tx, events) = mpsc::unbounded_channel();
+    let (state_tx, states) = mpsc::unbounded_channel();
+    let subscriptions = [
+        client.on_event(Box::new(move |event| {
+            let _ = event_tx.send(event.clone());
+        })),
+        client.on_state_change(Box::new(move |state| {
+            let _ = state_tx.send(state);
+        })),
+    ];
+    let info = client.connect().await?;
+    Ok(Session {
+        client,
+        info,
+        events,
+        states,
+        _subscriptions: subscriptions,
+    })
+}
+
+/// Whether a state change means the connection is gone for good (not a reconnect).
+pub(super) fn closed_for_good(state: ConnectionState) -> bool {
+    state == ConnectionState::Disconnected
+}
+
+pub(super) fn string_field<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+    value.get(key).and_then(Value::as_str)
+}
+
+/// The driver identity as one short word: a string as is, an object by its `driver_id`.
+pub(super) fn driver_name(driver: &Value) -> String {
+    match driver {
+        Value::String(name) => name.clone(),
+        Value::Object(fields) => fields
+            .get("driver_id")
+            .and_then(Value::as_str)
+            .map_or_else(|| driver.to_string(), str::to_owned),
+        Value::Null => "someone".into(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,172 @@
+//! `carrier doctor`: what is listening on the local ports, its versions and compatibility,
+//! and what to update.
+
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::ops::RangeInclusive;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use carrier::client::{probe_health, Compatibility, ErrorCode, Health, VersionRange};
+use carrier::protocol::Role;
+use serde_json::{json, Value};
+
+use super::{explain, open_session, string_field, DoctorArgs};
+
+/// `carrier doctor` over `ports` on 127.0.0.1, with explicit output streams. Exits 0 when at
+/// least one carrier answered and every one checked is usable; 1 when none answered, or one is
+/// incompatible or refused the token.
+pub async fn doctor_with(
+    args: DoctorArgs,
+    ports: RangeInclusive<u16>,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> ExitCode {
+    let (first, last) = (*ports.start(), *ports.end());
+    let probes = ports.map(|port| async move {
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        (port, probe_health(addr, Duration::from_secs(2)).await)
+    });
+    let found: Vec<(u16, Health)> = futures_util::future::join_all(probes)
+        .await
+        .into_iter()
+        .filter_map(|(port, health)| health.ok().map(|health| (port, health)))
+        .collect();
+    let _ = writeln!(
+        out,
+        "this client: {} {}, protocol {} (oldest compatible {})",
+        carrier::client::CLIENT_NAME,
+        env!("CARGO_PKG_VERSION"),
+        carrier::client::PROTOCOL_VERSION,
+        carrier::client::MIN_COMPATIBLE_PROTOCOL
+    );
+    let mut carriers = 0;
+    let mut problems = 0;
+    for (port, health) in found {
+        match health {
+            Health::Other { status, .. } => {
+                let _ = writeln!(
+                    out,
+                    "127.0.0.1:{port}: not a carrier (GET /healthz answered HTTP {status})"
+                );
+            }
+            Health::Carrier => {
+                carriers += 1;
+                let _ = writeln!(out, "127.0.0.1:{port}: carrier server (healthz ok)");
+                match &args.token {
+                    None => {
+                        let _ = writeln!(
+                            out,
+                            "  set CARRIER_TOKEN (or --token) to check versions and compatibility"
+                        );
+                    }
+                    Some(token) => {
+                        if !check_versions(port, token, out).await {
+                            problems += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if carriers == 0 {
+        let _ = writeln!(
+            err,
+            "carrier: no carrier server is listening on 127.0.0.1:{first}-{last}; start one with `carrier serve`"
+        );
+        return ExitCode::FAILURE;
+    }
+    if problems > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Handshakes with the server on `port` and reports versions, compatibility and missing
+/// features. Returns false when something needs fixing.
+async fn check_versions(port: u16, token: &str, out: &mut impl Write) -> bool {
+    let url = format!("ws://127.0.0.1:{port}/");
+    let ours = VersionRange::this_client();
+    let session = match open_session(&url, Some(token), Some(Role::Observe)).await {
+        Ok(session) => session,
+        Err(error) => {
+            match error.wire() {
+                Some(wire) if wire.code == ErrorCode::VersionIncompatible => {
+                    let update = wire
+                        .data
+                        .as_ref()
+                        .and_then(server_range)
+                        .map(|theirs| Compatibility::assess(ours, theirs));
+                    let advice = match update {
+                        Some(Compatibility::Incompatible { update }) => {
+                            format!("update the {}", update.as_str())
+                        }
+                        _ => "update whichever side is older".to_owned(),
+                    };
+                    let _ = writeln!(out, "  incompatible: {}; {advice}", wire.message);
+                }
+                _ => {
+                    let _ = writeln!(out, "  {}", explain(&url, &error).line);
+                }
+            }
+            return false;
+        }
+    };
+    let info = &session.info;
+    let _ = writeln!(
+        out,
+        "  server {} {}, protocol {} (oldest compatible {}), session {}",
+        info.server.name,
+        info.server.version,
+        info.protocol_version,
+        info.min_compatible_protocol,
+        info.session_id
+    );
+    let verdict = match VersionRange::parse(&info.protocol_version, &info.min_compatible_protocol) {
+        Some(theirs) => Compatibility::assess(ours, theirs),
+        None => Compatibility::Compatible,
+    };
+    let healthy = match verdict {
+        Compatibility::Compatible => {
+            let _ = writeln!(out, "  compatible");
+            true
+        }
+        Compatibility::Skew { update } => {
+            let _ = writeln!(
+                out,
+                "  compatible with version skew: update the {} to get the newest features",
+                update.as_str()
+            );
+            true
+        }
+        Compatibility::Incompatible { update } => {
+            let _ = writeln!(out, "  incompatible: update the {}", update.as_str());
+            false
+        }
+    };
+    if let Ok(status) = session.client.request("system.status", json!({})).await {
+        if let Some(features) = status.get("compatibility").and_then(Value::as_object) {
+            for (feature, detail) in features {
+                if detail.get("available").and_then(Value::as_bool) == Some(false) {
+                    let needs = string_field(detail, "required_protocol").unwrap_or("?");
+                    let _ = writeln!(
+                        out,
+                        "  feature {feature} unavailable (needs protocol {needs}): update the side below it"
+                    );
+                }
+            }
+        }
+    }
+    session.client.disconnect().await;
+    healthy
+}
+
+/// The server's versions from a `version_incompatible` error's `data`, when it names them
+/// (`{server: {protocol_version, min_compatible_protocol}}` or the same keys at the top).
+fn server_range(data: &Value) -> Option<VersionRange> {
+    let server = data.get("server").filter(|v| v.is_object()).unwrap_or(data);
+    let protocol = string_field(server, "protocol_version")?;
+    let min = string_field(server, "min_compatible_protocol").unwrap_or(protocol);
+    VersionRange::parse(protocol, min)
+}

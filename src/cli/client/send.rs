@@ -1,0 +1,123 @@
+//! `carrier send`: one turn, the reply streamed to stdout.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use carrier::client::{ClientEvent, Decision, ResumeOutcome, SessionEventKind};
+use serde_json::json;
+
+use super::{closed_for_good, explain, open, string_field, Failure, SendArgs};
+
+/// `carrier send` with explicit output streams.
+pub async fn send_with(args: SendArgs, out: &mut impl Write, err: &mut impl Write) -> ExitCode {
+    match send_turn(&args, out, err).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => failure.report(err),
+    }
+}
+
+async fn send_turn(
+    args: &SendArgs,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<(), Failure> {
+    let decision = if args.allow {
+        Decision::Allow
+    } else {
+        Decision::Deny
+    };
+    let mut session = open(&args.url, args.token.as_deref(), None).await?;
+    let submitted = session
+        .client
+        .request("session.submit", json!({ "prompt": args.prompt }))
+        .await
+        .map_err(|error| explain(&args.url, &error))?;
+    let turn = string_field(&submitted, "turn_id")
+        .ok_or_else(|| Failure::runtime("the server's submit result has no turn_id"))?
+        .to_owned();
+    // What reached stdout, so text lost to a reconnect gap can be completed from the final text.
+    let mut printed = String::new();
+    let finish = |printed: &str, text: &str, out: &mut dyn Write| {
+        if let Some(rest) = text.strip_prefix(printed) {
+            let _ = out.write_all(rest.as_bytes());
+        }
+        let _ = writeln!(out);
+        let _ = out.flush();
+    };
+    loop {
+        tokio::select! {
+            event = session.events.recv() => {
+                let Some(event) = event else {
+                    return Err(Failure::runtime("the client stopped"));
+                };
+                match event {
+                    ClientEvent::Session(event) => match event.kind {
+                        SessionEventKind::TextDelta { turn_id, delta } if turn_id == turn => {
+                            let _ = out.write_all(delta.as_bytes());
+                            let _ = out.flush();
+                            printed.push_str(&delta);
+                        }
+                        SessionEventKind::PermissionRequest { turn_id, request_id, tool, .. }
+                            if turn_id == turn =>
+                        {
+                            let _ = writeln!(
+                                err,
+                                "carrier: `{tool}` asked for permission: {} (use --allow or --deny)",
+                                decision.as_str()
+                            );
+                            session
+                                .client
+                                .request(
+                                    "session.permission.respond",
+                                    json!({ "request_id": request_id, "decision": decision }),
+                                )
+                                .await
+                                .map_err(|error| explain(&args.url, &error))?;
+                        }
+                        SessionEventKind::Error { turn_id: Some(turn_id), code, message }
+                            if turn_id == turn =>
+                        {
+                            let _ = writeln!(err, "carrier: session error {code}: {message}");
+                        }
+                        SessionEventKind::TurnCompleted { turn_id, text, aborted }
+                            if turn_id == turn =>
+                        {
+                            finish(&printed, &text, out);
+                            if aborted {
+                                return Err(Failure::runtime("the turn was aborted"));
+                            }
+                            return Ok(());
+                        }
+                        _ => {}
+                    },
+                    ClientEvent::Ready { outcome: ResumeOutcome::Reset, .. } => {
+                        return Err(Failure::runtime(
+                            "the server restarted during the turn; its reply is lost",
+                        ));
+                    }
+                    ClientEvent::HistoryRefetched { entries, .. } => {
+                        // Events were lost: if the reply is in the history, the turn is over.
+                        if let Some(reply) = entries
+                            .iter()
+                            .rev()
+                            .find(|e| e.turn_id.as_deref() == Some(&turn) && e.role != "user")
+                        {
+                            finish(&printed, &reply.text, out);
+                            return Ok(());
+                        }
+                    }
+                    ClientEvent::HandshakeFailed(error) => return Err(explain(&args.url, &error)),
+                    _ => {}
+                }
+            }
+            state = session.states.recv() => {
+                if state.map_or(true, closed_for_good) {
+                    return Err(Failure::runtime(format!(
+                        "the connection to {} closed before the turn completed",
+                        args.url
+                    )));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! What a [`Client`](super::Client) tells its application: typed session events (SPEC
+//! section 5) and connection milestones such as a resume outcome.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::error::ClientError;
+
+/// The answer to a permission prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// Let the tool run.
+    Allow,
+    /// Refuse it.
+    Deny,
+}
+
+impl Decision {
+    /// `"allow"` or `"deny"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Deny => "deny",
+        }
+    }
+}
+
+/// One session event, delivered once and in `seq` order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionEvent {
+    /// The per-session sequence number.
+    pub seq: u64,
+    /// What happened.
+    pub kind: SessionEventKind,
+}
+
+/// The session events of SPEC section 5. An event with an unknown name, or whose payload does
+/// not have the documented fields, arrives as [`SessionEventKind::Other`] rather than being lost.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "event", content = "payload")]
+pub enum SessionEventKind {
+    /// `session.turn_started`: a turn began; `driver` is the host-configured identity.
+    #[serde(rename = "session.turn_started")]
+    TurnStarted {
+        /// The turn.
+        turn_id: String,
+        /// Who drives it, as the host configured it.
+        #[serde(default)]
+        driver: Value,
+    },
+    /// `session.text_delta`: the next piece of the turn's reply.
+    #[serde(rename = "session.text_delta")]
+    TextDelta {
+        /// The turn.
+        turn_id: String,
+        /// Text to append.
+        delta: String,
+    },
+    /// `session.permission_request`: the turn waits for an allow/deny answer.
+    #[serde(rename = "session.permission_request")]
+    PermissionRequest {
+        /// The turn.
+        turn_id: String,
+        /// The id to answer with `session.permission.respond`.
+        request_id: String,
+        /// The tool that wants to run.
+        tool: String,
+        /// The tool's input.
+        #[serde(default)]
+        input: Value,
+    },
+    /// `session.permission_resolved`: a permission prompt was answered.
+    #[serde(rename = "session.permission_resolved")]
+    PermissionResolved {
+        /// The prompt.
+        request_id: String,
+        /// The answer.
+        decision: Decision,
+    },
+    /// `session.turn_completed`: the turn ended.
+    #[serde(rename = "session.turn_completed")]
+    TurnCompleted {
+        /// The turn.
+        turn_id: String,
+        /// The whole reply.
+        #[serde(default)]
+        text: String,
+        /// True when it was aborted (by `session.abort`, a timeout or an agent exit).
+        #[serde(default)]
+        aborted: bool,
+    },
+    /// `session.error`: something went wrong in the session.
+    #[serde(rename = "session.error")]
+    Error {
+        /// The turn, when the error belongs to one.
+        #[serde(default)]
+        turn_id: Option<String>,
+        /// What kind of failure (e.g. `agent_timeout`, `agent_exited`).
+        code: String,
+        /// A human-readable explanation.
+        message: String,
+    },
+    /// Any other session event, as received.
+    #[serde(skip)]
+    Other {
+        /// The event name.
+        event: String,
+        /// The payload.
+        payload: Value,
+    },
+}
+
+impl SessionEventKind {
+    /// Types an event by name; falls back to [`SessionEventKind::Other`].
+    pub fn parse(event: &str, payload: &Value) -> SessionEventKind {
+        serde_json::from_value(json!({ "event": event, "payload": payload })).unwrap_or_else(|_| {
+            SessionEventKind::Other {
+                event: event.to_owned(),
+                payload: payload.clone(),
+            }
+        })
+    }
+
+    /// The turn this event belongs to, if any.
+    pub fn turn_id(&self) -> Option<&str> {
+        match self {
+            SessionEventKind::TurnStarted { turn_id, .. }
+            | SessionEventKind::TextDelta { turn_id, .. }
+            | SessionEventKind::PermissionRequest { turn_id, .. }
+            | SessionEventKind::TurnCompleted { turn_id, .. } => Some(turn_id),
+            SessionEventKind::Error { turn_id, .. } => turn_id.as_deref(),
+            SessionEventKind::PermissionResolved { .. } | SessionEventKind::Other { .. } => None,
+        }
+    }
+}
+
+/// How a handshake bound this connection to a session (the handshake result's `resume`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(tag = "outcome", rename_all = "lowercase")]
+pub enum ResumeOutcome {
+    /// No resume was asked for: a fresh binding.
+    #[default]
+    New,
+    /// Every event after the resume point is replayed (`replayed` of them) before new ones.
+    Resumed {
+        /// How many events the server replays.
+        replayed: u64,
+    },
+    /// Events `from..=to` are gone from the server's ring; the ones after are replayed. The
+    /// client refetches the history.
+    Gap {
+        /// The first lost seq.
+        from: u64,
+        /// The last lost seq.
+        to: u64,
+    },
+    /// The session is unknown or the server restarted (another epoch); the connection is bound
+    /// to the default session. The client refetches the history.
+    Reset,
+}
+
+impl ResumeOutcome {
+    /// True when events were lost, so the application should rebuild from history.
+    pub fn needs_history(self) -> bool {
+        matches!(self, ResumeOutcome::Gap { .. } | ResumeOutcome::Reset)
+    }
+}
+
+/// One entry of `session.history`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// Who said it (`user`, `assistant`, …).
+    pub role: String,
+    /// What was said.
+    pub text: String,
+    /// The turn it belongs to.
+    #[serde(default)]
+    pub turn_id: Option<String>,
+}
+
+/// Everything a [`Client`](super::Client) reports to [`on_event`](super::Client::on_event)
+/// handlers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientEvent {
+    /// A handshake succeeded (the first one, or one after a reconnect) and requests flow again.
+    Ready {
+        /// How the connection was bound to its session.
+        outcome: ResumeOutcome,
+        /// True when the server's minor protocol version differs from the client's.
+        version_skew: bool,
+    },
+    /// A session event, exactly once: duplicates replayed after a resume are dropped.
+    Session(SessionEvent),
+    /// An event that is not a session event (e.g. `protocol_error`), as received.
+    Notice {
+        /// The event name.
+        event: String,
+        /// The payload.
+        payload: Value,
+    },
+    /// After a `gap` or `reset`, the session history was fetched again.
+    HistoryRefetched {
+        /// The outcome that caused the refetch.
+        outcome: ResumeOutcome,
+        /// The history, oldest first.
+        entries: Vec<HistoryEntry>,
+    },
+    /// After a `gap` or `reset`, fetching the history failed.
+    HistoryRefetchFailed {
+        /// The outcome that caused the refetch.
+        outcome: ResumeOutcome,
+        /// Why it failed.
+        error: ClientError,
+    },
+    /// A handshake failed (e.g. `version_incompatible`); the client disconnected and will not
+    /// retry.
+    HandshakeFailed(ClientError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_events_are_typed() {
+        assert_eq!(
+            SessionEventKind::parse(
+                "session.text_delta",
+                &json!({"turn_id": "t1", "delta": " world"})
+            ),
+            SessionEventKind::TextDelta {
+                turn_id: "t1".into(),
+                delta: " world".into()
+            }
+        );
+        let done = SessionEventKind::parse(
+            "session.turn_completed",
+            &json!({"turn_id": "t1", "text": "echo: hi", "aborted": false}),
+        );
+        assert_eq!(done.turn_id(), Some("t1"));
+    }
+
+    #[test]
+    fn unknown_or_malformed_events_are_kept_as_other() {
+        let odd = SessionEventKind::parse("session.text_delta", &json!({"delta": 3}));
+        assert!(
+            matches!(odd, SessionEventKind::Other { ref event, .. } if event == "session.text_delta")
+        );
+        let new = SessionEventKind::parse("session.mood", &json!({"mood": "calm"}));
+        assert!(matches!(new, SessionEventKind::Other { .. }));
+    }
+
+    #[test]
+    fn resume_outcomes_parse_from_the_wire() {
+        let gap: ResumeOutcome =
+            serde_json::from_value(json!({"outcome": "gap", "from": 4, "to": 9})).unwrap();
+        assert_eq!(gap, ResumeOutcome::Gap { from: 4, to: 9 });
+        assert!(gap.needs_history());
+        let resumed: ResumeOutcome =
+            serde_json::from_value(json!({"outcome": "resumed", "replayed": 2})).unwrap();
+        assert!(!resumed.needs_history());
+    }
+}
