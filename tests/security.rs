@@ -249,11 +249,9 @@ async fn overlong_requests_get_431_or_a_clean_refusal_never_a_hang() {
             upgrade_request("/", Some(&host), &[&big_protocol]),
         ),
     ] {
+        // 431 (414 for the URI) from the carrier's head limit or hyper's; never an upgrade or a hang.
         let status = http_status(port, &req).await;
-        assert!(
-            matches!(status, None | Some(400) | Some(414) | Some(431)),
-            "{name}: {status:?}"
-        );
+        assert!(matches!(status, Some(431) | Some(414)), "{name}: {status:?}");
     }
     assert_eq!(server.transport.metrics().connections(), 0);
     // Still serving.
@@ -299,7 +297,7 @@ struct LogWriter(Arc<Mutex<Vec<u8>>>);
 
 impl std::io::Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).write(buf)
+        std::io::Write::write(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()), buf)
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
