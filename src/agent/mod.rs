@@ -33,7 +33,6 @@ mod bridge;
 mod connection;
 mod directory;
 pub mod embedded;
-mod forwarded;
 mod handlers;
 mod handshake;
 mod host;
@@ -53,6 +52,6 @@ pub use directory::{
 pub use embedded::{EmbeddedAgent, EmbeddedSession};
 pub use hub::RingConfig;
 pub use profile::{AgentProfile, AgentProfileBuilder};
-pub use session::{AgentStatus, ForwardedRead, HostError, ProtocolSession, ReadFuture, TurnStart};
+pub use session::{AgentAnswer, AgentCallError, HostError, ProtocolSession, TurnStart};
 pub use turn::{TurnEnded, TurnSink};
 pub use usage::{NoUsage, SessionUsage, TurnRecord, UsageReporter};

@@ -13,9 +13,8 @@ use std::pin::Pin;
 use serde_json::{Map, Value};
 
 use super::turn::TurnSink;
-use crate::protocol::error::ErrorObject;
 use crate::protocol::events::DriverInfo;
-use crate::protocol::methods::{Decision, HistoryResult, SessionState};
+use crate::protocol::methods::Decision;
 
 /// A failure of the host or its agent. Reaches clients as `internal` with
 /// `effect_state: "unknown"`, or as a `session.error` event during a turn.
@@ -50,33 +49,23 @@ pub struct TurnStart {
     pub sink: TurnSink,
 }
 
-/// `session.status` as an agent reports it; the carrier adds its own `session_id` (an agent
-/// does not know which id the host gave its session).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-pub struct AgentStatus {
-    /// What the agent is doing.
-    pub state: SessionState,
-    /// The running turn, when there is one.
-    #[serde(default)]
-    pub turn_id: Option<String>,
+/// Why an agent could not answer a read it chose to serve itself.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AgentCallError {
+    /// The agent does not implement the method after all (an agent process answered
+    /// `method_not_found`): the carrier answers from its own record.
+    #[error("the agent does not implement this method")]
+    MethodNotFound,
+    /// The agent failed or did not answer in time: the client gets `internal` with
+    /// `effect_state: "unknown"`.
+    #[error("{0}")]
+    Failed(String),
 }
 
-/// How an agent answered a forwarded read (`session.history`, `session.status`).
-#[derive(Debug, Clone, PartialEq)]
-pub enum ForwardedRead<T> {
-    /// The agent's own answer, already validated against the method's result type.
-    Answer(T),
-    /// The agent keeps no such record (it answered `method_not_found`, or is not running):
-    /// the carrier answers from its own record.
-    FromRecord,
-    /// The read failed; the client gets this error (e.g. `internal` with
-    /// `effect_state: "unknown"` when the agent did not answer in time).
-    Failed(ErrorObject),
-}
-
-/// A forwarded read in flight. It resolves on its own (answer, error or timeout); the carrier
-/// awaits it on a task of its own, so it may take as long as the agent's timeout.
-pub type ReadFuture<T> = Pin<Box<dyn Future<Output = ForwardedRead<T>> + Send + 'static>>;
+/// The future answer of an agent to a forwarded read: the raw JSON result, which the carrier
+/// checks against the method's result type before sending it (a result that fails is never
+/// sent; the client gets `protocol_error` with `effect_state: "unknown"`).
+pub type AgentAnswer = Pin<Box<dyn Future<Output = Result<Value, AgentCallError>> + Send>>;
 
 /// The agent of one session.
 ///
@@ -98,15 +87,15 @@ pub trait ProtocolSession: Send + Sync + 'static {
     /// already emitted `session.permission_resolved`).
     fn permission_decided(&self, turn_id: &str, request_id: &str, decision: Decision);
 
-    /// `session.history`: `None` (the default) lets the carrier answer from its own record at
-    /// once; an agent that keeps its own history (an agent process) returns the forwarded read.
-    fn history(&self, _limit: Option<u32>) -> Option<ReadFuture<HistoryResult>> {
+    /// Serves `session.history {limit}` itself (e.g. forwarded to an agent process). The
+    /// default, `None`, lets the carrier answer from its own record of prompts and replies.
+    fn history(&self, _limit: Option<u32>) -> Option<AgentAnswer> {
         None
     }
 
-    /// `session.status`: like [`ProtocolSession::history`]; `None` (the default) answers from
-    /// the carrier's record.
-    fn status(&self) -> Option<ReadFuture<AgentStatus>> {
+    /// Serves `session.status` itself. The default, `None`, lets the carrier answer from the
+    /// turn state it owns.
+    fn status(&self) -> Option<AgentAnswer> {
         None
     }
 

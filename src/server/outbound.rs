@@ -109,13 +109,13 @@ struct LossyState {
 }
 
 /// The shared outbound queue of one connection. Cheap to clone (an `Arc`).
-/// The hook run once on the first failure.
-type OnFail = Box<dyn FnOnce(FailReason) + Send>;
-
 #[derive(Clone)]
 pub struct Outbound {
     inner: Arc<OutboundInner>,
 }
+
+/// The latched cleanup of a failed connection.
+type Cleanup = Box<dyn FnOnce(FailReason) + Send>;
 
 struct OutboundInner {
     queue: Mutex<Queue>,
@@ -130,7 +130,7 @@ struct OutboundInner {
     /// Set on failure so the writer and reader stop.
     fail_reason: Mutex<Option<FailReason>>,
     /// Runs once, on the first failure.
-    on_fail: Mutex<Option<OnFail>>,
+    on_fail: Mutex<Option<Cleanup>>,
     /// Wakes tasks waiting in [`Outbound::failed`].
     failed_notify: Notify,
 }

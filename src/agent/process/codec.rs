@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::protocol::envelope::{self, Frame, ResponseBody};
-use crate::protocol::error::{EffectState, ErrorCode, ErrorObject};
+use crate::protocol::error::ErrorObject;
 use crate::protocol::events::{DriverInfo, SessionEvent};
 use crate::protocol::methods::{AppInfo, Decision};
 use crate::protocol::version::ProtocolVersion;
@@ -145,33 +145,6 @@ pub(crate) fn error_message(error: &Map<String, Value>) -> &str {
     error.get("message").and_then(Value::as_str).unwrap_or("")
 }
 
-/// A child's error, as the client receives it: a code of SPEC section 6 is kept (with its
-/// `effect_state`, `unknown` when absent, and `data`); any other code becomes `internal`.
-pub(crate) fn client_error(method: &str, error: &Map<String, Value>) -> ErrorObject {
-    let code = serde_json::from_value::<ErrorCode>(Value::from(error_code(error)));
-    let message = envelope::truncate(error_message(error), 1024);
-    match code {
-        Ok(code) => {
-            let effect = error
-                .get("effect_state")
-                .cloned()
-                .and_then(|v| serde_json::from_value(v).ok())
-                .unwrap_or(EffectState::Unknown);
-            let mut out = ErrorObject::new(code, message).effect(effect);
-            out.data = error.get("data").cloned();
-            out
-        }
-        Err(_) => ErrorObject::new(
-            ErrorCode::Internal,
-            format!(
-                "the agent process failed {method}: {} {message}",
-                envelope::truncate(error_code(error), 64)
-            ),
-        )
-        .effect(EffectState::Unknown),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,18 +189,5 @@ mod tests {
         .unwrap();
         assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
         assert!(line.ends_with(b"\n"));
-    }
-
-    #[test]
-    fn unknown_error_codes_become_internal() {
-        let e = serde_json::json!({"code": "busy", "message": "m"});
-        let e = client_error("session.history", e.as_object().unwrap());
-        assert_eq!(
-            (e.code, e.effect_state),
-            (ErrorCode::Busy, Some(EffectState::Unknown))
-        );
-        let e = serde_json::json!({"code": "weird", "message": "m"});
-        let e = client_error("session.history", e.as_object().unwrap());
-        assert_eq!(e.code, ErrorCode::Internal);
     }
 }

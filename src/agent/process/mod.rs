@@ -128,18 +128,19 @@ impl AgentProcess {
         self.sup.running().and_then(|l| l.pid)
     }
 
-    /// The agent as a [`ProtocolSession`], for a host's own directory. Every session given it
-    /// drives the same child, so give it to one session only.
-    pub fn session(&self) -> Arc<dyn ProtocolSession> {
+    /// The agent as the [`ProtocolSession`] of session `session_id`, for a host's own
+    /// directory. Every session given it drives the same child, so give it to one session only.
+    pub fn session(&self, session_id: &str) -> Arc<dyn ProtocolSession> {
         Arc::new(ProcessSession {
             sup: self.sup.clone(),
+            session_id: session_id.to_owned(),
         })
     }
 
     /// The directory of the one session this process is: `s1`, titled `default`.
     pub fn directory(&self) -> ProcessDirectory {
         ProcessDirectory {
-            session: self.session(),
+            session: self.session(SESSION_ID),
         }
     }
 

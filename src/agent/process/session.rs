@@ -7,25 +7,27 @@
 //!   `session.permission.respond {request_id, decision}`. The hub has already answered the
 //!   client and emitted the events these cause, so only a failure matters: a child that does
 //!   not answer a permission answer in time ends the turn with `agent_timeout`;
-//! - `history` / `status` are forwarded reads: the child's validated answer, or the carrier's
-//!   own record when the child answers `method_not_found` or is not running, or `internal`
-//!   (`effect_state: "unknown"`) when it does not answer in time.
+//! - `history` / `status` are forwarded reads: the child's answer (the carrier validates it
+//!   against the method's result type), or the carrier's own record when the child answers
+//!   `method_not_found`, exits first, or is not running, or `internal`
+//!   (`effect_state: "unknown"`) when it does not answer in time or answers another error.
+//!   The child cannot know which id the host gave its session, so the carrier puts its own
+//!   `session_id` into a `session.status` answer.
 
 use std::sync::Arc;
 
-use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use super::codec::{self, AbortToChild, HistoryToChild, PermissionToChild};
 use super::supervisor::{Outcome, Supervisor};
-use crate::agent::session::{
-    AgentStatus, ForwardedRead, HostError, ProtocolSession, ReadFuture, TurnStart,
-};
-use crate::protocol::error::{EffectState, ErrorCode, ErrorObject};
-use crate::protocol::methods::{Decision, Empty, HistoryResult};
+use crate::agent::session::{AgentAnswer, AgentCallError, HostError, ProtocolSession, TurnStart};
+use crate::protocol::methods::{Decision, Empty};
 
 /// The session of an agent process (see the module docs).
 pub(crate) struct ProcessSession {
     pub(crate) sup: Arc<Supervisor>,
+    /// The id the host gave this session, for `session.status` answers.
+    pub(crate) session_id: String,
 }
 
 impl ProtocolSession for ProcessSession {
@@ -94,12 +96,23 @@ impl ProtocolSession for ProcessSession {
         );
     }
 
-    fn history(&self, limit: Option<u32>) -> Option<ReadFuture<HistoryResult>> {
-        Some(read(&self.sup, "session.history", HistoryToChild { limit }))
+    fn history(&self, limit: Option<u32>) -> Option<AgentAnswer> {
+        Some(read(
+            &self.sup,
+            "session.history",
+            HistoryToChild { limit },
+            |v| v,
+        ))
     }
 
-    fn status(&self) -> Option<ReadFuture<AgentStatus>> {
-        Some(read(&self.sup, "session.status", Empty {}))
+    fn status(&self) -> Option<AgentAnswer> {
+        let session_id = Value::from(self.session_id.as_str());
+        Some(read(&self.sup, "session.status", Empty {}, move |mut v| {
+            if let Some(status) = v.as_object_mut() {
+                status.insert("session_id".into(), session_id);
+            }
+            v
+        }))
     }
 
     fn shutdown(&self) {
@@ -107,50 +120,42 @@ impl ProtocolSession for ProcessSession {
     }
 }
 
-/// Forwards a read and validates the answer against `T`.
-fn read<T, P>(sup: &Arc<Supervisor>, method: &'static str, params: P) -> ReadFuture<T>
+/// Forwards a read; `adjust` touches up the child's result before the carrier validates it.
+fn read<P>(
+    sup: &Arc<Supervisor>,
+    method: &'static str,
+    params: P,
+    adjust: impl FnOnce(Value) -> Value + Send + 'static,
+) -> AgentAnswer
 where
-    T: DeserializeOwned + Send + 'static,
     P: serde::Serialize + Send + 'static,
 {
     let sup = sup.clone();
     Box::pin(async move {
         let Some(link) = sup.running() else {
-            return ForwardedRead::FromRecord;
+            return Err(AgentCallError::MethodNotFound);
         };
         let (id, rx) = match sup.send(&link, method, &params) {
             Ok(sent) => sent,
-            Err(super::child::SendLineError::Closed) => return ForwardedRead::FromRecord,
-            Err(e) => return ForwardedRead::Failed(internal(e.to_string())),
+            Err(super::child::SendLineError::Closed) => return Err(AgentCallError::MethodNotFound),
+            Err(e) => return Err(AgentCallError::Failed(e.to_string())),
         };
         match sup.await_answer(&id, rx).await {
-            Outcome::Answered(Ok(value)) => match serde_json::from_value::<T>(value) {
-                Ok(answer) => ForwardedRead::Answer(answer),
-                Err(e) => {
-                    tracing::warn!(method, error = %e, "the agent process answered an invalid result");
-                    ForwardedRead::Failed(
-                        ErrorObject::new(
-                            ErrorCode::ProtocolError,
-                            format!("the agent process answered {method} with an invalid result"),
-                        )
-                        .effect(EffectState::Unknown)
-                        .with_data(serde_json::json!({ "reason": "invalid_result" })),
-                    )
-                }
-            },
+            Outcome::Answered(Ok(value)) => Ok(adjust(value)),
             Outcome::Answered(Err(e)) if codec::error_code(&e) == "method_not_found" => {
-                ForwardedRead::FromRecord
+                Err(AgentCallError::MethodNotFound)
             }
-            Outcome::Answered(Err(e)) => ForwardedRead::Failed(codec::client_error(method, &e)),
-            Outcome::Gone => ForwardedRead::FromRecord,
-            Outcome::TimedOut => ForwardedRead::Failed(internal(format!(
+            Outcome::Answered(Err(e)) => Err(AgentCallError::Failed(format!(
+                "the agent process answered {method} with {}: {}",
+                crate::protocol::envelope::truncate(codec::error_code(&e), 64),
+                crate::protocol::envelope::truncate(codec::error_message(&e), 512)
+            ))),
+            // It exited before answering: its record went with it; the carrier's remains.
+            Outcome::Gone => Err(AgentCallError::MethodNotFound),
+            Outcome::TimedOut => Err(AgentCallError::Failed(format!(
                 "the agent process did not answer {method} within {} ms",
                 sup.timeout_ms()
             ))),
         }
     })
-}
-
-fn internal(message: String) -> ErrorObject {
-    ErrorObject::new(ErrorCode::Internal, message).effect(EffectState::Unknown)
 }
