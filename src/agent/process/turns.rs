@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use super::child::SendLineError;
 use super::codec::{AbortToChild, SubmitToChild};
 use super::supervisor::{send_locked, Outcome, Supervisor};
 use crate::agent::session::TurnStart;
@@ -20,6 +21,15 @@ pub(crate) struct ActiveTurn {
     pub(crate) sink: TurnSink,
     /// The child generation the submit was sent to; `None` while a child is (re)starting.
     pub(crate) generation: Option<u64>,
+}
+
+/// What became of an attempt to send a submit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Submit {
+    /// Sent, or settled (the turn was aborted meanwhile, or failed).
+    Sent,
+    /// No child to send it to: start one.
+    ChildGone,
 }
 
 impl Supervisor {
@@ -47,55 +57,53 @@ impl Supervisor {
             };
             sup.send_submit(&turn_id, &params)
         };
-        if self.running().is_some() {
-            submit(&sup);
+        // A child seen running may still turn out to be gone when the line is written (it
+        // exited while idle): then it is restarted as if it had been seen gone.
+        if self.running().is_some() && submit(&sup) == Submit::Sent {
             return;
         }
         tokio::spawn(async move {
-            match sup.ensure_running().await {
-                Ok(_) => submit(&sup),
-                Err(message) => {
-                    if sup.take_turn(sink.turn_id()).is_some() {
-                        let _ = sink.fail("agent_exited", &message);
-                    }
-                }
+            let failure = match sup.ensure_running().await {
+                Ok(_) if submit(&sup) == Submit::Sent => return,
+                Ok(_) => "the agent process exited as it started".to_owned(),
+                Err(message) => message,
+            };
+            if sup.take_turn(sink.turn_id()).is_some() {
+                let _ = sink.fail("agent_exited", &failure);
             }
         });
     }
 
     /// Under the lock, so an abort cannot slip between the check and the send: sends the
     /// submit if the turn is still running, then watches for its answer.
-    fn send_submit(self: &Arc<Self>, turn_id: &str, params: &SubmitToChild<'_>) {
+    fn send_submit(self: &Arc<Self>, turn_id: &str, params: &SubmitToChild<'_>) -> Submit {
         let sent = {
             let mut st = self.lock();
-            let link = st.link.clone().filter(|l| l.is_running());
+            let Some(link) = st.link.clone().filter(|l| l.is_running()) else {
+                return Submit::ChildGone;
+            };
             let Some(turn) = st.turn.as_ref().filter(|t| t.turn_id == turn_id) else {
-                return;
+                // Aborted meanwhile: the child never hears of it.
+                return Submit::Sent;
             };
             let sink = turn.sink.clone();
-            match link {
-                None => Err((
-                    sink,
-                    "agent_exited",
-                    "the agent process is not running".into(),
-                )),
-                Some(link) => match send_locked(&mut st, &link, "session.submit", params) {
-                    Ok((id, rx)) => {
-                        if let Some(t) = st.turn.as_mut() {
-                            t.generation = Some(link.generation);
-                        }
-                        Ok((id, rx))
+            match send_locked(&mut st, &link, "session.submit", params) {
+                Ok(sent) => {
+                    if let Some(t) = st.turn.as_mut() {
+                        t.generation = Some(link.generation);
                     }
-                    Err(e) => Err((sink, "agent_exited", e.to_string())),
-                },
+                    Ok(sent)
+                }
+                Err(SendLineError::Closed) => return Submit::ChildGone,
+                Err(e @ SendLineError::Full) => Err((sink, e.to_string())),
             }
         };
         let (id, rx) = match sent {
             Ok(sent) => sent,
-            Err((sink, code, message)) => {
+            Err((sink, message)) => {
                 self.take_turn(turn_id);
-                let _ = sink.fail(code, &message);
-                return;
+                let _ = sink.fail("agent_timeout", &message);
+                return Submit::Sent;
             }
         };
         let sup = self.clone();
@@ -131,6 +139,7 @@ impl Supervisor {
                 sup.send_detached(&link, "session.abort", &params, |_, _| {});
             }
         });
+        Submit::Sent
     }
 
     /// Forgets the running turn if it is `turn_id`; returns it.
