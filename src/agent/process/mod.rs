@@ -68,6 +68,7 @@ mod child;
 mod codec;
 mod config;
 mod error;
+mod hello;
 mod lines;
 mod session;
 mod supervisor;

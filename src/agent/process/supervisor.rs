@@ -13,14 +13,13 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
 use super::child::{self, ChildLink, SendLineError};
-use super::codec::{self, Answer, ChildFrame, ChildHello, HandshakeToChild};
+use super::codec::{self, Answer, ChildFrame};
 use super::config::AgentProcessConfig;
 use super::error::AgentProcessError;
 use super::turns::ActiveTurn;
 use crate::protocol::envelope::truncate;
 use crate::protocol::error::{EffectState, ErrorCode, ErrorObject};
 use crate::protocol::methods::AppInfo;
-use crate::protocol::version::{Compatibility, Incompatibility, VersionPair};
 
 /// The window of the restart budget.
 const RESTART_WINDOW: Duration = Duration::from_secs(60);
@@ -125,17 +124,10 @@ impl Supervisor {
             })?;
         let link = Arc::new(link);
         tokio::spawn(self.clone().dispatch(link.clone(), lines));
-        let hello = HandshakeToChild {
-            protocol_version: VersionPair::CURRENT.version,
-            min_compatible_protocol: VersionPair::CURRENT.min_compatible,
-            client: AppInfo {
-                name: "carrier".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-            },
-        };
+        let hello = super::hello::hello();
         let result = match self.send(&link, "system.handshake", &hello) {
             Ok((id, rx)) => match self.await_answer(&id, rx).await {
-                Outcome::Answered(Ok(value)) => check_hello(value),
+                Outcome::Answered(Ok(value)) => super::hello::check_hello(value),
                 Outcome::Answered(Err(e)) => Err(AgentProcessError::Handshake(format!(
                     "{}: {}",
                     codec::error_code(&e),
@@ -382,36 +374,4 @@ async fn exit_of(link: &ChildLink) -> String {
         .borrow()
         .clone()
         .unwrap_or_else(|| "it closed its output".into())
-}
-
-fn check_hello(value: serde_json::Value) -> Result<AppInfo, AgentProcessError> {
-    let hello: ChildHello = serde_json::from_value(value)
-        .map_err(|e| AgentProcessError::Handshake(format!("invalid result: {e}")))?;
-    let theirs = VersionPair::new(hello.protocol_version, hello.min_compatible_protocol)
-        .map_err(|e| AgentProcessError::Handshake(e.to_string()))?;
-    let ours = VersionPair::CURRENT;
-    match ours.check(&theirs) {
-        Compatibility::Compatible { skew } => {
-            if skew {
-                tracing::info!(agent = %theirs.version, carrier = %ours.version, "agent process protocol minor differs");
-            }
-            Ok(AppInfo {
-                name: hello.server.name,
-                version: hello.server.version.unwrap_or_default(),
-            })
-        }
-        Compatibility::Incompatible(why) => Err(AgentProcessError::Incompatible {
-            agent_version: theirs.version,
-            agent_min: theirs.min_compatible,
-            ours: ours.version,
-            ours_min: ours.min_compatible,
-            why,
-            update: match why {
-                Incompatibility::PeerTooOld => "agent",
-                Incompatibility::SelfTooOld => "carrier",
-                Incompatibility::MajorMismatch if theirs.version > ours.version => "carrier",
-                Incompatibility::MajorMismatch => "agent",
-            },
-        }),
-    }
 }
