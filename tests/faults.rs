@@ -397,7 +397,7 @@ async fn reset_under_a_flooding_writer_is_cleaned_up_once() {
     raw.send(true, 1, b"flood 2000 16384").await;
     let first = raw.recv_data().await.expect("flood started");
     assert_eq!(first.payload.len(), 16384);
-    raw.tcp.set_linger(Some(Duration::ZERO)).expect("linger");
+    raw.tcp.set_zero_linger().expect("linger");
     drop(raw);
     cleaned_up(&server, 1).await;
     assert!(server.transport.metrics().delivery_failures() <= 1);

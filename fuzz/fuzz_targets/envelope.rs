@@ -1,25 +1,88 @@
-//! Feeds arbitrary text to the text-envelope parser and the method catalog (SPEC sections 4, 6).
+//! Feeds arbitrary text to the envelope parser and the handshake params (SPEC sections 4 and 6).
 //!
 //! Invariants:
-//! - `parse` never panics, and every refusal's reply is one valid JSON object: an error response
-//!   echoing the frame's id (only when that id is a non-empty string within the id limit) or a
-//!   `protocol_error` event;
-//! - a parsed request has a usable id and a non-empty method; decoding its params with the
-//!   catalog type of a known method never panics, and a refusal there is an error response;
-//! - every frame the server encodes parses back to the same shape.
+//! - `parse` never panics; a frame it accepts re-encodes (with the crate's own encoders) to text
+//!   that parses to the same frame, and its ids and names stay within the published bounds;
+//! - every rejection's reply, and every `too_large` reply, is itself a valid envelope: an error
+//!   response echoing the request's id (code `protocol_error` / `too_large`) or a
+//!   `protocol_error` event with a contract code — the server never answers with a frame a
+//!   client cannot parse;
+//! - a request's params, read as `system.handshake` params, either fail cleanly or give versions
+//!   that print back to what was sent, and the compatibility check agrees with the contract's
+//!   rules (different majors, or either side below the other's minimum: incompatible; else
+//!   compatible, with skew exactly when the minors differ);
+//! - `truncate` cuts on a character boundary within the bound.
 
 #![no_main]
 
-use carrier::protocol::catalog::{def, parse_params, Method, MethodDef};
-use carrier::protocol::envelope::{self, Frame, MAX_ID_BYTES};
+use carrier::protocol::envelope::{
+    encode_event, encode_result, parse, too_large_reply, truncate, Frame,
+    ResponseBody, MAX_ID_BYTES, MAX_NAME_BYTES,
+};
+use carrier::protocol::methods::HandshakeParams;
+use carrier::protocol::version::{Compatibility, VersionPair};
 use libfuzzer_sys::fuzz_target;
-use serde_json::Value;
+use serde_json::{json, Value};
 
-fn decode<M: MethodDef>(id: &str, params: serde_json::Map<String, Value>) {
-    if let Err(rejection) = parse_params::<M>(id, params) {
-        let reply: Value = serde_json::from_slice(&rejection.reply()).expect("reply is JSON");
-        assert_eq!(reply["id"], id);
-        assert_eq!(reply["error"]["code"], "protocol_error");
+fn reparse(bytes: &[u8]) -> Frame {
+    let text = std::str::from_utf8(bytes).expect("encoders write UTF-8");
+    parse(text).unwrap_or_else(|r| panic!("re-encoded frame refused ({r}): {text}"))
+}
+
+/// A reply the server would send must parse as a response with `id` and error `code`, or a
+/// `protocol_error` event with one of the codes of SPEC section 6.
+fn assert_valid_reply(reply: &[u8], id: Option<&str>, code: &str) {
+    match reparse(reply) {
+        Frame::Response(r) => {
+            assert_eq!(Some(r.id.as_str()), id, "reply echoes another id");
+            let ResponseBody::Error(e) = r.body else {
+                panic!("a rejection answered with a result")
+            };
+            assert_eq!(e.get("code").and_then(Value::as_str), Some(code));
+            assert!(e.get("message").is_some_and(Value::is_string));
+        }
+        Frame::Event(ev) => {
+            assert!(id.is_none(), "an event although the request had an id");
+            assert_eq!(ev.event, "protocol_error");
+            assert_eq!(ev.seq, None);
+            let c = ev.payload.get("code").and_then(Value::as_str).unwrap_or("");
+            assert!(
+                matches!(c, "malformed_frame" | "invalid_envelope" | "too_large"),
+                "protocol_error code {c:?}"
+            );
+        }
+        Frame::Request(_) => panic!("a reply parsed as a request"),
+    }
+}
+
+fn check_handshake(params: &serde_json::Map<String, Value>) {
+    let Ok(p) = serde_json::from_value::<HandshakeParams>(Value::Object(params.clone())) else {
+        return;
+    };
+    for (field, v) in [
+        ("protocol_version", p.protocol_version),
+        ("min_compatible_protocol", p.min_compatible_protocol),
+    ] {
+        assert_eq!(
+            params.get(field).and_then(Value::as_str),
+            Some(v.to_string().as_str()),
+            "version does not print back"
+        );
+    }
+    let Ok(theirs) = VersionPair::new(p.protocol_version, p.min_compatible_protocol) else {
+        assert!(p.min_compatible_protocol > p.protocol_version);
+        return;
+    };
+    let ours = VersionPair::CURRENT;
+    let incompatible = ours.version.major != theirs.version.major
+        || theirs.version < ours.min_compatible
+        || ours.version < theirs.min_compatible;
+    match ours.check(&theirs) {
+        Compatibility::Incompatible(_) => assert!(incompatible),
+        Compatibility::Compatible { skew } => {
+            assert!(!incompatible);
+            assert_eq!(skew, ours.version.minor != theirs.version.minor);
+        }
     }
 }
 
@@ -27,38 +90,57 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    match envelope::parse(text) {
+    let limit = data.len().saturating_sub(1).max(1);
+    let big = too_large_reply(text, limit);
+    // A too_large reply echoes the id when the text is a request; it never invents one.
+    match reparse(&big) {
+        Frame::Response(r) => {
+            let ResponseBody::Error(e) = r.body else { panic!("too_large as a result") };
+            assert_eq!(e.get("code").and_then(Value::as_str), Some("too_large"));
+            let raw_id = serde_json::from_str::<Value>(text)
+                .ok()
+                .and_then(|v| v.get("id").and_then(Value::as_str).map(str::to_owned));
+            assert_eq!(Some(r.id), raw_id);
+        }
+        Frame::Event(_) => assert_valid_reply(&big, None, "too_large"),
+        Frame::Request(_) => panic!("too_large reply parsed as a request"),
+    }
+
+    for max in [0usize, 1, 3, 64] {
+        let t = truncate(text, max);
+        assert!(t.len() <= max && text.starts_with(t));
+    }
+
+    match parse(text) {
         Err(rejection) => {
-            let reply: Value = serde_json::from_slice(&rejection.reply()).expect("reply is JSON");
-            match &rejection.id {
-                Some(id) => {
-                    assert!(!id.is_empty() && id.len() <= MAX_ID_BYTES);
-                    assert_eq!(reply["id"], id.as_str());
-                }
-                None => assert_eq!(reply["event"], "protocol_error"),
+            let reply = rejection.reply();
+            assert_valid_reply(&reply, rejection.id.as_deref(), "protocol_error");
+            if let Some(id) = &rejection.id {
+                assert!(!id.is_empty() && id.len() <= MAX_ID_BYTES);
             }
         }
-        Ok(Frame::Request(req)) => {
-            assert!(!req.id.is_empty() && req.id.len() <= MAX_ID_BYTES && !req.method.is_empty());
-            let echoed = envelope::encode_result(&req.id, &Value::Null).expect("encodes");
-            let back = envelope::parse(std::str::from_utf8(&echoed).expect("utf-8"));
-            assert!(matches!(back, Ok(Frame::Response(_))));
-            let (id, params) = (req.id.as_str(), req.params);
-            match Method::from_name(&req.method) {
-                Some(Method::SystemHandshake) => decode::<def::SystemHandshake>(id, params),
-                Some(Method::SessionSubmit) => decode::<def::SessionSubmit>(id, params),
-                Some(Method::SessionAbort) => decode::<def::SessionAbort>(id, params),
-                Some(Method::SessionPermissionRespond) => {
-                    decode::<def::SessionPermissionRespond>(id, params)
-                }
-                Some(Method::SessionHistory) => decode::<def::SessionHistory>(id, params),
-                Some(Method::SessionsStart) => decode::<def::SessionsStart>(id, params),
-                Some(Method::SessionsSwitch) => decode::<def::SessionsSwitch>(id, params),
-                Some(Method::UsageReport) => decode::<def::UsageReport>(id, params),
-                Some(_) => decode::<def::SystemPing>(id, params),
-                None => {}
-            }
+        Ok(Frame::Request(r)) => {
+            assert!(!r.id.is_empty() && r.id.len() <= MAX_ID_BYTES);
+            assert!(!r.method.is_empty() && r.method.len() <= MAX_NAME_BYTES);
+            let again = serde_json::to_vec(&json!({"id": r.id, "method": r.method, "params": r.params}))
+                .expect("encode");
+            assert_eq!(reparse(&again), Frame::Request(r.clone()));
+            check_handshake(&r.params);
         }
-        Ok(Frame::Response(_)) | Ok(Frame::Event(_)) => {}
+        Ok(Frame::Response(r)) => {
+            assert!(!r.id.is_empty() && r.id.len() <= MAX_ID_BYTES);
+            let again = match &r.body {
+                ResponseBody::Result(v) => encode_result(&r.id, v).expect("encode").to_vec(),
+                ResponseBody::Error(e) => {
+                    serde_json::to_vec(&json!({"id": r.id, "error": e})).expect("encode")
+                }
+            };
+            assert_eq!(reparse(&again), Frame::Response(r));
+        }
+        Ok(Frame::Event(e)) => {
+            assert!(!e.event.is_empty() && e.event.len() <= MAX_NAME_BYTES);
+            let again = encode_event(&e.event, e.seq, &e.payload).expect("encode");
+            assert_eq!(reparse(&again), Frame::Event(e));
+        }
     }
 });
