@@ -16,6 +16,7 @@ pub mod admission;
 pub mod config;
 mod connection;
 pub mod context;
+mod control;
 pub mod http;
 pub mod listener;
 pub mod metrics;

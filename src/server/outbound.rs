@@ -114,6 +114,9 @@ pub struct Outbound {
     inner: Arc<OutboundInner>,
 }
 
+/// The latched cleanup of a failed connection.
+type Cleanup = Box<dyn FnOnce(FailReason) + Send>;
+
 struct OutboundInner {
     queue: Mutex<Queue>,
     /// Bytes held by queued items plus the batch the writer is writing now. This is the number
@@ -127,7 +130,7 @@ struct OutboundInner {
     /// Set on failure so the writer and reader stop.
     fail_reason: Mutex<Option<FailReason>>,
     /// Runs once, on the first failure.
-    on_fail: Mutex<Option<Box<dyn FnOnce(FailReason) + Send>>>,
+    on_fail: Mutex<Option<Cleanup>>,
     /// Wakes tasks waiting in [`Outbound::failed`].
     failed_notify: Notify,
 }
