@@ -251,7 +251,10 @@ async fn overlong_requests_get_431_or_a_clean_refusal_never_a_hang() {
     ] {
         // 431 (414 for the URI) from the carrier's head limit or hyper's; never an upgrade or a hang.
         let status = http_status(port, &req).await;
-        assert!(matches!(status, Some(431) | Some(414)), "{name}: {status:?}");
+        assert!(
+            matches!(status, Some(431) | Some(414)),
+            "{name}: {status:?}"
+        );
     }
     assert_eq!(server.transport.metrics().connections(), 0);
     // Still serving.
