@@ -73,29 +73,32 @@ async fn console_connects_streams_answers_permissions_and_uploads_in_chromium() 
 
 async fn a_prompt_streams_its_echo_word_by_word(page: &Page) {
     let prompt = "carrier streams this reply one word at a time so that a person watching the \
-                  console sees it grow while the turn is still running and only then complete";
+                  console sees it grow while the turn is still running and only then complete; \
+                  the words arrive as separate deltas a few milliseconds apart and the page \
+                  appends each one to the same reply until the turn is done";
     let expected = format!("echo: {prompt}");
     page.type_into("#prompt", prompt).await;
     page.press_enter().await;
 
-    let partial = page
+    // Seen from outside while it streams, for the screenshot. The proof of streaming is the
+    // page's own record below, which does not depend on how fast this test polls.
+    let seen = page
         .wait_for(
-            "a partial reply while the turn runs",
+            "the reply to start streaming",
             &format!(
-                "(() => {{ const turn = document.querySelector('#output .turn[data-status=\"running\"]'); \
+                "(() => {{ const turn = [...document.querySelectorAll('#output .turn')].at(-1); \
                  const text = turn?.querySelector('.reply').textContent ?? ''; \
-                 return text !== '' && text !== {} && document.body.dataset.turn === 'running' \
-                   ? text : null; }})()",
+                 return text && {{ text, midTurn: text !== {} \
+                   && turn.dataset.status === 'running' && document.body.dataset.turn === 'running' }}; }})()",
                 js(&expected)
             ),
         )
         .await;
-    save_screenshot(page, "console-mid-turn.png").await;
-    let partial = partial.as_str().unwrap();
-    assert!(
-        expected.starts_with(partial) && partial.len() < expected.len(),
-        "{partial:?} is not a partial of {expected:?}"
-    );
+    if seen["midTurn"] == true {
+        save_screenshot(page, "console-mid-turn.png").await;
+    } else {
+        eprintln!("note: the turn ended before it could be photographed mid-turn: {seen}");
+    }
 
     let turn = wait_turn_completed(page, prompt).await;
     assert_eq!(turn["text"], expected.as_str(), "{turn}");
@@ -127,8 +130,13 @@ async fn a_prompt_streams_its_echo_word_by_word(page: &Page) {
 }
 
 async fn a_running_turn_can_be_aborted(page: &Page) {
-    let prompt = "a long answer that the person stops halfway because they changed their mind \
-                  about what they wanted to ask the agent in the first place";
+    // 300 words at 30 ms each: the turn would run for 9 s, so the click lands mid-turn even on
+    // a slow machine.
+    let prompt = (1..=300)
+        .map(|i| format!("word{i}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let prompt = prompt.as_str();
     let expected = format!("echo: {prompt}");
     page.type_into("#prompt", prompt).await;
     page.press_enter().await;

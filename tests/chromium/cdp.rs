@@ -319,20 +319,21 @@ impl Page {
         out
     }
 
-    /// Loads `url` and waits until the document has finished loading.
+    /// Loads `url` in a new document and waits until that document has finished loading (the
+    /// old one is marked first, so its own `complete` state is never mistaken for the new one).
     pub async fn navigate(&self, url: &str) {
+        if let Err(e) = self.eval("window.__replacedByNavigation = true").await {
+            self.fail(&format!("marking the current document: {e}"))
+                .await;
+        }
         let reply = self.call("Page.navigate", json!({"url": url})).await;
         match reply {
             Ok(r) if r.get("errorText").is_none() => {}
             other => self.fail(&format!("navigating to {url}: {other:?}")).await,
         }
-        let href = serde_json::to_string(url).unwrap();
         self.wait_for(
             &format!("{url} to load"),
-            &format!(
-                "document.readyState === 'complete' && location.href !== 'about:blank' \
-                 && {href}.startsWith(location.origin)"
-            ),
+            "document.readyState === 'complete' && window.__replacedByNavigation === undefined",
         )
         .await;
     }
