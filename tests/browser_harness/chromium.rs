@@ -1,23 +1,15 @@
-//! Headless Debian Chromium for the browser test, driven over the Chrome DevTools Protocol.
-//!
-//! Why CDP over the browser's own `--remote-debugging-port` WebSocket rather than chromedriver
-//! (WebDriver) with `fantoccini`: it is one process instead of two (no driver whose version must
-//! match the browser's, no second port to wait for), it needs no new dependency (the socket is
-//! `tokio-tungstenite`, already the tests' independent client), and it gives directly what
-//! WebDriver only has through extensions: page console and exceptions for failure messages,
-//! `DOM.setFileInputFiles`, screenshots, and the browser's own record of a WebSocket handshake
-//! (the Origin it sent, the status it got back).
-#![allow(dead_code)]
-
-mod cdp;
+//! Headless Debian Chromium with a fresh profile, started in its own process group so that every
+//! process it spawns dies with it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
-use cdp::Cdp;
-pub use cdp::{Page, WAIT};
 use tokio::time::Instant;
+
+use super::cdp::Cdp;
+use super::page::{log_tail, Page};
+use super::WAIT;
 
 /// Where Debian's package puts the browser; `CARRIER_TEST_CHROMIUM` overrides it.
 const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
@@ -33,8 +25,9 @@ pub struct Chromium {
 struct BrowserProcess {
     child: Child,
     stderr: PathBuf,
-    /// Declared last: removed only after `drop` has killed every process that writes into it.
-    scratch: tempfile::TempDir,
+    /// Profile and log; removed (as a field, after `drop`) once every process writing into it
+    /// has been killed.
+    _scratch: tempfile::TempDir,
 }
 
 impl Drop for BrowserProcess {
@@ -49,7 +42,8 @@ impl Drop for BrowserProcess {
 }
 
 impl Chromium {
-    /// Starts the browser with the contract's flags plus `extra_args`, and connects to it.
+    /// Starts the browser headless with a fresh profile, the test flags plus `extra_args`, and
+    /// connects to its DevTools socket.
     /// A missing browser fails the test (CI installs it with `.ci/install-browser.sh`).
     pub async fn launch(extra_args: &[&str]) -> Chromium {
         let binary = std::env::var_os("CARRIER_TEST_CHROMIUM")
@@ -95,7 +89,7 @@ impl Chromium {
         let mut process = BrowserProcess {
             child,
             stderr,
-            scratch,
+            _scratch: scratch,
         };
         let url = process.devtools_url(&profile).await;
         match Cdp::connect(&url).await {
@@ -140,6 +134,6 @@ impl BrowserProcess {
     }
 
     fn log_tail(&self) -> String {
-        cdp::log_tail("chromium stderr", &self.stderr)
+        log_tail("chromium stderr", &self.stderr)
     }
 }

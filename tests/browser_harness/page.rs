@@ -1,173 +1,19 @@
-//! A minimal Chrome DevTools Protocol client: one WebSocket to the browser, commands matched to
-//! responses by `id`, one flattened session per page (`sessionId` on every frame), and the few
-//! page events the browser test reads (console, exceptions, log entries, WebSocket handshakes).
+//! One browser tab driven through its DevTools session: evaluate, wait for a DOM condition with a
+//! deadline, click and type as a person would, choose a file, take a screenshot, and explain a
+//! failure with the page's text, console and the attached logs.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::stream::SplitSink;
-use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 use tokio::time::{timeout, Instant};
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-/// How long any single wait in the browser test may take.
-pub const WAIT: Duration = Duration::from_secs(20);
+use super::cdp::Cdp;
+use super::WAIT;
+
 /// How often a DOM condition is re-checked while waiting for it.
 const POLL: Duration = Duration::from_millis(20);
-
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
-type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
-
-/// The browser-level DevTools connection. Dropping it stops the reader task.
-pub struct Cdp {
-    writer: tokio::sync::Mutex<SplitSink<Socket, Message>>,
-    /// Each command's response is handed to its caller here; the reader drops every sender when
-    /// the socket ends, so a caller waiting on a dead browser fails at once instead of timing out.
-    pending: Pending,
-    next_id: AtomicU64,
-    /// Page events worth showing when a test fails, and WebSocket handshake events.
-    events: Arc<Mutex<Vec<Value>>>,
-    reader: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Cdp {
-    fn drop(&mut self) {
-        self.reader.abort();
-    }
-}
-
-impl Cdp {
-    /// Connects to the browser's DevTools WebSocket (`ws://127.0.0.1:PORT/devtools/browser/…`).
-    pub async fn connect(url: &str) -> Result<Arc<Cdp>, String> {
-        let (socket, _) = timeout(WAIT, tokio_tungstenite::connect_async(url))
-            .await
-            .map_err(|_| format!("DevTools socket {url} did not open within {WAIT:?}"))?
-            .map_err(|e| format!("DevTools socket {url}: {e}"))?;
-        let (writer, mut reader) = socket.split();
-        let pending: Pending = Arc::default();
-        let events: Arc<Mutex<Vec<Value>>> = Arc::default();
-        let (route_pending, route_events) = (pending.clone(), events.clone());
-        let reader = tokio::spawn(async move {
-            while let Some(Ok(message)) = reader.next().await {
-                let Message::Text(text) = message else {
-                    continue;
-                };
-                let Ok(frame) = serde_json::from_str::<Value>(&text) else {
-                    continue;
-                };
-                if let Some(id) = frame["id"].as_u64() {
-                    let waiter = route_pending.lock().unwrap().remove(&id);
-                    if let Some(waiter) = waiter {
-                        let _ = waiter.send(frame);
-                    }
-                } else if frame["method"].as_str().is_some_and(is_recorded_event) {
-                    route_events.lock().unwrap().push(frame);
-                }
-            }
-            route_pending.lock().unwrap().clear();
-        });
-        Ok(Arc::new(Cdp {
-            writer: tokio::sync::Mutex::new(writer),
-            pending,
-            next_id: AtomicU64::new(1),
-            events,
-            reader,
-        }))
-    }
-
-    /// Sends one command (to the browser, or to a page's session) and returns its `result`.
-    pub async fn call(
-        &self,
-        session: Option<&str>,
-        method: &str,
-        params: Value,
-    ) -> Result<Value, String> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut frame = json!({"id": id, "method": method, "params": params});
-        if let Some(session) = session {
-            frame["sessionId"] = json!(session);
-        }
-        let (tx, rx) = oneshot::channel();
-        self.pending.lock().unwrap().insert(id, tx);
-        let sent = self
-            .writer
-            .lock()
-            .await
-            .send(Message::text(frame.to_string()))
-            .await;
-        if let Err(e) = sent {
-            self.pending.lock().unwrap().remove(&id);
-            return Err(format!("{method}: DevTools socket write failed: {e}"));
-        }
-        let reply = match timeout(WAIT, rx).await {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(_)) => return Err(format!("{method}: the browser went away")),
-            Err(_) => {
-                self.pending.lock().unwrap().remove(&id);
-                return Err(format!("{method}: no answer within {WAIT:?}"));
-            }
-        };
-        match reply.get("error") {
-            Some(error) => Err(format!("{method}: {error}")),
-            None => Ok(reply["result"].clone()),
-        }
-    }
-
-    /// Opens a new tab and attaches a flattened session to it.
-    pub async fn new_page(self: &Arc<Self>) -> Result<Page, String> {
-        let target = self
-            .call(None, "Target.createTarget", json!({"url": "about:blank"}))
-            .await?;
-        let attached = self
-            .call(
-                None,
-                "Target.attachToTarget",
-                json!({"targetId": target["targetId"], "flatten": true}),
-            )
-            .await?;
-        let session = attached["sessionId"]
-            .as_str()
-            .ok_or("Target.attachToTarget gave no sessionId")?
-            .to_owned();
-        let page = Page {
-            cdp: self.clone(),
-            session,
-            extra_logs: Arc::default(),
-        };
-        for domain in [
-            "Page.enable",
-            "Runtime.enable",
-            "Log.enable",
-            "Network.enable",
-        ] {
-            page.call(domain, json!({})).await?;
-        }
-        Ok(page)
-    }
-}
-
-fn is_recorded_event(method: &str) -> bool {
-    matches!(
-        method,
-        "Runtime.consoleAPICalled"
-            | "Runtime.exceptionThrown"
-            | "Log.entryAdded"
-            | "Inspector.targetCrashed"
-            | "Network.webSocketCreated"
-            | "Network.webSocketWillSendHandshakeRequest"
-            | "Network.webSocketHandshakeResponseReceived"
-            | "Network.webSocketFrameError"
-            | "Network.webSocketClosed"
-            | "Network.loadingFailed"
-    )
-}
 
 /// One tab, driven through its DevTools session.
 pub struct Page {
@@ -178,6 +24,14 @@ pub struct Page {
 }
 
 impl Page {
+    pub(super) fn new(cdp: Arc<Cdp>, session: String) -> Page {
+        Page {
+            cdp,
+            session,
+            extra_logs: Arc::default(),
+        }
+    }
+
     /// Sends one command to this page's session.
     pub async fn call(&self, method: &str, params: Value) -> Result<Value, String> {
         self.cdp.call(Some(&self.session), method, params).await
@@ -191,14 +45,12 @@ impl Page {
             .push((label.to_owned(), path));
     }
 
-    /// The recorded events of this page with the given method name.
+    /// The recorded events of this page with the given method name (their `params`).
     pub fn events(&self, method: &str) -> Vec<Value> {
         self.cdp
-            .events
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|e| e["sessionId"] == self.session.as_str() && e["method"] == method)
+            .session_events(&self.session)
+            .into_iter()
+            .filter(|e| e["method"] == method)
             .map(|e| e["params"].clone())
             .collect()
     }
@@ -293,10 +145,7 @@ impl Page {
             Err(_) => "<unavailable: the page did not answer>".to_owned(),
         };
         let mut out = format!("--- page text ---\n{text}\n--- page console ---\n");
-        for frame in self.cdp.events.lock().unwrap().iter() {
-            if frame["sessionId"] != self.session.as_str() {
-                continue;
-            }
+        for frame in self.cdp.session_events(&self.session) {
             let p = &frame["params"];
             let line = match frame["method"].as_str().unwrap_or_default() {
                 "Runtime.consoleAPICalled" => describe_console_call(p),
@@ -392,7 +241,7 @@ impl Page {
     }
 
     /// Puts a file on an `<input type=file>`, as choosing it in the file dialog would.
-    pub async fn set_file_input(&self, selector: &str, path: &std::path::Path) {
+    pub async fn set_file_input(&self, selector: &str, path: &Path) {
         let result: Result<Value, String> = async {
             let doc = self.call("DOM.getDocument", json!({"depth": 0})).await?;
             let node = self
