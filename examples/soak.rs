@@ -228,9 +228,8 @@ async fn drive(connections: usize, seconds: u64) -> Result<bool, Box<dyn std::er
     Ok(ok)
 }
 
-type Ws = tokio_tungstenite::WebSocketStream<
-    tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
->;
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 async fn connect_and_handshake(url: &str, i: usize, c: &Counters) -> Option<Ws> {
     let connect = tokio::time::timeout(
@@ -310,10 +309,8 @@ async fn run_connection(mut ws: Ws, i: usize, deadline: Instant, c: &Counters) {
     };
     // Spread the timers so 1000 connections do not fire in lockstep.
     let offset = Duration::from_millis((i as u64 * 7) % 100);
-    let mut channel_tick = tokio::time::interval_at(
-        tokio::time::Instant::now() + offset,
-        CHANNEL_EVERY,
-    );
+    let mut channel_tick =
+        tokio::time::interval_at(tokio::time::Instant::now() + offset, CHANNEL_EVERY);
     let mut ping_tick =
         tokio::time::interval_at(tokio::time::Instant::now() + offset * 10, PING_EVERY);
     let deadline = tokio::time::Instant::from_std(deadline);
@@ -368,7 +365,10 @@ async fn run_connection(mut ws: Ws, i: usize, deadline: Instant, c: &Counters) {
     }
     // Drain: every echo and every response must still arrive (turns may still be running).
     let drain_until = tokio::time::Instant::now() + DRAIN;
-    while t.channel_next_echo < t.channel_next_send || t.outstanding_requests > 0 || t.prompt.is_some() {
+    while t.channel_next_echo < t.channel_next_send
+        || t.outstanding_requests > 0
+        || t.prompt.is_some()
+    {
         let msg = tokio::select! {
             _ = tokio::time::sleep_until(drain_until) => {
                 c.error(&format!(
@@ -432,7 +432,9 @@ async fn on_message(
                 }
                 if t.last_server_seq.is_some_and(|s| f.seq <= s) {
                     c.seq_errors.fetch_add(1, Ordering::Relaxed);
-                    c.error(&format!("connection {i}: server channel seq not increasing"));
+                    c.error(&format!(
+                        "connection {i}: server channel seq not increasing"
+                    ));
                 }
                 t.last_server_seq = Some(f.seq);
                 t.channel_next_echo += 1;
@@ -507,7 +509,8 @@ async fn on_event(
     let payload = &v["payload"];
     match event {
         "session.text_delta" => {
-            t.deltas.push_str(payload["delta"].as_str().unwrap_or_default());
+            t.deltas
+                .push_str(payload["delta"].as_str().unwrap_or_default());
         }
         "session.turn_completed" => {
             c.turns_completed.fetch_add(1, Ordering::Relaxed);

@@ -40,7 +40,11 @@ async fn cleaned_up(server: &Server, n: usize) {
         m.cleanups(),
         m.connections()
     );
-    assert_eq!(m.cleanups() as usize, n, "a connection was cleaned up twice");
+    assert_eq!(
+        m.cleanups() as usize,
+        n,
+        "a connection was cleaned up twice"
+    );
     assert!(eventually(|| count(&server.stats.closes) == n).await);
 }
 
@@ -68,7 +72,10 @@ async fn client_vanishing_mid_fragmented_message_is_cleaned_up_once() {
     // A ping in the middle of the message is answered: the connection is alive and reading.
     raw.send(true, 9, b"still here").await;
     let pong = raw.recv().await.expect("pong");
-    assert_eq!((pong.opcode, pong.payload.as_slice()), (10, &b"still here"[..]));
+    assert_eq!(
+        (pong.opcode, pong.payload.as_slice()),
+        (10, &b"still here"[..])
+    );
     // Half of the next continuation's header, then gone.
     raw.tcp.write_all(&[0x00]).await.expect("write");
     drop(raw);
@@ -103,9 +110,16 @@ async fn silent_peer_that_never_pongs_is_closed_with_1001() {
     assert_eq!(close.close_code(), Some(1001));
     assert!(pings >= 1, "the server pinged before giving up");
     // Closed after ping interval + pong timeout, not long after.
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     // We never answer the close either: the server drops the socket after its grace period.
-    assert!(raw.recv().await.is_none(), "socket not closed after the grace period");
+    assert!(
+        raw.recv().await.is_none(),
+        "socket not closed after the grace period"
+    );
     cleaned_up(&server, 1).await;
 }
 
@@ -165,7 +179,9 @@ async fn slow_upgrade_that_trickles_headers_times_out() {
 }
 
 fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0)
 }
 
 fn rss_kib() -> usize {
@@ -273,10 +289,7 @@ impl AsyncWrite for FaultyWrite {
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_flush(cx)
     }
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
@@ -375,7 +388,10 @@ async fn write_error_under_the_writer_fails_the_connection_exactly_once() {
     assert!(failed_writes.load(Ordering::Acquire) >= 1);
     // The writer gave up at the first failed write: no close frame and no data reached the
     // client, and the socket was closed under it.
-    assert!(raw.recv().await.is_none(), "the failed socket was not closed");
+    assert!(
+        raw.recv().await.is_none(),
+        "the failed socket was not closed"
+    );
 
     // The neighbour is unaffected.
     neighbour.send(true, 1, b"still fine").await;

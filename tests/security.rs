@@ -251,7 +251,10 @@ async fn overlong_requests_get_431_or_a_clean_refusal_never_a_hang() {
     ] {
         // 431 (414 for the URI) from the carrier's head limit or hyper's; never an upgrade or a hang.
         let status = http_status(port, &req).await;
-        assert!(matches!(status, Some(431) | Some(414)), "{name}: {status:?}");
+        assert!(
+            matches!(status, Some(431) | Some(414)),
+            "{name}: {status:?}"
+        );
     }
     assert_eq!(server.transport.metrics().connections(), 0);
     // Still serving.
@@ -262,7 +265,8 @@ async fn overlong_requests_get_431_or_a_clean_refusal_never_a_hang() {
 #[tokio::test]
 async fn unmasked_client_frames_are_refused_with_1002() {
     let server = Server::default().await;
-    let (status, mut raw) = Raw::upgrade(server.port, &format!("/?token={}", server.token()), &[]).await;
+    let (status, mut raw) =
+        Raw::upgrade(server.port, &format!("/?token={}", server.token()), &[]).await;
     assert_eq!(status, 101);
     raw.send(true, 1, b"hs").await;
     assert_eq!(raw.recv_data().await.expect("ok").payload, b"ok");
@@ -336,10 +340,15 @@ async fn the_token_never_appears_in_logs_or_metrics() {
     let req = upgrade_request(&format!("/?token={token}"), Some("evil.example"), &[]);
     assert_eq!(http_status(port, &req).await, Some(403));
     let bad = format!("GET /?token={token} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n");
-    assert!(matches!(http_status(port, bad.as_bytes()).await, Some(400) | Some(426)));
+    assert!(matches!(
+        http_status(port, bad.as_bytes()).await,
+        Some(400) | Some(426)
+    ));
     let metrics_req =
         format!("GET /metrics HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n");
-    let mut tcp = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+    let mut tcp = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
     tcp.write_all(metrics_req.as_bytes()).await.expect("write");
     let mut body = Vec::new();
     tokio::time::timeout(WAIT, tcp.read_to_end(&mut body))
