@@ -280,6 +280,28 @@ async fn unmasked_client_frames_are_refused_with_1002() {
     assert_eq!(f.close_code(), Some(1002), "{f:?}");
 }
 
+#[tokio::test]
+async fn over_long_or_invalid_close_frames_are_refused_not_echoed() {
+    let server = Server::default().await;
+    let path = format!("/?token={}", server.token());
+    let mut long_close = 1000u16.to_be_bytes().to_vec();
+    long_close.extend_from_slice(&[b'r'; 130]);
+    for (payload, code) in [
+        (long_close, 1002),
+        (vec![0x03], 1002),
+        (1005u16.to_be_bytes().to_vec(), 1002),
+        (vec![0x03, 0xe8, 0xff], 1007),
+        (4321u16.to_be_bytes().to_vec(), 4321),
+    ] {
+        let (_, mut raw) = Raw::upgrade(server.port, &path, &[]).await;
+        raw.send(true, 8, &payload).await;
+        let f = raw.recv().await.expect("close");
+        assert_eq!(f.opcode, 8);
+        assert!(f.payload.len() <= 125, "close frame of {} bytes", f.payload.len());
+        assert_eq!(f.close_code(), Some(code), "{payload:?}");
+    }
+}
+
 /// Everything every test of this binary logs, at every level.
 fn captured_logs() -> Arc<Mutex<Vec<u8>>> {
     static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
