@@ -297,7 +297,11 @@ async fn over_long_or_invalid_close_frames_are_refused_not_echoed() {
         raw.send(true, 8, &payload).await;
         let f = raw.recv().await.expect("close");
         assert_eq!(f.opcode, 8);
-        assert!(f.payload.len() <= 125, "close frame of {} bytes", f.payload.len());
+        assert!(
+            f.payload.len() <= 125,
+            "close frame of {} bytes",
+            f.payload.len()
+        );
         assert_eq!(f.close_code(), Some(code), "{payload:?}");
     }
 }
