@@ -493,19 +493,19 @@ async fn token_file_is_owner_only_and_never_written_through_a_link() {
         .expect("spawn carrier serve");
     let stdout = child.stdout.take().expect("stdout");
     let mut line = String::new();
-    tokio::time::timeout(
-        WAIT,
-        tokio::io::BufReader::new(stdout).read_line(&mut line),
-    )
-    .await
-    .expect("listening line")
-    .expect("read");
+    tokio::time::timeout(WAIT, tokio::io::BufReader::new(stdout).read_line(&mut line))
+        .await
+        .expect("listening line")
+        .expect("read");
     let listening: serde_json::Value = serde_json::from_str(&line).expect("JSON line");
     assert_eq!(listening["token"], "file", "{line}");
     let port = listening["port"].as_u64().expect("port") as u16;
 
     let meta = std::fs::symlink_metadata(&path).expect("token file");
-    assert!(meta.file_type().is_file(), "the link was replaced by a file");
+    assert!(
+        meta.file_type().is_file(),
+        "the link was replaced by a file"
+    );
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
     assert_eq!(
         std::fs::read_to_string(&victim).expect("victim"),
