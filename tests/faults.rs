@@ -418,3 +418,38 @@ async fn reset_under_a_flooding_writer_is_cleaned_up_once() {
     cleaned_up(&server, 1).await;
     assert!(server.transport.metrics().delivery_failures() <= 1);
 }
+
+/// Found by the `connection` fuzz target (LeakSanitizer): a channel whose handler captures its
+/// own handle (as `echo` and `relay` do) kept the registry, its channels and handlers alive after
+/// the transport was dropped.
+#[tokio::test]
+async fn dropping_a_transport_frees_its_channels_and_their_handlers() {
+    let transport = WsTransport::new(config()).expect("config");
+    let alive = Arc::new(());
+    let witness = Arc::downgrade(&alive);
+    let handle = transport
+        .register_channel(carrier::server::ChannelDescriptor::new(
+            "loop",
+            &["*"],
+            true,
+        ))
+        .expect("register");
+    let reply = handle.clone();
+    handle.on_inbound(move |msg| {
+        let _keep = &alive;
+        let _ = reply.send_to(
+            msg.connection,
+            carrier::protocol::channel_frame::FrameBody::Binary(Default::default()),
+        );
+    });
+    drop(handle);
+    assert!(
+        witness.upgrade().is_some(),
+        "the handler lives while the transport does"
+    );
+    drop(transport);
+    assert!(
+        witness.upgrade().is_none(),
+        "the handler (and the registry it points back to) outlived the transport"
+    );
+}

@@ -280,6 +280,32 @@ async fn unmasked_client_frames_are_refused_with_1002() {
     assert_eq!(f.close_code(), Some(1002), "{f:?}");
 }
 
+#[tokio::test]
+async fn over_long_or_invalid_close_frames_are_refused_not_echoed() {
+    let server = Server::default().await;
+    let path = format!("/?token={}", server.token());
+    let mut long_close = 1000u16.to_be_bytes().to_vec();
+    long_close.extend_from_slice(&[b'r'; 130]);
+    for (payload, code) in [
+        (long_close, 1002),
+        (vec![0x03], 1002),
+        (1005u16.to_be_bytes().to_vec(), 1002),
+        (vec![0x03, 0xe8, 0xff], 1007),
+        (4321u16.to_be_bytes().to_vec(), 4321),
+    ] {
+        let (_, mut raw) = Raw::upgrade(server.port, &path, &[]).await;
+        raw.send(true, 8, &payload).await;
+        let f = raw.recv().await.expect("close");
+        assert_eq!(f.opcode, 8);
+        assert!(
+            f.payload.len() <= 125,
+            "close frame of {} bytes",
+            f.payload.len()
+        );
+        assert_eq!(f.close_code(), Some(code), "{payload:?}");
+    }
+}
+
 /// Everything every test of this binary logs, at every level.
 fn captured_logs() -> Arc<Mutex<Vec<u8>>> {
     static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
@@ -438,4 +464,59 @@ fn minted_tokens_are_64_hex_characters_and_differ() {
     })
     .expect("config");
     assert_eq!(minted.resolved_token().map(str::len), Some(64));
+}
+
+/// `carrier serve --token-file PATH`: the token goes to a new 0600 file (an existing file or
+/// symlink at PATH is replaced, never written through), stdout says `"token":"file"`, and the
+/// token in the file admits a client.
+#[cfg(unix)]
+#[tokio::test]
+async fn token_file_is_owner_only_and_never_written_through_a_link() {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    use tokio::io::AsyncBufReadExt;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "do not touch\n").expect("victim");
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let path = dir.path().join("token");
+    symlink(&victim, &path).expect("symlink");
+
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_carrier"))
+        .args(["serve", "--port", "0", "--token-file"])
+        .arg(&path)
+        .env_remove("CARRIER_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn carrier serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    tokio::time::timeout(WAIT, tokio::io::BufReader::new(stdout).read_line(&mut line))
+        .await
+        .expect("listening line")
+        .expect("read");
+    let listening: serde_json::Value = serde_json::from_str(&line).expect("JSON line");
+    assert_eq!(listening["token"], "file", "{line}");
+    let port = listening["port"].as_u64().expect("port") as u16;
+
+    let meta = std::fs::symlink_metadata(&path).expect("token file");
+    assert!(
+        meta.file_type().is_file(),
+        "the link was replaced by a file"
+    );
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "do not touch\n"
+    );
+    let token = std::fs::read_to_string(&path).expect("token");
+    let token = token.trim_end();
+    assert_eq!(token.len(), 64);
+    assert!(!line.contains(token), "the token was printed");
+
+    let req = upgrade_request(&format!("/?token={token}"), Some("127.0.0.1"), &[]);
+    assert_eq!(http_status(port, &req).await, Some(101));
+    child.kill().await.ok();
 }

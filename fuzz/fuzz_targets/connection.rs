@@ -237,6 +237,10 @@ impl Model {
             violations.push(1002);
         }
         let control = opcode >= 8;
+        // fastwebsockets checks the size cap on every frame, control frames included.
+        if payload.len() > MAX_MESSAGE {
+            violations.push(1009);
+        }
         if control {
             if !fin || payload.len() > 125 {
                 violations.push(1002);
@@ -270,9 +274,6 @@ impl Model {
                 _ => {}
             }
             return None;
-        }
-        if payload.len() > MAX_MESSAGE {
-            violations.push(1009);
         }
         if opcode == 1 && fin && std::str::from_utf8(payload).is_err() {
             violations.push(1007);
