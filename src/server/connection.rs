@@ -294,6 +294,9 @@ async fn serve_admitted(
         }
     }
     handshake_timer.abort();
+    // Before detaching: a handshake completed from a task that outlives the connection must
+    // not attach it as a sink again.
+    conn.clear_on_handshake();
     shared.registry.detach_sink(id);
     session.on_close();
     shared.forget(id);
