@@ -15,6 +15,7 @@
 //! - [`agent`] — the host-side session traits, the session hub that stamps `seq` and keeps the
 //!   resume ring, the agent-protocol text profile, and the embedded default agent.
 //! - [`client`] — the client `Transport` trait, the WebSocket client and the handshake layer.
+//! - [`loadgen`] — the load generator behind `carrier bench` (SPEC section 12).
 //!
 //! The `carrier` binary (`src/main.rs`, `src/cli/`) only parses arguments and wires these
 //! together. The reference channels in `channels/` are compiled into the binary from outside the
@@ -25,6 +26,8 @@
 
 pub mod agent;
 pub mod client;
+/// The load generator behind `carrier bench`: N connections × M messages against a loopback URL.
+pub mod loadgen;
 pub mod protocol;
 pub mod server;
 

@@ -30,11 +30,20 @@ enum Command {
     Doctor(cli::client::DoctorArgs),
     /// Write or check the JSON Schemas of the protocol.
     Schema(cli::schema::SchemaArgs),
+    /// Load-test a running server on loopback; prints one JSON line.
+    Bench(cli::bench::BenchArgs),
 }
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).try_init();
+/// Logs go to stderr, filtered by `RUST_LOG`; by default `serve` logs at info and the client
+/// commands only warnings, so their one-line errors stay one line.
+fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
 }
 
 fn main() -> ExitCode {
@@ -46,7 +55,11 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_logging();
+    init_logging(if matches!(cli.command, Command::Serve(_)) {
+        "info"
+    } else {
+        "warn"
+    });
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -62,6 +75,7 @@ fn main() -> ExitCode {
             Command::Status(args) => cli::client::run_status(args).await,
             Command::Doctor(args) => cli::client::run_doctor(args).await,
             Command::Schema(args) => cli::schema::run(args),
+            Command::Bench(args) => cli::bench::run_bench(args).await,
         }
     })
 }

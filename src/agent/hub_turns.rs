@@ -36,7 +36,7 @@ impl SessionHub {
     /// `turn_started` with the host's driver identity, and start the agent.
     pub(crate) fn submit(
         self: &Arc<Self>,
-        reply: &Reply<'_, def::SessionSubmit>,
+        reply: &Reply<def::SessionSubmit>,
         params: SubmitParams,
         driver: DriverInfo,
     ) {
@@ -92,7 +92,7 @@ impl SessionHub {
 
     /// `session.abort`: ends the running turn (`not_found` when none runs or `turn_id` names
     /// another), replies `{turn_id}`, emits the aborted `turn_completed`, then tells the agent.
-    pub(crate) fn abort(&self, reply: &Reply<'_, def::SessionAbort>, turn_id: Option<&str>) {
+    pub(crate) fn abort(&self, reply: &Reply<def::SessionAbort>, turn_id: Option<&str>) {
         let ended = {
             let mut st = self.lock();
             let running = match (&st.turn, turn_id) {
@@ -122,7 +122,7 @@ impl SessionHub {
     /// reply `{}`, emit `permission_resolved`, then tell the agent.
     pub(crate) fn respond_permission(
         &self,
-        reply: &Reply<'_, def::SessionPermissionRespond>,
+        reply: &Reply<def::SessionPermissionRespond>,
         params: PermissionRespondParams,
     ) {
         let turn_id = {

@@ -50,6 +50,6 @@ pub use directory::{
 pub use embedded::{EmbeddedAgent, EmbeddedSession};
 pub use hub::RingConfig;
 pub use profile::{AgentProfile, AgentProfileBuilder};
-pub use session::{HostError, ProtocolSession, TurnStart};
+pub use session::{AgentAnswer, AgentCallError, HostError, ProtocolSession, TurnStart};
 pub use turn::{TurnEnded, TurnSink};
 pub use usage::{NoUsage, SessionUsage, TurnRecord, UsageReporter};

@@ -40,7 +40,10 @@ pub fn run(args: SchemaArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("carrier schema: {e}\nregenerate with: cargo run -- schema --out {}", dir.display());
+            eprintln!(
+                "carrier schema: {e}\nregenerate with: cargo run -- schema --out {}",
+                dir.display()
+            );
             ExitCode::from(1)
         }
     }

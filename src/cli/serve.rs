@@ -24,7 +24,12 @@ pub struct ServeArgs {
     #[arg(long, env = "CARRIER_MAX_RETRIES", default_value_t = 20)]
     max_retries: u16,
     /// The token clients must present (default: a random one per launch).
-    #[arg(long, env = "CARRIER_TOKEN", hide_env_values = true, conflicts_with = "open")]
+    #[arg(
+        long,
+        env = "CARRIER_TOKEN",
+        hide_env_values = true,
+        conflicts_with = "open"
+    )]
     token: Option<String>,
     /// Run without a token (needs --open-reason). Any local process could then drive the agent.
     #[arg(long, env = "CARRIER_OPEN")]
@@ -36,10 +41,18 @@ pub struct ServeArgs {
     #[arg(long, env = "CARRIER_ROLE", default_value = "drive", value_parser = parse_role)]
     role: Role,
     /// Extra Host name to accept besides loopback (bare name, no port). Repeatable.
-    #[arg(long = "allowed-host", env = "CARRIER_ALLOWED_HOSTS", value_delimiter = ',')]
+    #[arg(
+        long = "allowed-host",
+        env = "CARRIER_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
     allowed_hosts: Vec<String>,
     /// Extra browser origin to accept (scheme://host[:port]). Repeatable.
-    #[arg(long = "allowed-origin", env = "CARRIER_ALLOWED_ORIGINS", value_delimiter = ',')]
+    #[arg(
+        long = "allowed-origin",
+        env = "CARRIER_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
     allowed_origins: Vec<String>,
     /// A payload channel NAME:KIND[:ARG], KIND = echo | relay | files:DIR. Repeatable.
     #[arg(long = "channel", env = "CARRIER_CHANNELS", value_delimiter = ',')]
@@ -148,7 +161,10 @@ pub async fn run(args: ServeArgs) -> ExitCode {
             Ok(()) => serde_json::Value::from("file"),
             Err(e) => {
                 transport.stop().await;
-                return runtime_error(format!("cannot write the token file {}: {e}", path.display()));
+                return runtime_error(format!(
+                    "cannot write the token file {}: {e}",
+                    path.display()
+                ));
             }
         },
         (None, Some(token)) => serde_json::Value::from(token),
@@ -197,7 +213,10 @@ async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+        match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
             (Ok(mut int), Ok(mut term)) => {
                 tokio::select! {
                     _ = int.recv() => {}

@@ -131,7 +131,7 @@ fn handle<B: Send + 'static>(mut req: Request<B>, shared: Arc<Shared>) -> Respon
         ),
         "/metrics" => metrics(&req, &shared),
         "/console" => text(StatusCode::OK, "text/html; charset=utf-8", CONSOLE_HTML),
-        "/client.js" => text(StatusCode::OK, "text/javascript; charset=utf-8", CLIENT_JS),
+        "/client.js" => text(StatusCode::OK, "text/javascript", CLIENT_JS),
         _ => plain(StatusCode::NOT_FOUND, "not found\n"),
     }
 }

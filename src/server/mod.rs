@@ -13,6 +13,8 @@
 //! - [`transport`] — [`WsTransport`].
 
 pub mod admission;
+#[doc(hidden)]
+pub mod bench_support;
 pub mod config;
 mod connection;
 pub mod context;

@@ -111,7 +111,7 @@ async fn send_turn(
                 }
             }
             state = session.states.recv() => {
-                if state.map_or(true, closed_for_good) {
+                if state.is_none_or(closed_for_good) {
                     return Err(Failure::runtime(format!(
                         "the connection to {} closed before the turn completed",
                         args.url

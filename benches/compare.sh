@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# benches/compare.sh — the carrier against three baseline WebSocket servers, same machine, same
+# load generator, same settings (SPEC section 12, issue 7). Writes the results table into
+# BENCHMARKS.md (between the compare markers) and every raw report to
+# target/compare/results.jsonl.
+#
+#   benches/compare.sh             # 3 alternating runs per scenario (RUNS=5 for more)
+#   RUNS=1 QUICK=1 benches/compare.sh   # a fast sanity pass (fewer messages; not for the table)
+#   PIN=0 benches/compare.sh       # do not pin server and client to separate CPUs
+#
+# Servers (all on 127.0.0.1, each started fresh for every run):
+#   carrier      target/release/carrier serve --channel echo:echo --channel relay:relay
+#   fastws       benches/baselines/fws-echo — bare fastwebsockets echo (the ceiling)
+#   tungstenite  benches/baselines/tungstenite-echo — tokio-tungstenite echo
+#   node-ws      benches/baselines/node-ws/echo.js — Node `ws` echo (+ bufferutil)
+# Load: `cargo run --release --example loadgen` (= `carrier bench`), a fastwebsockets client.
+# With PIN=1 (default, needs 2+ CPUs) every server runs on CPU 0 and every client on CPU 1, so
+# a tokio server gets one worker and the client never competes with it for a core.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+RUNS=${RUNS:-3}
+QUICK=${QUICK:-0}
+PIN=${PIN:-1}
+OUT=target/compare
+mkdir -p "$OUT"
+RESULTS=$OUT/results.jsonl
+: >"$RESULTS"
+TOKEN=compare-bench-token
+LOADGEN=target/release/examples/loadgen
+
+log() { printf '[compare] %s\n' "$*" >&2; }
+
+# ---------------------------------------------------------------------------------------- build
+log "building carrier, load generator and baselines (release)"
+cargo build --release --quiet --bin carrier --example loadgen
+for b in fws-echo tungstenite-echo; do
+  cargo build --release --quiet --manifest-path "benches/baselines/$b/Cargo.toml" \
+    --target-dir target/baselines
+done
+NODE_DIR=$OUT/node
+mkdir -p "$NODE_DIR"
+cp benches/baselines/node-ws/echo.js "$NODE_DIR/"
+if [ ! -d "$NODE_DIR/node_modules/ws" ]; then
+  log "npm install ws bufferutil (scratch folder $NODE_DIR)"
+  (cd "$NODE_DIR" && { [ -f package.json ] || echo '{"private":true}' >package.json; } &&
+    npm install --silent --no-audit --no-fund ws@8 bufferutil@4)
+fi
+
+SERVER_PIN=()
+CLIENT_PIN=()
+if [ "$PIN" = 1 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+  SERVER_PIN=(taskset -c 0)
+  CLIENT_PIN=(taskset -c 1)
+fi
+
+# -------------------------------------------------------------------------------------- servers
+SPID=""
+SPORT=""
+start_server() { # kind
+  local kind=$1 out=$OUT/server-$1.out
+  : >"$out"
+  case $kind in
+    carrier)
+      CARRIER_TOKEN=$TOKEN RUST_LOG=warn "${SERVER_PIN[@]}" target/release/carrier serve --port 0 \
+        --channel echo:echo --channel relay:relay >"$out" 2>"$OUT/server-$kind.err" &
+      ;;
+    fastws) "${SERVER_PIN[@]}" target/baselines/release/fws-echo 0 >"$out" 2>/dev/null & ;;
+    tungstenite) "${SERVER_PIN[@]}" target/baselines/release/tungstenite-echo 0 >"$out" 2>/dev/null & ;;
+    node-ws) "${SERVER_PIN[@]}" node "$NODE_DIR/echo.js" 0 >"$out" 2>/dev/null & ;;
+  esac
+  SPID=$!
+  for _ in $(seq 100); do
+    SPORT=$(grep -o '"port":[0-9]*' "$out" 2>/dev/null | head -1 | cut -d: -f2 || true)
+    [ -n "$SPORT" ] && return 0
+    sleep 0.1
+  done
+  log "$kind did not start"; kill "$SPID" 2>/dev/null || true; exit 1
+}
+
+stop_server() {
+  kill "$SPID" 2>/dev/null || true
+  wait "$SPID" 2>/dev/null || true
+}
+
+# One load run against a fresh server: run_one SCENARIO SERVER RUN LOADGEN-ARGS...
+run_one() {
+  local scenario=$1 server=$2 run=$3
+  shift 3
+  start_server "$server"
+  local extra=()
+  [ "$server" = carrier ] && extra=(--token "$TOKEN")
+  extra+=(--server-pid "$SPID")
+  local line
+  line=$("${CLIENT_PIN[@]}" "$LOADGEN" "ws://127.0.0.1:$SPORT/" "${extra[@]}" \
+    --duration-secs 300 "$@" || true)
+  stop_server
+  [ -n "$line" ] || line='{"errors":1,"first_error":"no report"}'
+  printf '{"scenario":"%s","server":"%s","run":%d,"report":%s}\n' \
+    "$scenario" "$server" "$run" "$line" >>"$RESULTS"
+  log "$scenario $server run $run: $(echo "$line" | jq -c '{msgs_per_s, mb_per_s, p50_us, p99_us, errors, memory}' 2>/dev/null || echo "$line")"
+}
+
+# ------------------------------------------------------------------------------------ scenarios
+# Message counts per connection (QUICK shrinks them for a sanity pass).
+if [ "$QUICK" = 1 ]; then M64=100 M16K=40 M1M=20 MFAN=40 NIDLE=200; else
+  M64=1000 M16K=300 M1M=300 MFAN=300 NIDLE=1000; fi
+
+scenario() { # NAME SERVER:ARGS... — runs every server RUNS times, order alternating per run
+  local name=$1
+  shift
+  local specs=("$@") run i
+  for run in $(seq "$RUNS"); do
+    local order=("${specs[@]}")
+    if [ $((run % 2)) = 0 ]; then
+      order=()
+      for ((i = ${#specs[@]} - 1; i >= 0; i--)); do order+=("${specs[$i]}"); done
+    fi
+    for spec in "${order[@]}"; do
+      # shellcheck disable=SC2086
+      run_one "$name" "${spec%%:*}" "$run" ${spec#*:}
+    done
+  done
+}
+
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+log "load average before: $LOAD_BEFORE"
+
+scenario text64 \
+  "carrier:--mode rpc -c 100 -m $M64 -s 64 --warmup 50" \
+  "fastws:--mode raw -c 100 -m $M64 -s 64 --warmup 50" \
+  "tungstenite:--mode raw -c 100 -m $M64 -s 64 --warmup 50" \
+  "node-ws:--mode raw -c 100 -m $M64 -s 64 --warmup 50"
+scenario bin16k \
+  "carrier:--mode channel -c 100 -m $M16K -s 16384 --warmup 20" \
+  "fastws:--mode raw --binary -c 100 -m $M16K -s 16384 --warmup 20" \
+  "tungstenite:--mode raw --binary -c 100 -m $M16K -s 16384 --warmup 20" \
+  "node-ws:--mode raw --binary -c 100 -m $M16K -s 16384 --warmup 20"
+scenario bin1m \
+  "carrier:--mode channel -c 1 -m $M1M -s 1048576 --warmup 10" \
+  "fastws:--mode raw --binary -c 1 -m $M1M -s 1048576 --warmup 10" \
+  "tungstenite:--mode raw --binary -c 1 -m $M1M -s 1048576 --warmup 10" \
+  "node-ws:--mode raw --binary -c 1 -m $M1M -s 1048576 --warmup 10"
+# Fan-out has no baseline counterpart (the baselines only echo); its target compares the
+# carrier's delivered bytes/s with one bare fastwebsockets connection echoing 64 KiB.
+scenario fanout64k \
+  "carrier:--mode fanout -c 100 -m $MFAN -s 65536 --warmup 10" \
+  "fastws:--mode raw --binary -c 1 -m $((MFAN * 10)) -s 65536 --warmup 10"
+scenario idle \
+  "carrier:--mode idle -c $NIDLE -s 16384" \
+  "fastws:--mode idle-raw -c $NIDLE -s 16384"
+
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+log "load average after: $LOAD_AFTER"
+
+# -------------------------------------------------------------------------------------- report
+CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+MACHINE="$(nproc) CPUs ($CPU), Linux $(uname -r), $(free -g | awk '/Mem:/{print $2}') GiB RAM"
+PINNING=$([ ${#SERVER_PIN[@]} -gt 0 ] && echo "server on CPU 0, client on CPU 1 (taskset)" || echo "no pinning")
+export MACHINE PINNING RUNS LOAD_BEFORE LOAD_AFTER QUICK
+python3 - "$RESULTS" BENCHMARKS.md <<'PY'
+import json, os, statistics, sys, datetime
+
+results_path, md_path = sys.argv[1], sys.argv[2]
+rows = [json.loads(l) for l in open(results_path) if l.strip()]
+by = {}
+for r in rows:
+    by.setdefault((r["scenario"], r["server"]), []).append(r["report"])
+
+def med(scn, srv, key, sub=None):
+    reps = by.get((scn, srv), [])
+    vals = [(x.get(sub) or {}).get(key) if sub else x.get(key) for x in reps]
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+def errs(scn, srv):
+    return sum(x.get("errors", 0) for x in by.get((scn, srv), []))
+
+def fmt(v, nd=0):
+    if v is None:
+        return "–"
+    return f"{v:,.{nd}f}"
+
+def ratio(a, b):
+    return None if a is None or not b else a / b
+
+labels = {
+    "text64": "100 conns × 64 B text (carrier: `rpc` system.ping; baselines: echo)",
+    "bin16k": "100 conns × 16 KiB binary (carrier: `channel` echo)",
+    "bin1m": "1 conn × 1 MiB binary (carrier: `channel` echo)",
+    "fanout64k": "1 → 100 fan-out of 64 KiB (carrier: `fanout` on relay; fastws: 1 conn × 64 KiB echo)",
+}
+servers = ["carrier", "fastws", "tungstenite", "node-ws"]
+out = []
+out.append(f"Measured {datetime.date.today().isoformat()} on {os.environ['MACHINE']}; "
+           f"{os.environ['PINNING']}; medians of {os.environ['RUNS']} alternating runs "
+           f"(each run a fresh server). Load average before/after: "
+           f"{os.environ['LOAD_BEFORE']} / {os.environ['LOAD_AFTER']}."
+           + (" **QUICK pass: small counts, not representative.**" if os.environ.get("QUICK") == "1" else ""))
+out.append("")
+out.append("Command: `benches/compare.sh` (raw reports: `target/compare/results.jsonl`).")
+out.append("")
+out.append("| scenario | server | msgs/s | MB/s | p50 µs | p99 µs | max µs | errors | carrier ÷ this (msgs/s) |")
+out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+for scn, label in labels.items():
+    for srv in servers:
+        if (scn, srv) not in by:
+            continue
+        m = med(scn, srv, "msgs_per_s")
+        c = med(scn, "carrier", "msgs_per_s")
+        if scn == "fanout64k":
+            m_cmp, c_cmp = med(scn, srv, "mb_per_s"), med(scn, "carrier", "mb_per_s")
+            rat = "" if srv == "carrier" else f"{fmt(ratio(c_cmp, m_cmp), 2)} (MB/s)"
+        else:
+            rat = "" if srv == "carrier" else fmt(ratio(c, m), 2)
+        out.append(f"| {label} | {srv} | {fmt(m)} | {fmt(med(scn, srv, 'mb_per_s'), 1)} | "
+                   f"{fmt(med(scn, srv, 'p50_us'))} | {fmt(med(scn, srv, 'p99_us'))} | "
+                   f"{fmt(med(scn, srv, 'max_us'))} | {errs(scn, srv)} | {rat} |")
+out.append("")
+out.append("Idle connections (server `VmRSS` from `/proc/PID/status`; bytes per connection = "
+           "(RSS with the connections − RSS before) ÷ connections):")
+out.append("")
+out.append("| server | connections | idle B/conn | after one 16 KiB message B/conn | errors |")
+out.append("|---|---:|---:|---:|---:|")
+for srv, what in [("carrier", "carrier (admitted + handshaken)"), ("fastws", "bare fastwebsockets")]:
+    if ("idle", srv) in by:
+        n = by[("idle", srv)][0].get("connections")
+        out.append(f"| {what} | {n} | {fmt(med('idle', srv, 'idle_bytes_per_conn', 'memory'))} | "
+                   f"{fmt(med('idle', srv, 'after_message_bytes_per_conn', 'memory'))} | {errs('idle', srv)} |")
+out.append("")
+
+def check(name, value, target, cmp=">="):
+    if value is None:
+        return f"| {name} | – | {cmp} {target} | not measured |"
+    ok = value >= target if cmp == ">=" else value <= target
+    return f"| {name} | {value:.2f} | {cmp} {target} | {'met' if ok else '**missed**'} |"
+
+out.append("| target (ratios of medians) | measured | target | |")
+out.append("|---|---:|---:|---|")
+out.append(check("channel 16 KiB echo msgs/s ÷ bare fastwebsockets", ratio(med("bin16k", "carrier", "msgs_per_s"), med("bin16k", "fastws", "msgs_per_s")), 0.9))
+out.append(check("channel 1 MiB echo msgs/s ÷ bare fastwebsockets", ratio(med("bin1m", "carrier", "msgs_per_s"), med("bin1m", "fastws", "msgs_per_s")), 0.9))
+out.append(check("rpc msgs/s at 100 conns ÷ bare 64 B echo", ratio(med("text64", "carrier", "msgs_per_s"), med("text64", "fastws", "msgs_per_s")), 0.6))
+out.append(check("16 KiB binary ÷ tokio-tungstenite", ratio(med("bin16k", "carrier", "msgs_per_s"), med("bin16k", "tungstenite", "msgs_per_s")), 1.5))
+out.append(check("16 KiB binary ÷ Node ws", ratio(med("bin16k", "carrier", "msgs_per_s"), med("bin16k", "node-ws", "msgs_per_s")), 5.0))
+out.append(check("fan-out egress MB/s ÷ 1-conn bare echo egress", ratio(med("fanout64k", "carrier", "mb_per_s"), med("fanout64k", "fastws", "mb_per_s")), 0.8))
+out.append(check("idle memory per conn ÷ bare", ratio(med("idle", "carrier", "idle_bytes_per_conn", "memory"), med("idle", "fastws", "idle_bytes_per_conn", "memory")), 1.5, "<="))
+out.append(check("memory per conn after 16 KiB ÷ bare", ratio(med("idle", "carrier", "after_message_bytes_per_conn", "memory"), med("idle", "fastws", "after_message_bytes_per_conn", "memory")), 1.2, "<="))
+out.append(check("rpc p99 ÷ bare 64 B echo p99", ratio(med("text64", "carrier", "p99_us"), med("text64", "fastws", "p99_us")), 2.0, "<="))
+
+block = "\n".join(out)
+begin, end = "<!-- compare:begin -->", "<!-- compare:end -->"
+try:
+    md = open(md_path).read()
+except FileNotFoundError:
+    md = f"# Benchmarks\n\n{begin}\n{end}\n"
+if begin in md and end in md:
+    head, rest = md.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    md = f"{head}{begin}\n{block}\n{end}{tail}"
+else:
+    md = f"{md.rstrip()}\n\n{begin}\n{block}\n{end}\n"
+open(md_path, "w").write(md)
+print(block)
+PY

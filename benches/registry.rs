@@ -1,0 +1,119 @@
+//! The channel registry (SPEC section 7): inbound routing and encode-once fan-out.
+//!
+//! - `registry/route`: one inbound binary message from a connection to its channel's handler
+//!   (decode, checks, handler call), and the `echo` shape (route + `send_to` back onto the
+//!   connection's outbound queue).
+//! - `registry/fanout/SIZE`: one `broadcast` to 1, 10 and 100 connections, then each
+//!   connection's queue drained as its writer would. Throughput is in deliveries; because the
+//!   frame is encoded once and shared, deliveries/s should be the same for 64 B, 64 KiB and
+//!   1 MiB payloads.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use carrier::protocol::channel_frame::{self, FrameBody};
+use carrier::protocol::Role;
+use carrier::server::bench_support::{drain, RegistryHarness};
+use carrier::server::{ChannelDescriptor, ChannelRegistry, Connection, ConnectionId, Outbound};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use futures_util::FutureExt;
+use std::hint::black_box;
+
+fn connection() -> Connection {
+    Connection::new(ConnectionId::next(), Role::Drive, Outbound::new(64 << 20))
+}
+
+fn wire(channel: &str, size: usize) -> Bytes {
+    channel_frame::encode_binary(channel, 1, Bytes::from(vec![0xA5u8; size]))
+        .map(|f| Bytes::from(f.to_vec()))
+        .expect("encodable")
+}
+
+fn route(c: &mut Criterion) {
+    let registry = ChannelRegistry::default();
+    let harness = RegistryHarness::new(registry.clone());
+    let seen = Arc::new(AtomicU64::new(0));
+    let counter = seen.clone();
+    let sink = registry
+        .register(ChannelDescriptor::new("sink", &["*"], true))
+        .expect("register");
+    sink.on_inbound(move |msg| {
+        black_box(msg);
+        counter.fetch_add(1, Ordering::Relaxed);
+    });
+    let echo = registry
+        .register(ChannelDescriptor::new("echo", &["*"], true))
+        .expect("register");
+    let reply = echo.clone();
+    echo.on_inbound(move |msg| {
+        if let carrier::server::InboundBody::Binary(bytes) = msg.body {
+            let _ = reply.send_to(msg.connection, FrameBody::Binary(bytes));
+        }
+    });
+    let conn = connection();
+    harness.attach(&conn);
+
+    let mut g = c.benchmark_group("registry/route");
+    g.throughput(Throughput::Elements(1));
+    for (size, label) in [(64usize, "64B"), (16 * 1024, "16KiB")] {
+        let msg = wire("sink", size);
+        g.bench_function(BenchmarkId::new("handler", label), |b| {
+            b.iter(|| harness.route(&conn, black_box(msg.clone())).now_or_never())
+        });
+        let msg = wire("echo", size);
+        g.bench_function(BenchmarkId::new("echo", label), |b| {
+            b.iter(|| {
+                harness.route(&conn, black_box(msg.clone())).now_or_never();
+                drain(conn.outbound())
+            })
+        });
+    }
+    let unknown = wire("nobody", 64);
+    g.bench_function("unknown_channel_refused", |b| {
+        b.iter(|| {
+            harness
+                .route(&conn, black_box(unknown.clone()))
+                .now_or_never();
+            drain(conn.outbound())
+        })
+    });
+    g.finish();
+    black_box(seen.load(Ordering::Relaxed));
+}
+
+fn fanout(c: &mut Criterion) {
+    for (size, label) in [(64usize, "64B"), (64 * 1024, "64KiB"), (1 << 20, "1MiB")] {
+        let mut g = c.benchmark_group(format!("registry/fanout/{label}"));
+        let payload = Bytes::from(vec![0x5Au8; size]);
+        for receivers in [1usize, 10, 100] {
+            let registry = ChannelRegistry::default();
+            let harness = RegistryHarness::new(registry.clone());
+            let channel = registry
+                .register(ChannelDescriptor::new("relay", &["*"], true))
+                .expect("register");
+            let conns: Vec<Connection> = (0..receivers).map(|_| connection()).collect();
+            for conn in &conns {
+                harness.attach(conn);
+            }
+            g.throughput(Throughput::Elements(receivers as u64));
+            g.bench_with_input(
+                BenchmarkId::from_parameter(receivers),
+                &payload,
+                |b, payload| {
+                    b.iter(|| {
+                        let seq = channel.send_binary(payload.clone());
+                        for conn in &conns {
+                            drain(conn.outbound());
+                        }
+                        seq
+                    })
+                },
+            );
+        }
+        g.finish();
+    }
+}
+
+criterion_group!(benches, route, fanout);
+criterion_main!(benches);

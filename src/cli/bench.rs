@@ -1,0 +1,132 @@
+//! `carrier bench`: the command line of the load generator ([`carrier::loadgen`], SPEC section 12).
+//!
+//! Wiring it into the binary (`src/main.rs` is the lead's): add `pub mod bench;` to
+//! `src/cli/mod.rs`, a subcommand variant
+//!
+//! ```text
+//! /// Load-test a running server on loopback; prints one JSON line.
+//! Bench(cli::bench::BenchArgs),
+//! ```
+//!
+//! and the match arm `Command::Bench(args) => cli::bench::run_bench(args).await` inside the
+//! runtime's `block_on`. Exit codes follow SPEC section 10: 0 when every message completed,
+//! 1 when the run had errors, timed out or could not connect, 2 for a usage error (a bad
+//! plan, a URL that is not loopback).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use carrier::loadgen::{self, LoadError, Mode, Plan};
+
+/// What `carrier bench` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchMode {
+    /// `system.ping` round trips after `system.handshake` (text, S-byte frames).
+    Rpc,
+    /// Binary frames with S-byte payloads on an echo channel, each waiting for its echo.
+    Channel,
+    /// One sender, N receivers on a relay channel; reports delivered (egress) throughput.
+    Fanout,
+    /// Plain WebSocket echo, for any echo server (no handshake).
+    Raw,
+    /// Server memory per admitted, handshaken connection, before and after one message each.
+    Idle,
+    /// Server memory per plain WebSocket connection, before and after one message each.
+    IdleRaw,
+}
+
+impl From<BenchMode> for Mode {
+    fn from(m: BenchMode) -> Mode {
+        match m {
+            BenchMode::Rpc => Mode::Rpc,
+            BenchMode::Channel => Mode::Channel,
+            BenchMode::Fanout => Mode::Fanout,
+            BenchMode::Raw => Mode::Raw,
+            BenchMode::Idle => Mode::Idle,
+            BenchMode::IdleRaw => Mode::IdleRaw,
+        }
+    }
+}
+
+/// `carrier bench URL [--mode M] [-c N] [-m M] [-s S] …`: N connections × M messages of S bytes
+/// against a running server on loopback; prints one JSON line (msgs/s, MB/s, p50/p99/max µs,
+/// errors).
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// The server's WebSocket URL, e.g. ws://127.0.0.1:7070/ (loopback only).
+    pub url: String,
+    /// Token sent as ?token= (prefer the CARRIER_TOKEN environment variable).
+    #[arg(long, env = "CARRIER_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// What to measure.
+    #[arg(long, value_enum, default_value = "rpc")]
+    pub mode: BenchMode,
+    /// Connections (fanout: receivers; one more connection sends).
+    #[arg(short = 'c', long, default_value_t = 1)]
+    pub connections: usize,
+    /// Messages per connection (fanout: frames the sender sends).
+    #[arg(short = 'm', long, default_value_t = 1000)]
+    pub messages: usize,
+    /// Payload bytes per message (rpc: the whole text frame, padded through its id).
+    #[arg(short = 's', long, default_value_t = 64)]
+    pub size: usize,
+    /// Unmeasured messages per connection before the measured ones.
+    #[arg(long, default_value_t = 0)]
+    pub warmup: usize,
+    /// raw: send binary messages instead of text.
+    #[arg(long)]
+    pub binary: bool,
+    /// Channel name (default: echo; fanout: relay).
+    #[arg(long)]
+    pub channel: Option<String>,
+    /// Stop after this many seconds even if messages remain (1..=600).
+    #[arg(long, default_value_t = 60)]
+    pub duration_secs: u64,
+    /// The server's process id: idle modes read its VmRSS, the others its CPU time (/proc).
+    #[arg(long, alias = "rss-pid")]
+    pub server_pid: Option<u32>,
+    /// idle modes: milliseconds to wait before each memory reading.
+    #[arg(long, default_value_t = 500)]
+    pub settle_ms: u64,
+}
+
+impl BenchArgs {
+    /// The load plan these arguments describe.
+    pub fn plan(&self) -> Plan {
+        Plan {
+            token: self.token.clone(),
+            connections: self.connections,
+            messages: self.messages,
+            size: self.size,
+            warmup: self.warmup,
+            binary: self.binary,
+            channel: self.channel.clone(),
+            max_duration: Duration::from_secs(self.duration_secs),
+            server_pid: self.server_pid,
+            settle: Duration::from_millis(self.settle_ms),
+            ..Plan::new(self.mode.into(), self.url.clone())
+        }
+    }
+}
+
+/// Runs `carrier bench`: prints the report as one JSON line on stdout.
+pub async fn run_bench(args: BenchArgs) -> ExitCode {
+    match loadgen::run(&args.plan()).await {
+        Ok(report) => {
+            println!("{}", report.to_json());
+            if report.errors == 0 && !report.timed_out {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e @ (LoadError::Target(_) | LoadError::Plan(_))) => {
+            eprintln!("carrier bench: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("carrier bench: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! The `idle` modes: server memory per connection, read from `/proc/PID/status`.
+
+use tokio::time::Instant;
+
+use super::client::BenchSocket as BenchSocketClose;
+use super::latency::Latencies;
+use super::pingpong::Script;
+use super::target::Target;
+use super::{open_all, LoadError, MemoryReport, Outcome, Plan};
+
+/// The `VmRSS` of a process, in KiB.
+pub fn vm_rss_kib(pid: u32) -> Result<u64, LoadError> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| LoadError::Rss(pid, e.to_string()))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .ok_or_else(|| LoadError::Rss(pid, "no VmRSS line".into()))
+}
+
+pub(crate) async fn run(
+    plan: &Plan,
+    target: &Target,
+    deadline: Instant,
+) -> Result<Outcome, LoadError> {
+    let pid = plan
+        .server_pid
+        .ok_or_else(|| LoadError::Plan("idle modes need the server's pid".into()))?;
+    let before = vm_rss_kib(pid)?;
+    let mut sockets = tokio::time::timeout_at(deadline, open_all(plan, target, plan.connections))
+        .await
+        .map_err(|_| LoadError::TimedOut)??;
+    tokio::time::sleep(plan.settle).await;
+    let idle = vm_rss_kib(pid)?;
+
+    let started = Instant::now();
+    let mut latencies = Latencies::with_capacity(sockets.len());
+    let mut errors = 0u64;
+    let mut first_error = None;
+    let mut script = Script::new(plan)?;
+    // One message per connection, one connection at a time: the memory a message leaves
+    // behind is what is measured, not a burst.
+    for socket in sockets.iter_mut() {
+        let sent = Instant::now();
+        match tokio::time::timeout_at(deadline, script.round_trip(socket, 0)).await {
+            Ok(Ok(())) => latencies.record(sent.elapsed()),
+            Ok(Err(e)) => {
+                errors += 1;
+                first_error.get_or_insert_with(|| e.to_string());
+            }
+            Err(_) => {
+                errors += 1;
+                first_error.get_or_insert_with(|| LoadError::TimedOut.to_string());
+                break;
+            }
+        }
+    }
+    let elapsed = started.elapsed();
+    tokio::time::sleep(plan.settle).await;
+    let after = vm_rss_kib(pid)?;
+    let completed = latencies.len() as u64;
+    if Instant::now() < deadline {
+        use futures_util::StreamExt;
+        futures_util::stream::iter(sockets)
+            .for_each_concurrent(64, BenchSocketClose::close)
+            .await;
+    }
+    let n = plan.connections as u64;
+    Ok(Outcome {
+        completed,
+        errors,
+        timed_out: first_error.as_deref() == Some(&LoadError::TimedOut.to_string()),
+        elapsed,
+        latencies,
+        first_error,
+        server_cpu: None,
+        memory: Some(MemoryReport {
+            rss_before_kib: before,
+            rss_idle_kib: idle,
+            rss_after_message_kib: after,
+            idle_bytes_per_conn: idle.saturating_sub(before) * 1024 / n,
+            after_message_bytes_per_conn: after.saturating_sub(before) * 1024 / n,
+        }),
+    })
+}

@@ -1,0 +1,65 @@
+//! Entry points for the criterion benches in `benches/`: not part of the carrier's API.
+//!
+//! The registry's routing and fan-out run inside connection tasks, behind crate-private
+//! functions. These wrappers let a bench drive exactly that code without sockets; nothing in
+//! the carrier calls them.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::admission::AdmissionPolicy;
+use super::config::Limits;
+use super::outbound::Outbound;
+use super::profile::Connection;
+use super::registry::ChannelRegistry;
+use super::shared::Shared;
+use crate::protocol::Role;
+
+/// A registry with the server state its routing needs (limits, metrics), and no listener.
+pub struct RegistryHarness {
+    shared: Arc<Shared>,
+}
+
+impl RegistryHarness {
+    /// Wraps `registry` as a transport with default limits would.
+    pub fn new(registry: ChannelRegistry) -> Self {
+        let policy = AdmissionPolicy {
+            token: None,
+            grant: Role::Drive,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+        };
+        RegistryHarness {
+            shared: Arc::new(Shared::new(Limits::default(), policy, registry)),
+        }
+    }
+
+    /// Makes `conn` a channel sink, as a completed handshake does.
+    pub fn attach(&self, conn: &Connection) {
+        self.shared.registry.attach_sink(conn.clone());
+    }
+
+    /// Routes one inbound binary message from `conn`, as its reader task does.
+    pub async fn route(&self, conn: &Connection, message: Bytes) {
+        self.shared
+            .registry
+            .route(conn, message, &self.shared)
+            .await;
+    }
+}
+
+/// Takes everything queued on `out` as its writer would (without writing it) and releases its
+/// bytes. Returns the number of items taken.
+pub fn drain(out: &Outbound) -> usize {
+    let mut batch = Vec::new();
+    let mut drops = Vec::new();
+    let taken =
+        futures_util::FutureExt::now_or_never(out.next_batch(&mut batch, &mut drops)).is_some();
+    if !taken {
+        return 0;
+    }
+    let bytes: usize = batch.iter().map(|item| item.cost()).sum();
+    out.written(bytes);
+    batch.len()
+}
