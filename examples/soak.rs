@@ -15,7 +15,7 @@
 //! - a binary channel frame on `echo` every 100 ms (client seq 0, 1, 2 …; the body carries the
 //!   counter): every echo must come back, in order, with a server seq that strictly increases;
 //! - a `system.ping` request every second: every request answered, by id;
-//! - connection 0 drives the default session (a new prompt as soon as the previous turn
+//! - connection 0 drives the default session (a new prompt 200 ms after the previous turn
 //!   completes) so its events fan out to every connection bound to it; every 20th connection
 //!   starts a session of its own with `sessions.start` and drives it the same way;
 //! - every session event a connection receives must have `seq` one above the previous one, and
@@ -43,6 +43,9 @@ use tokio_tungstenite::tungstenite::Message;
 const CHANNEL_EVERY: Duration = Duration::from_millis(100);
 const PING_EVERY: Duration = Duration::from_secs(1);
 const DRAIN: Duration = Duration::from_secs(15);
+/// A driver's pause between the end of one turn and its next prompt: the soak is a steady
+/// load, not a flood (a flood makes the slowest of 1000 readers a slow reader by design).
+const THINK: Duration = Duration::from_millis(200);
 
 #[derive(Default)]
 struct Counters {
@@ -291,6 +294,8 @@ struct Track {
     driver: bool,
     own_session: bool,
     waiting_start: bool,
+    /// When a driver sends its next prompt.
+    next_prompt_at: Option<tokio::time::Instant>,
 }
 
 async fn run_connection(mut ws: Ws, i: usize, deadline: Instant, c: &Counters) {
@@ -306,6 +311,7 @@ async fn run_connection(mut ws: Ws, i: usize, deadline: Instant, c: &Counters) {
         driver: i == 0 || i % 20 == 1,
         own_session: i % 20 == 1,
         waiting_start: false,
+        next_prompt_at: None,
     };
     // Spread the timers so 1000 connections do not fire in lockstep.
     let offset = Duration::from_millis((i as u64 * 7) % 100);
@@ -329,6 +335,7 @@ async fn run_connection(mut ws: Ws, i: usize, deadline: Instant, c: &Counters) {
     let mut ping_id = 0u64;
     // Traffic phase.
     loop {
+        let prompt_at = t.next_prompt_at;
         tokio::select! {
             _ = tokio::time::sleep_until(deadline) => break,
             _ = channel_tick.tick() => {
@@ -345,6 +352,15 @@ async fn run_connection(mut ws: Ws, i: usize, deadline: Instant, c: &Counters) {
                     }
                     Err(e) => c.error(&format!("encode: {e}")),
                 }
+            }
+            _ = async move {
+                match prompt_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                t.next_prompt_at = None;
+                submit(&mut ws, &mut t, c).await;
             }
             _ = ping_tick.tick() => {
                 ping_id += 1;
@@ -451,7 +467,7 @@ async fn on_message(
                 }
             };
             if let Some(event) = v.get("event").and_then(Value::as_str) {
-                return on_event(event, &v, ws, t, i, c, keep_driving).await;
+                return on_event(event, &v, t, i, c, keep_driving).await;
             }
             if v.get("id").is_some() {
                 t.outstanding_requests = t.outstanding_requests.saturating_sub(1);
@@ -480,7 +496,6 @@ async fn on_message(
 async fn on_event(
     event: &str,
     v: &Value,
-    ws: &mut Ws,
     t: &mut Track,
     i: usize,
     c: &Counters,
@@ -524,7 +539,7 @@ async fn on_event(
                 }
             }
             if keep_driving {
-                submit(ws, t, c).await;
+                t.next_prompt_at = Some(tokio::time::Instant::now() + THINK);
             }
         }
         _ => {}

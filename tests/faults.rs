@@ -453,3 +453,33 @@ async fn dropping_a_transport_frees_its_channels_and_their_handlers() {
         "the handler (and the registry it points back to) outlived the transport"
     );
 }
+
+/// Found by the `connection` fuzz target (LeakSanitizer): a connection that ended before its
+/// handshake kept itself alive through its unrun handshake hook (which holds the connection
+/// and the channel registry), leaking its outbound queue and the registry.
+#[tokio::test]
+async fn a_connection_that_ends_before_its_handshake_is_freed() {
+    let server = Server::default().await;
+    let alive = Arc::new(());
+    let witness = Arc::downgrade(&alive);
+    let handle = server
+        .transport
+        .register_channel(carrier::server::ChannelDescriptor::new("w", &["*"], true))
+        .expect("register");
+    handle.on_inbound(move |_| {
+        let _keep = &alive;
+    });
+    drop(handle);
+    let (status, raw) =
+        Raw::upgrade(server.port, &format!("/?token={}", server.token()), &[]).await;
+    assert_eq!(status, 101);
+    drop(raw);
+    cleaned_up(&server, 1).await;
+    server.transport.stop().await;
+    let Server { transport, .. } = server;
+    drop(transport);
+    assert!(
+        witness.upgrade().is_none(),
+        "the registry outlived the transport: a connection kept it alive"
+    );
+}

@@ -27,6 +27,7 @@ use super::profile::{Connection, ConnectionId, TextSession};
 use super::reassembly::{Reassembler, Reassembly};
 use super::shared::Shared;
 use super::wire::{FrameWriter, Opcode};
+use crate::protocol::envelope::too_large_reply;
 use crate::protocol::error::{protocol_error_event, ProtocolErrorCode};
 use crate::protocol::Role;
 
@@ -294,6 +295,9 @@ async fn serve_admitted(
         }
     }
     handshake_timer.abort();
+    // Before detaching: a handshake completed from a task that outlives the connection must
+    // not attach it as a sink again.
+    conn.clear_on_handshake();
     shared.registry.detach_sink(id);
     session.on_close();
     shared.forget(id);
@@ -317,35 +321,13 @@ fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, te
 }
 
 /// A text message over the soft limit: answered, and the socket stays open. When the message
-/// is a request with a usable id, the answer is its error response; otherwise an event.
+/// is a request with a usable id, the answer is its error response; otherwise an event. The
+/// envelope module owns the reply's shape (one copy of the rule, fuzzed there).
 fn answer_too_large(conn: &Connection, shared: &Shared, text: &[u8], limit: usize) {
-    #[derive(serde::Deserialize)]
-    struct IdOnly {
-        id: Option<Value>,
-    }
     shared.metrics.protocol_error();
-    let message = format!(
-        "text message of {} bytes is over the {limit}-byte limit",
-        text.len()
-    );
-    let data = serde_json::json!({ "limit": limit, "size": text.len() });
-    let id = serde_json::from_slice::<IdOnly>(text)
-        .ok()
-        .and_then(|m| m.id)
-        .and_then(|id| id.as_str().filter(|s| !s.is_empty()).map(str::to_owned));
-    let frame = match id {
-        Some(id) => serde_json::json!({
-            "id": id,
-            "error": { "code": "too_large", "message": message, "data": data }
-        })
-        .to_string()
-        .into_bytes(),
-        None => {
-            let Value::Object(extra) = data else { return };
-            protocol_error_event(ProtocolErrorCode::TooLarge, &message, extra)
-        }
-    };
-    let _ = conn.send_text(frame);
+    // The reassembler validated the UTF-8; a lossy view changes nothing for a valid text.
+    let reply = too_large_reply(&String::from_utf8_lossy(text), limit);
+    let _ = conn.send_text(reply);
 }
 
 /// Sends a `protocol_error` event and counts it.

@@ -76,8 +76,12 @@ pub fn too_large_reply(text: &str, limit: usize) -> Vec<u8> {
         text.len()
     );
     let data = serde_json::json!({ "limit": limit, "size": text.len() });
-    let id = serde_json::from_str::<IdOnly>(text)
-        .ok()
+    // Only an object can be a request: serde would also read `IdOnly` from an array
+    // (`["x"]` as `{"id":"x"}`), inventing an id (found by the envelope fuzz target).
+    let is_object = text.trim_start().starts_with('{');
+    let id = is_object
+        .then(|| serde_json::from_str::<IdOnly>(text).ok())
+        .flatten()
         .and_then(|m| m.id)
         .and_then(|id| match id {
             Value::String(s) if !s.is_empty() && s.len() <= MAX_ID_BYTES => Some(s),

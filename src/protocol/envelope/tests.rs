@@ -136,6 +136,20 @@ fn truncate_respects_char_boundaries() {
     assert_eq!(truncate("abc", 10), "abc");
 }
 
+/// Found by the envelope fuzz target: serde reads a struct from a JSON array too, so `[",,0"]`
+/// was answered as if it were a request with id `",,0"`.
+#[test]
+fn too_large_never_takes_an_id_from_an_array() {
+    let reply: Value = serde_json::from_slice(&too_large_reply(r#"[",,0"]"#, 1)).unwrap();
+    assert_eq!(reply["event"], "protocol_error");
+    assert_eq!(reply["payload"]["code"], "too_large");
+    assert!(reply.get("id").is_none());
+    let reply: Value =
+        serde_json::from_slice(&too_large_reply(r#" {"id":"r1","method":"m"}"#, 1)).unwrap();
+    assert_eq!(reply["id"], "r1");
+    assert_eq!(reply["error"]["code"], "too_large");
+}
+
 proptest::proptest! {
     #[test]
     fn any_text_is_parsed_or_answered_with_valid_json(text in ".{0,200}") {
