@@ -7,6 +7,8 @@
 #   benches/compare.sh             # 3 alternating runs per scenario (RUNS=5 for more)
 #   RUNS=1 QUICK=1 benches/compare.sh   # a fast sanity pass (fewer messages; not for the table)
 #   PIN=0 benches/compare.sh       # do not pin server and client to separate CPUs
+#   BEFORE_BIN=path/to/old/carrier benches/compare.sh   # also run an older carrier build
+#                                  # ("carrier-before" rows: before/after of a server change)
 #
 # Servers (all on 127.0.0.1, each started fresh for every run):
 #   carrier      target/release/carrier serve --channel echo:echo --channel relay:relay
@@ -62,8 +64,10 @@ start_server() { # kind
   local kind=$1 out=$OUT/server-$1.out
   : >"$out"
   case $kind in
-    carrier)
-      CARRIER_TOKEN=$TOKEN RUST_LOG=warn "${SERVER_PIN[@]}" target/release/carrier serve --port 0 \
+    carrier | carrier-before)
+      local bin=target/release/carrier
+      [ "$kind" = carrier-before ] && bin=$BEFORE_BIN
+      CARRIER_TOKEN=$TOKEN RUST_LOG=warn "${SERVER_PIN[@]}" "$bin" serve --port 0 \
         --channel echo:echo --channel relay:relay >"$out" 2>"$OUT/server-$kind.err" &
       ;;
     fastws) "${SERVER_PIN[@]}" target/baselines/release/fws-echo 0 >"$out" 2>/dev/null & ;;
@@ -90,7 +94,7 @@ run_one() {
   shift 3
   start_server "$server"
   local extra=()
-  [ "$server" = carrier ] && extra=(--token "$TOKEN")
+  case $server in carrier*) extra=(--token "$TOKEN") ;; esac
   extra+=(--server-pid "$SPID")
   local line
   line=$("${CLIENT_PIN[@]}" "$LOADGEN" "ws://127.0.0.1:$SPORT/" "${extra[@]}" \
@@ -111,6 +115,11 @@ scenario() { # NAME SERVER:ARGS... — runs every server RUNS times, order alter
   local name=$1
   shift
   local specs=("$@") run i
+  if [ -n "${BEFORE_BIN:-}" ]; then
+    for spec in "$@"; do
+      case $spec in carrier:*) specs+=("carrier-before:${spec#carrier:}") ;; esac
+    done
+  fi
   for run in $(seq "$RUNS"); do
     local order=("${specs[@]}")
     if [ $((run % 2)) = 0 ]; then
@@ -191,7 +200,7 @@ labels = {
     "bin1m": "1 conn × 1 MiB binary (carrier: `channel` echo)",
     "fanout64k": "1 → 100 fan-out of 64 KiB (carrier: `fanout` on relay; fastws: 1 conn × 64 KiB echo)",
 }
-servers = ["carrier", "fastws", "tungstenite", "node-ws"]
+servers = ["carrier", "carrier-before", "fastws", "tungstenite", "node-ws"]
 out = []
 out.append(f"Measured {datetime.date.today().isoformat()} on {os.environ['MACHINE']}; "
            f"{os.environ['PINNING']}; medians of {os.environ['RUNS']} alternating runs "
@@ -201,8 +210,8 @@ out.append(f"Measured {datetime.date.today().isoformat()} on {os.environ['MACHIN
 out.append("")
 out.append("Command: `benches/compare.sh` (raw reports: `target/compare/results.jsonl`).")
 out.append("")
-out.append("| scenario | server | msgs/s | MB/s | p50 µs | p99 µs | max µs | errors | carrier ÷ this (msgs/s) |")
-out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+out.append("| scenario | server | msgs/s | MB/s | p50 µs | p99 µs | max µs | server CPU µs/msg | errors | carrier ÷ this (msgs/s) |")
+out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for scn, label in labels.items():
     for srv in servers:
         if (scn, srv) not in by:
@@ -216,14 +225,17 @@ for scn, label in labels.items():
             rat = "" if srv == "carrier" else fmt(ratio(c, m), 2)
         out.append(f"| {label} | {srv} | {fmt(m)} | {fmt(med(scn, srv, 'mb_per_s'), 1)} | "
                    f"{fmt(med(scn, srv, 'p50_us'))} | {fmt(med(scn, srv, 'p99_us'))} | "
-                   f"{fmt(med(scn, srv, 'max_us'))} | {errs(scn, srv)} | {rat} |")
+                   f"{fmt(med(scn, srv, 'max_us'))} | {fmt(med(scn, srv, 'server_cpu_us_per_msg'), 1)} | "
+                   f"{errs(scn, srv)} | {rat} |")
 out.append("")
 out.append("Idle connections (server `VmRSS` from `/proc/PID/status`; bytes per connection = "
            "(RSS with the connections − RSS before) ÷ connections):")
 out.append("")
 out.append("| server | connections | idle B/conn | after one 16 KiB message B/conn | errors |")
 out.append("|---|---:|---:|---:|---:|")
-for srv, what in [("carrier", "carrier (admitted + handshaken)"), ("fastws", "bare fastwebsockets")]:
+for srv, what in [("carrier", "carrier (admitted + handshaken)"),
+                  ("carrier-before", "carrier before the issue-7 changes"),
+                  ("fastws", "bare fastwebsockets")]:
     if ("idle", srv) in by:
         n = by[("idle", srv)][0].get("connections")
         out.append(f"| {what} | {n} | {fmt(med('idle', srv, 'idle_bytes_per_conn', 'memory'))} | "

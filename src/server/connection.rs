@@ -85,8 +85,16 @@ fn split_io(upgraded: Upgraded) -> (Reader, Writer) {
             let _ = tcp.set_nodelay(true);
             let (r, w) = tcp.into_split();
             // Bytes hyper read past the upgrade request belong to the WebSocket stream.
-            let leftover = std::io::Cursor::new(parts.read_buf);
-            (Box::new(leftover.chain(r)), Box::new(w))
+            // `read_buf` is a view of hyper's whole read buffer (8 KiB or more); holding it for
+            // the connection's life pinned that buffer per connection (issue 7: most of the
+            // idle-memory gap to bare fastwebsockets). Keep only a copy of the leftover bytes,
+            // and nothing at all in the usual case where there are none.
+            if parts.read_buf.is_empty() {
+                (Box::new(r), Box::new(w))
+            } else {
+                let leftover = std::io::Cursor::new(Bytes::copy_from_slice(&parts.read_buf));
+                (Box::new(leftover.chain(r)), Box::new(w))
+            }
         }
         Err(upgraded) => {
             let (r, w) = tokio::io::split(TokioIo::new(upgraded));
@@ -200,20 +208,17 @@ async fn serve_admitted(
                 term.fire();
             }
         });
+    }
+    {
         let registry = shared.registry.clone();
         let sink = conn.clone();
         conn.set_on_handshake(move || registry.attach_sink(sink));
     }
-    let handshake_timer = {
-        let conn = conn.clone();
-        let timeout = shared.limits.handshake_timeout;
-        tokio::spawn(async move {
-            tokio::time::sleep(timeout).await;
-            if !conn.is_handshaken() {
-                conn.close(close_code::POLICY, "handshake timeout");
-            }
-        })
-    };
+    // The handshake deadline is a branch of the read loop rather than a task of its own: a
+    // task (and its timer) per connection stayed allocated for the connection's life
+    // (issue 7: idle memory per connection).
+    let handshake_deadline = tokio::time::sleep(shared.limits.handshake_timeout);
+    tokio::pin!(handshake_deadline);
 
     let mut reassembler = Reassembler::new(shared.limits.max_message_bytes);
     // Whether the peer's side is over (close received, EOF): nothing left to drain.
@@ -224,6 +229,11 @@ async fn serve_admitted(
             biased;
             _ = terminate.wait() => break,
             _ = out.failed() => break,
+            _ = &mut handshake_deadline, if !conn.is_handshaken() => {
+                conn.close(close_code::POLICY, "handshake timeout");
+                peer_done = false;
+                break;
+            }
             r = ws.read_frame(&mut send) => r,
         };
         live.heard();
@@ -294,7 +304,6 @@ async fn serve_admitted(
             break;
         }
     }
-    handshake_timer.abort();
     // Before detaching: a handshake completed from a task that outlives the connection must
     // not attach it as a sink again.
     conn.clear_on_handshake();
@@ -475,7 +484,9 @@ async fn write_loop(
                 break;
             }
         }
-        batch.clear();
+        // Release the batch's buffer rather than keep it for the next batch: an idle
+        // connection then holds no outbound buffers (issue 7).
+        batch = Vec::new();
         if closing {
             break 'run w.shutdown().await.is_ok();
         }

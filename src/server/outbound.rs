@@ -373,7 +373,15 @@ impl Outbound {
             {
                 let mut q = self.lock();
                 if !q.items.is_empty() {
-                    batch.extend(q.items.drain(..));
+                    if batch.is_empty() {
+                        // Hand the queue's own buffer to the writer (O(1) when contiguous, which
+                        // it is after the first batch) and leave the queue unallocated, so an
+                        // idle connection holds no queue memory (issue 7). The next push
+                        // allocates a small buffer again.
+                        *batch = Vec::from(std::mem::take(&mut q.items));
+                    } else {
+                        batch.extend(q.items.drain(..));
+                    }
                     for s in q.lossy.iter_mut() {
                         s.queued_bytes = 0;
                         if s.dropped > 0 {
