@@ -497,18 +497,7 @@ impl ChannelHandle {
     /// Sends to every handshaken connection; the frame is encoded once. Returns its seq.
     /// Connections that cannot take it fail on their own; the send still succeeds.
     pub fn broadcast(&self, body: FrameBody) -> Result<u32, ChannelError> {
-        self.check(&body)?;
-        let _order = self
-            .entry
-            .send_lock
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let seq = self.next_seq();
-        let frame = channel_frame::encode(&self.entry.descriptor.name, seq, &body)?;
-        for sink in self.sinks().iter() {
-            let _ = self.queue(sink, &frame);
-        }
-        Ok(seq)
+        self.fan_out(None, body)
     }
 
     /// Sends to every handshaken connection except `except` (used by relays).
@@ -517,6 +506,12 @@ impl ChannelHandle {
         except: ConnectionId,
         body: FrameBody,
     ) -> Result<u32, ChannelError> {
+        self.fan_out(Some(except), body)
+    }
+
+    /// Numbers, encodes once and queues a frame for every sink but `except`, under the send
+    /// lock so every receiver sees this channel's seqs in order.
+    fn fan_out(&self, except: Option<ConnectionId>, body: FrameBody) -> Result<u32, ChannelError> {
         self.check(&body)?;
         let _order = self
             .entry
@@ -526,7 +521,7 @@ impl ChannelHandle {
         let seq = self.next_seq();
         let frame = channel_frame::encode(&self.entry.descriptor.name, seq, &body)?;
         for sink in self.sinks().iter() {
-            if sink.id() != except {
+            if Some(sink.id()) != except {
                 let _ = self.queue(sink, &frame);
             }
         }
