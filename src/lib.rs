@@ -13,7 +13,8 @@
 //!   per-connection task with its single outbound path, limits, metrics, the channel registry and
 //!   the [`server::WsTransport`] lifecycle.
 //! - [`agent`] — the host-side session traits, the session hub that stamps `seq` and keeps the
-//!   resume ring, the agent-protocol text profile, and the embedded default agent.
+//!   resume ring, the agent-protocol text profile, the embedded default agent, and external agent
+//!   processes (`carrier serve --agent-cmd`, [`agent::process`]).
 //! - [`client`] — the client `Transport` trait, the WebSocket client and the handshake layer.
 //! - [`loadgen`] — the load generator behind `carrier bench` (SPEC section 12).
 //!

@@ -30,6 +30,8 @@ enum Command {
     Doctor(cli::client::DoctorArgs),
     /// Write or check the JSON Schemas of the protocol.
     Schema(cli::schema::SchemaArgs),
+    /// Load-test a running server on loopback; prints one JSON line.
+    Bench(cli::bench::BenchArgs),
 }
 
 /// Logs go to stderr, filtered by `RUST_LOG`; by default `serve` logs at info and the client
@@ -73,6 +75,7 @@ fn main() -> ExitCode {
             Command::Status(args) => cli::client::run_status(args).await,
             Command::Doctor(args) => cli::client::run_doctor(args).await,
             Command::Schema(args) => cli::schema::run(args),
+            Command::Bench(args) => cli::bench::run_bench(args).await,
         }
     })
 }

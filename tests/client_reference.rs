@@ -409,7 +409,7 @@ fn handshake_result(overrides: Value) -> Value {
         "session_id": "s1",
         "epoch": "e1",
         "version_skew": false,
-        "features": {"sessions": true, "channels": true, "usage": false},
+        "features": {"sessions": true, "channels": true, "permissions": true, "resume": true},
         "channels": [],
         "limits": {"max_text_bytes": 1048576},
         "resume": {"outcome": "new"}
@@ -593,10 +593,11 @@ async fn an_unanswered_request_times_out_with_unknown_effect() {
 #[tokio::test(start_paused = true)]
 async fn preflight_refuses_an_unsupported_feature_and_sends_nothing() {
     let mut h = Harness::new();
-    let (mut peer, _) = h.connect(handshake_result(json!({}))).await;
+    let lacking = json!({"features": {"sessions": false, "channels": true, "permissions": true, "resume": true}});
+    let (mut peer, _) = h.connect(handshake_result(lacking)).await;
     let error = h
         .client
-        .request("usage.report", json!({"scope": "session"}))
+        .request("sessions.list", json!({}))
         .await
         .expect_err("unsupported");
     assert!(matches!(error, ClientError::Preflight { .. }), "{error:?}");
@@ -604,7 +605,7 @@ async fn preflight_refuses_an_unsupported_feature_and_sends_nothing() {
     assert_eq!(wire.code, ErrorCode::UnsupportedFeature);
     assert_eq!(wire.effect_state, Some(EffectState::None));
     let data = wire.data.as_ref().expect("data");
-    assert_eq!(data["feature"], "usage");
+    assert_eq!(data["feature"], "sessions");
     assert_eq!(data["component"], "server");
     assert_eq!(data["actual_protocol"], "1.0");
 

@@ -51,7 +51,7 @@ impl State {
 }
 
 /// A handler of method `M`.
-type Handler<M> = fn(&Io, &mut State, &Reply<'_, M>, <M as MethodDef>::Params);
+type Handler<M> = fn(&Io, &mut State, &Reply<M>, <M as MethodDef>::Params);
 
 /// The per-connection side of [`super::AgentProfile`].
 pub(crate) struct AgentConnection {
@@ -181,7 +181,7 @@ impl AgentConnection {
                 return send_error(&self.io.conn, &self.io.ctx, &req.id, &error);
             }
         }
-        let reply = Reply::new(&self.io.conn, &self.io.ctx, &req.id);
+        let reply = Reply::new(&self.io.conn, &self.io.ctx, req.id);
         handler(&self.io, &mut self.state, &reply, params);
     }
 }

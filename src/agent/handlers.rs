@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::connection::{Io, State};
 use super::hub::SessionHub;
 use super::reply::{internal, not_found, Reply};
+use super::session::{AgentAnswer, AgentCallError};
 use crate::protocol::catalog::{def, MethodDef};
 use crate::protocol::error::{EffectState, ErrorCode, ErrorObject};
 use crate::protocol::events::DriverInfo;
@@ -13,23 +14,18 @@ use crate::protocol::methods::*;
 use crate::protocol::version::VersionPair;
 
 /// The bound session; after a successful handshake there always is one.
-fn bound<'s, M: MethodDef>(st: &'s State, reply: &Reply<'_, M>) -> Option<&'s Arc<SessionHub>> {
+fn bound<'s, M: MethodDef>(st: &'s State, reply: &Reply<M>) -> Option<&'s Arc<SessionHub>> {
     if st.bound.is_none() {
         reply.err(internal("this connection is not bound to a session"));
     }
     st.bound.as_ref()
 }
 
-pub(crate) fn ping(_: &Io, _: &mut State, reply: &Reply<'_, def::SystemPing>, _: Empty) {
+pub(crate) fn ping(_: &Io, _: &mut State, reply: &Reply<def::SystemPing>, _: Empty) {
     reply.ok(&Empty {});
 }
 
-pub(crate) fn system_status(
-    io: &Io,
-    st: &mut State,
-    reply: &Reply<'_, def::SystemStatus>,
-    _: Empty,
-) {
+pub(crate) fn system_status(io: &Io, st: &mut State, reply: &Reply<def::SystemStatus>, _: Empty) {
     let ours = VersionPair::CURRENT;
     reply.ok(&SystemStatusResult {
         server: AppInfo {
@@ -45,25 +41,20 @@ pub(crate) fn system_status(
     });
 }
 
-pub(crate) fn surface_role(io: &Io, _: &mut State, reply: &Reply<'_, def::SurfaceRole>, _: Empty) {
+pub(crate) fn surface_role(io: &Io, _: &mut State, reply: &Reply<def::SurfaceRole>, _: Empty) {
     reply.ok(&RoleResult {
         role: io.conn.role(),
     });
 }
 
 /// The driver is always the host's identity for this listener; params cannot carry one.
-pub(crate) fn submit(
-    io: &Io,
-    st: &mut State,
-    reply: &Reply<'_, def::SessionSubmit>,
-    p: SubmitParams,
-) {
+pub(crate) fn submit(io: &Io, st: &mut State, reply: &Reply<def::SessionSubmit>, p: SubmitParams) {
     if let Some(hub) = bound(st, reply) {
         hub.submit(reply, p, DriverInfo::from(io.ctx.driver()));
     }
 }
 
-pub(crate) fn abort(_: &Io, st: &mut State, reply: &Reply<'_, def::SessionAbort>, p: AbortParams) {
+pub(crate) fn abort(_: &Io, st: &mut State, reply: &Reply<def::SessionAbort>, p: AbortParams) {
     if let Some(hub) = bound(st, reply) {
         hub.abort(reply, p.turn_id.as_deref());
     }
@@ -72,7 +63,7 @@ pub(crate) fn abort(_: &Io, st: &mut State, reply: &Reply<'_, def::SessionAbort>
 pub(crate) fn permission_respond(
     _: &Io,
     st: &mut State,
-    reply: &Reply<'_, def::SessionPermissionRespond>,
+    reply: &Reply<def::SessionPermissionRespond>,
     p: PermissionRespondParams,
 ) {
     if let Some(hub) = bound(st, reply) {
@@ -80,34 +71,62 @@ pub(crate) fn permission_respond(
     }
 }
 
+/// Served by the agent when it wants to (an agent process), else from the carrier's record.
 pub(crate) fn history(
     _: &Io,
     st: &mut State,
-    reply: &Reply<'_, def::SessionHistory>,
+    reply: &Reply<def::SessionHistory>,
     p: HistoryParams,
 ) {
     if let Some(hub) = bound(st, reply) {
-        reply.ok(&hub.history(p.limit));
+        let local = {
+            let hub = hub.clone();
+            move || hub.history(p.limit)
+        };
+        match hub.agent.history(p.limit) {
+            None => reply.ok(&local()),
+            Some(answer) => forward(reply, answer, local),
+        }
     }
 }
 
-pub(crate) fn session_status(
-    _: &Io,
-    st: &mut State,
-    reply: &Reply<'_, def::SessionStatus>,
-    _: Empty,
-) {
+/// Served by the agent when it wants to, else from the turn state the carrier owns.
+pub(crate) fn session_status(_: &Io, st: &mut State, reply: &Reply<def::SessionStatus>, _: Empty) {
     if let Some(hub) = bound(st, reply) {
-        reply.ok(&hub.status());
+        let local = {
+            let hub = hub.clone();
+            move || hub.status()
+        };
+        match hub.agent.status() {
+            None => reply.ok(&local()),
+            Some(answer) => forward(reply, answer, local),
+        }
     }
 }
 
-pub(crate) fn sessions_list(
-    io: &Io,
-    _: &mut State,
-    reply: &Reply<'_, def::SessionsList>,
-    _: Empty,
+/// Answers from the agent's future answer, validated against the method's result type; an
+/// agent that turns out not to implement the method is served by `local`.
+fn forward<M: MethodDef + 'static>(
+    reply: &Reply<M>,
+    answer: AgentAnswer,
+    local: impl FnOnce() -> M::Result + Send + 'static,
 ) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return reply.ok(&local());
+    };
+    let reply = reply.clone();
+    runtime.spawn(async move {
+        match answer.await {
+            Ok(result) => reply.ok_json(result),
+            Err(AgentCallError::MethodNotFound) => reply.ok(&local()),
+            Err(AgentCallError::Failed(why)) => {
+                reply.err(internal(format!("the agent did not answer: {why}")))
+            }
+        }
+    });
+}
+
+pub(crate) fn sessions_list(io: &Io, _: &mut State, reply: &Reply<def::SessionsList>, _: Empty) {
     reply.ok(&SessionsListResult {
         sessions: io.host.summaries(),
     });
@@ -119,7 +138,7 @@ pub(crate) fn sessions_list(
 pub(crate) fn sessions_start(
     io: &Io,
     st: &mut State,
-    reply: &Reply<'_, def::SessionsStart>,
+    reply: &Reply<def::SessionsStart>,
     p: SessionsStartParams,
 ) {
     let entry = match io.host.directory.start(p.title.as_deref()) {
@@ -147,7 +166,7 @@ pub(crate) fn sessions_start(
 pub(crate) fn sessions_switch(
     io: &Io,
     st: &mut State,
-    reply: &Reply<'_, def::SessionsSwitch>,
+    reply: &Reply<def::SessionsSwitch>,
     p: SessionsSwitchParams,
 ) {
     let Some(hub) = io.host.hub(&p.session_id) else {
@@ -166,7 +185,7 @@ pub(crate) fn sessions_switch(
 
 /// Moves this connection (only) to `hub`: unbind, then reply `{session_id}` and receive the
 /// new session's live events.
-fn bind_to<M>(io: &Io, st: &mut State, reply: &Reply<'_, M>, hub: Arc<SessionHub>)
+fn bind_to<M>(io: &Io, st: &mut State, reply: &Reply<M>, hub: Arc<SessionHub>)
 where
     M: MethodDef<Result = SessionIdResult>,
 {
@@ -179,12 +198,7 @@ where
     st.bound = Some(hub);
 }
 
-pub(crate) fn channels_list(
-    io: &Io,
-    _: &mut State,
-    reply: &Reply<'_, def::ChannelsList>,
-    _: Empty,
-) {
+pub(crate) fn channels_list(io: &Io, _: &mut State, reply: &Reply<def::ChannelsList>, _: Empty) {
     reply.ok(&ChannelsListResult {
         channels: io.ctx.channels(),
     });
@@ -195,7 +209,7 @@ pub(crate) fn channels_list(
 pub(crate) fn usage_report(
     io: &Io,
     st: &mut State,
-    reply: &Reply<'_, def::UsageReport>,
+    reply: &Reply<def::UsageReport>,
     p: UsageReportParams,
 ) {
     let scope = p.scope.unwrap_or(UsageScope::Session);

@@ -19,7 +19,7 @@ use crate::server::outbound::close_code;
 pub(crate) fn handle(
     io: &Io,
     st: &mut State,
-    reply: &Reply<'_, def::SystemHandshake>,
+    reply: &Reply<def::SystemHandshake>,
     p: HandshakeParams,
 ) {
     if st.peers.is_some() {

@@ -119,7 +119,8 @@ impl SessionHub {
 
     /// Binds `conn` to this session. Under the lock: `respond` sends the reply (it gets the
     /// resume outcome), then the replay of every held event after `after_seq` (when given)
-    /// is queued, then the connection receives live events.
+    /// is queued, then the connection receives live events. An `after_seq` beyond the last
+    /// assigned seq is a `reset`.
     pub(crate) fn bind(
         &self,
         conn: &Connection,
@@ -129,6 +130,9 @@ impl SessionHub {
         let mut st = self.lock();
         let (outcome, frames) = match after_seq {
             None => (ResumeOutcome::New, Vec::new()),
+            // A client cannot have seen a seq this session never assigned: its state is from
+            // somewhere else, so it must start over rather than drop live events as duplicates.
+            Some(after) if after > st.last_seq => (ResumeOutcome::Reset, Vec::new()),
             Some(after) => match st.ring.replay_after(after, st.last_seq) {
                 Replay::Resumed { frames } => (
                     ResumeOutcome::Resumed {

@@ -36,7 +36,7 @@ impl SessionHub {
     /// `turn_started` with the host's driver identity, and start the agent.
     pub(crate) fn submit(
         self: &Arc<Self>,
-        reply: &Reply<'_, def::SessionSubmit>,
+        reply: &Reply<def::SessionSubmit>,
         params: SubmitParams,
         driver: DriverInfo,
     ) {
@@ -92,7 +92,7 @@ impl SessionHub {
 
     /// `session.abort`: ends the running turn (`not_found` when none runs or `turn_id` names
     /// another), replies `{turn_id}`, emits the aborted `turn_completed`, then tells the agent.
-    pub(crate) fn abort(&self, reply: &Reply<'_, def::SessionAbort>, turn_id: Option<&str>) {
+    pub(crate) fn abort(&self, reply: &Reply<def::SessionAbort>, turn_id: Option<&str>) {
         let ended = {
             let mut st = self.lock();
             let running = match (&st.turn, turn_id) {
@@ -122,7 +122,7 @@ impl SessionHub {
     /// reply `{}`, emit `permission_resolved`, then tell the agent.
     pub(crate) fn respond_permission(
         &self,
-        reply: &Reply<'_, def::SessionPermissionRespond>,
+        reply: &Reply<def::SessionPermissionRespond>,
         params: PermissionRespondParams,
     ) {
         let turn_id = {
@@ -207,9 +207,29 @@ impl SessionHub {
         code: &str,
         message: &str,
     ) -> Result<(), TurnEnded> {
-        self.with_turn(turn_id, |hub, st| {
+        self.error_event(turn_id, Some(turn_id), code, message)
+    }
+
+    /// `session.error` without a `turn_id`, while `turn_id` runs.
+    pub(crate) fn session_error(
+        &self,
+        turn_id: &str,
+        code: &str,
+        message: &str,
+    ) -> Result<(), TurnEnded> {
+        self.error_event(turn_id, None, code, message)
+    }
+
+    fn error_event(
+        &self,
+        running: &str,
+        turn_id: Option<&str>,
+        code: &str,
+        message: &str,
+    ) -> Result<(), TurnEnded> {
+        self.with_turn(running, |hub, st| {
             let event = SessionErrorEvent {
-                turn_id: Some(turn_id.to_owned()),
+                turn_id: turn_id.map(str::to_owned),
                 code: code.to_owned(),
                 message: message.to_owned(),
             };

@@ -13,6 +13,7 @@
 //! - `hub` — the carrier's side of each session: `seq` from 1, the resume ring, fan-out of each
 //!   event encoded once to every bound, handshaken connection, the turn state machine, history.
 //! - [`embedded`] — the deterministic embedded default agent.
+//! - [`process`] — an external agent process (`carrier serve --agent-cmd`) as a session.
 //! - [`Bridge`] — the same protocol over a socket the host owns (serverless mode).
 //!
 //! ```no_run
@@ -37,6 +38,7 @@ mod handshake;
 mod host;
 mod hub;
 mod hub_turns;
+pub mod process;
 mod profile;
 mod reply;
 mod session;
@@ -50,6 +52,6 @@ pub use directory::{
 pub use embedded::{EmbeddedAgent, EmbeddedSession};
 pub use hub::RingConfig;
 pub use profile::{AgentProfile, AgentProfileBuilder};
-pub use session::{HostError, ProtocolSession, TurnStart};
+pub use session::{AgentAnswer, AgentCallError, HostError, ProtocolSession, TurnStart};
 pub use turn::{TurnEnded, TurnSink};
 pub use usage::{NoUsage, SessionUsage, TurnRecord, UsageReporter};

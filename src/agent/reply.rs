@@ -8,46 +8,82 @@ use crate::protocol::error::{EffectState, ErrorCode, ErrorObject};
 use crate::server::{CarrierContext, Connection};
 
 /// Answers one request of method `M` on its connection. The result type comes from the
-/// catalog, so a handler cannot answer with the wrong shape.
-pub(crate) struct Reply<'a, M: MethodDef> {
-    conn: &'a Connection,
-    ctx: &'a CarrierContext,
-    id: &'a str,
-    method: PhantomData<M>,
+/// catalog, so a handler cannot answer with the wrong shape. Owns what it needs (a few `Arc`
+/// clones), so an answer that arrives later (from an agent process) can be sent from a task.
+pub(crate) struct Reply<M: MethodDef> {
+    conn: Connection,
+    ctx: CarrierContext,
+    id: String,
+    method: PhantomData<fn() -> M>,
 }
 
-impl<'a, M: MethodDef> Reply<'a, M> {
-    pub(crate) fn new(conn: &'a Connection, ctx: &'a CarrierContext, id: &'a str) -> Self {
+impl<M: MethodDef> Clone for Reply<M> {
+    fn clone(&self) -> Self {
         Reply {
-            conn,
-            ctx,
+            conn: self.conn.clone(),
+            ctx: self.ctx.clone(),
+            id: self.id.clone(),
+            method: PhantomData,
+        }
+    }
+}
+
+impl<M: MethodDef> Reply<M> {
+    pub(crate) fn new(conn: &Connection, ctx: &CarrierContext, id: String) -> Self {
+        Reply {
+            conn: conn.clone(),
+            ctx: ctx.clone(),
             id,
             method: PhantomData,
+        }
+    }
+
+    /// Sends a result that came from outside the type system (e.g. an agent process) after
+    /// checking it against the method's result type; one that fails is never sent.
+    pub(crate) fn ok_json(&self, result: serde_json::Value) {
+        match crate::protocol::catalog::validate_result::<M>(result) {
+            Ok(valid) => self.ok_value(&valid),
+            Err(e) => {
+                tracing::warn!(method = M::METHOD.name(), error = %e, "agent result failed validation");
+                self.err(invalid_result());
+            }
+        }
+    }
+
+    fn ok_value(&self, result: &serde_json::Value) {
+        match encode_result(&self.id, result) {
+            Ok(frame) => {
+                let _ = self.conn.send_text(frame);
+            }
+            Err(_) => self.err(invalid_result()),
         }
     }
 
     /// Sends `{id, result}`. A result that cannot be encoded is never sent; the requester gets
     /// `protocol_error` with `effect_state: "unknown"` instead.
     pub(crate) fn ok(&self, result: &M::Result) {
-        match encode_result(self.id, result) {
+        match encode_result(&self.id, result) {
             Ok(frame) => {
                 let _ = self.conn.send_text(frame);
             }
             Err(e) => {
                 tracing::warn!(method = M::METHOD.name(), error = %e, "result failed to encode");
-                self.err(
-                    ErrorObject::new(ErrorCode::ProtocolError, "the result failed validation")
-                        .effect(EffectState::Unknown)
-                        .with_data(serde_json::json!({ "reason": "invalid_result" })),
-                );
+                self.err(invalid_result());
             }
         }
     }
 
     /// Sends `{id, error}`. Protocol errors are counted.
     pub(crate) fn err(&self, error: ErrorObject) {
-        send_error(self.conn, self.ctx, self.id, &error);
+        send_error(&self.conn, &self.ctx, &self.id, &error);
     }
+}
+
+/// A result that failed its own schema: never sent; the effect may have happened.
+fn invalid_result() -> ErrorObject {
+    ErrorObject::new(ErrorCode::ProtocolError, "the result failed validation")
+        .effect(EffectState::Unknown)
+        .with_data(serde_json::json!({ "reason": "invalid_result" }))
 }
 
 /// Sends `{id, error}` for any request, counting protocol errors.

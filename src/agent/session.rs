@@ -7,6 +7,9 @@
 //! numbering events (`seq`), the resume ring, fan-out to connections, history, `busy` and
 //! `not_found` answers, emitting `session.permission_resolved`, and the driver identity.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use serde_json::{Map, Value};
 
 use super::turn::TurnSink;
@@ -46,6 +49,24 @@ pub struct TurnStart {
     pub sink: TurnSink,
 }
 
+/// Why an agent could not answer a read it chose to serve itself.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AgentCallError {
+    /// The agent does not implement the method after all (an agent process answered
+    /// `method_not_found`): the carrier answers from its own record.
+    #[error("the agent does not implement this method")]
+    MethodNotFound,
+    /// The agent failed or did not answer in time: the client gets `internal` with
+    /// `effect_state: "unknown"`.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The future answer of an agent to a forwarded read: the raw JSON result, which the carrier
+/// checks against the method's result type before sending it (a result that fails is never
+/// sent; the client gets `protocol_error` with `effect_state: "unknown"`).
+pub type AgentAnswer = Pin<Box<dyn Future<Output = Result<Value, AgentCallError>> + Send>>;
+
 /// The agent of one session.
 ///
 /// Calls come from connection tasks and must not block: an agent spawns its work (or forwards
@@ -65,6 +86,18 @@ pub trait ProtocolSession: Send + Sync + 'static {
     /// A client answered the permission prompt `request_id` of `turn_id` (the carrier has
     /// already emitted `session.permission_resolved`).
     fn permission_decided(&self, turn_id: &str, request_id: &str, decision: Decision);
+
+    /// Serves `session.history {limit}` itself (e.g. forwarded to an agent process). The
+    /// default, `None`, lets the carrier answer from its own record of prompts and replies.
+    fn history(&self, _limit: Option<u32>) -> Option<AgentAnswer> {
+        None
+    }
+
+    /// Serves `session.status` itself. The default, `None`, lets the carrier answer from the
+    /// turn state it owns.
+    fn status(&self) -> Option<AgentAnswer> {
+        None
+    }
 
     /// The host is stopping: release tasks and processes. Called at most once per stop.
     fn shutdown(&self) {}

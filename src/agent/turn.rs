@@ -69,6 +69,12 @@ impl TurnSink {
         self.hub()?.turn_error(&self.turn_id, code, message)
     }
 
+    /// Reports an error of the session that belongs to no turn (`session.error` without
+    /// `turn_id`). Accepted only while this turn runs.
+    pub fn session_error(&self, code: &str, message: &str) -> Result<(), TurnEnded> {
+        self.hub()?.session_error(&self.turn_id, code, message)
+    }
+
     /// Ends the turn normally with the full reply (`session.turn_completed`, `aborted: false`).
     pub fn complete(&self, text: &str) -> Result<(), TurnEnded> {
         self.finish(text, false)

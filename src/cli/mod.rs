@@ -1,5 +1,6 @@
 //! The `carrier` command line: argument parsing and wiring only; no protocol logic lives here.
 
+pub mod bench;
 pub mod client;
 pub mod schema;
 pub mod serve;

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use carrier::agent::process::{AgentProcess, AgentProcessConfig, AgentProcessError};
 use carrier::agent::{AgentProfile, EmbeddedAgent};
 use carrier::protocol::Role;
 use carrier::server::{CarrierConfig, Limits, WsTransport};
@@ -139,14 +140,52 @@ pub async fn run(args: ServeArgs) -> ExitCode {
         Ok(t) => t,
         Err(e) => return usage_error(e),
     };
-    if args.agent_cmd.is_some() {
-        return usage_error("--agent-cmd is not available in this build yet");
+    let agent = match &args.agent_cmd {
+        Some(command_line) => {
+            match start_agent_process(command_line, args.agent_timeout_ms).await {
+                Ok(agent) => Some(agent),
+                Err(e @ AgentProcessError::CommandLine(_)) => return usage_error(e),
+                Err(e) => return runtime_error(e),
+            }
+        }
+        None => None,
+    };
+    let code = serve(&args, &transport, agent.as_ref()).await;
+    // After every connection is closed: the child never outlives the carrier.
+    if let Some(agent) = agent {
+        agent.stop().await;
     }
-    let _ = args.agent_timeout_ms;
-    let agent = EmbeddedAgent::default().with_demo_delay(Duration::from_millis(args.demo_delay_ms));
-    transport.attach(AgentProfile::embedded(agent));
+    code
+}
+
+/// Starts `--agent-cmd` (split as a POSIX shell would; no shell runs) and its handshake.
+async fn start_agent_process(
+    command_line: &str,
+    timeout_ms: u64,
+) -> Result<AgentProcess, AgentProcessError> {
+    let config = AgentProcessConfig::from_command_line(command_line)?
+        .request_timeout(Duration::from_millis(timeout_ms));
+    AgentProcess::start(config).await
+}
+
+/// Attaches the agent, mounts channels, listens, prints the `listening` line and runs until a
+/// signal.
+async fn serve(
+    args: &ServeArgs,
+    transport: &WsTransport,
+    agent: Option<&AgentProcess>,
+) -> ExitCode {
+    match agent {
+        Some(agent) => transport.attach(agent.profile()),
+        None => {
+            let delay = Duration::from_millis(args.demo_delay_ms);
+            transport.attach(AgentProfile::embedded(
+                EmbeddedAgent::default().with_demo_delay(delay),
+            ));
+        }
+    }
     for spec in &args.channels {
-        if let Err(e) = channels::mount(&transport, spec) {
+        if let Err(e) = channels::mount(transport, spec) {
             return usage_error(e);
         }
     }

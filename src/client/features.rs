@@ -15,52 +15,18 @@ pub struct FeatureRequirement {
     pub since: &'static str,
 }
 
-/// Methods that need a feature beyond the always-present core (`system.*`, `surface.role`,
-/// `session.*`). Keep in step with the server's method catalog.
-const TABLE: &[(&str, FeatureRequirement)] = &[
-    (
-        "sessions.list",
-        FeatureRequirement {
-            feature: "sessions",
-            since: "1.0",
-        },
-    ),
-    (
-        "sessions.start",
-        FeatureRequirement {
-            feature: "sessions",
-            since: "1.0",
-        },
-    ),
-    (
-        "sessions.switch",
-        FeatureRequirement {
-            feature: "sessions",
-            since: "1.0",
-        },
-    ),
-    (
-        "channels.list",
-        FeatureRequirement {
-            feature: "channels",
-            since: "1.0",
-        },
-    ),
-    (
-        "usage.report",
-        FeatureRequirement {
-            feature: "usage",
-            since: "1.0",
-        },
-    ),
-];
-
-/// The feature `method` needs, if any.
+/// The feature `method` needs, from the protocol's one method catalog
+/// ([`crate::protocol::catalog`]): the client and the server cannot disagree on names.
+/// `usage.report` needs a feature per scope, which the server checks; the client does not
+/// preflight it.
 pub fn feature_for_method(method: &str) -> Option<FeatureRequirement> {
-    TABLE
-        .iter()
-        .find(|(name, _)| *name == method)
-        .map(|(_, requirement)| *requirement)
+    let feature = crate::protocol::catalog::Method::from_name(method)?
+        .spec()
+        .feature?;
+    Some(FeatureRequirement {
+        feature: feature.name(),
+        since: feature.introduced_str(),
+    })
 }
 
 /// Whether a server that announced `features` at `server_protocol` lacks what `method` needs.
@@ -131,11 +97,11 @@ mod tests {
 
     #[test]
     fn a_feature_announced_false_is_refused_with_the_documented_data() {
-        let error = preflight("usage.report", "1.0", &features(&[("usage", false)])).unwrap();
+        let error = preflight("sessions.start", "1.0", &features(&[("sessions", false)])).unwrap();
         assert_eq!(error.code, ErrorCode::UnsupportedFeature);
         assert_eq!(error.effect_state, Some(EffectState::None));
         let data = error.data.unwrap();
-        assert_eq!(data["feature"], "usage");
+        assert_eq!(data["feature"], "sessions");
         assert_eq!(data["component"], "server");
         assert_eq!(data["required_protocol"], "1.0");
         assert_eq!(data["actual_protocol"], "1.0");

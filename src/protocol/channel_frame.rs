@@ -45,7 +45,7 @@ pub const VERSION: u8 = 1;
 pub const MAX_CHANNEL_NAME: usize = 255;
 
 /// Magic, version, kind and name length: the part of the header before the name.
-pub(crate) const PREFIX_LEN: usize = 6;
+const PREFIX_LEN: usize = 6;
 /// Width of the big-endian `seq` that follows the name.
 const SEQ_LEN: usize = 4;
 

@@ -25,11 +25,12 @@
 //! assert!(String::from_utf8(rejection.reply()).unwrap().contains("malformed_frame"));
 //! ```
 
-use bytes::Bytes;
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::error::{protocol_error_event, EffectState, ErrorCode, ErrorObject, ProtocolErrorCode};
+
+mod encode;
+pub use encode::{encode_error, encode_event, encode_result, too_large_reply};
 
 /// The longest `id` the server accepts (bytes). Longer ids are refused rather than echoed.
 pub const MAX_ID_BYTES: usize = 256;
@@ -360,96 +361,5 @@ pub fn truncate(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-#[derive(Serialize)]
-struct OkFrame<'a, T: Serialize> {
-    id: &'a str,
-    result: &'a T,
-}
-
-#[derive(Serialize)]
-struct ErrFrame<'a> {
-    id: &'a str,
-    error: &'a ErrorObject,
-}
-
-#[derive(Serialize)]
-struct EventFrame<'a, T: Serialize> {
-    event: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    seq: Option<u64>,
-    payload: &'a T,
-}
-
-/// Encodes `{id, result}`. Fails only if `result`'s own `Serialize` fails.
-pub fn encode_result<T: Serialize>(id: &str, result: &T) -> Result<Bytes, serde_json::Error> {
-    serde_json::to_vec(&OkFrame { id, result }).map(Bytes::from)
-}
-
-/// Encodes `{id, error}`.
-pub fn encode_error(id: &str, error: &ErrorObject) -> Bytes {
-    match serde_json::to_vec(&ErrFrame { id, error }) {
-        Ok(v) => Bytes::from(v),
-        // Only a custom `data` value could fail to encode; answer without it.
-        Err(_) => {
-            let bare = ErrorObject {
-                data: None,
-                ..error.clone()
-            };
-            Bytes::from(serde_json::to_vec(&ErrFrame { id, error: &bare }).unwrap_or_default())
-        }
-    }
-}
-
-/// Encodes `{event, seq?, payload}`. Fails only if `payload`'s own `Serialize` fails.
-pub fn encode_event<T: Serialize>(
-    event: &str,
-    seq: Option<u64>,
-    payload: &T,
-) -> Result<Bytes, serde_json::Error> {
-    serde_json::to_vec(&EventFrame {
-        event,
-        seq,
-        payload,
-    })
-    .map(Bytes::from)
-}
-
-/// The answer to a text message over the soft limit `limit` (SPEC section 3): an error
-/// response `too_large` with `data: {limit, size}` when the message is a request with a usable
-/// id, otherwise a `protocol_error` event with code `too_large`. The socket stays open.
-pub fn too_large_reply(text: &str, limit: usize) -> Vec<u8> {
-    #[derive(serde::Deserialize)]
-    struct IdOnly {
-        id: Option<Value>,
-    }
-    let message = format!(
-        "text message of {} bytes is over the {limit}-byte limit",
-        text.len()
-    );
-    let data = serde_json::json!({ "limit": limit, "size": text.len() });
-    let id = serde_json::from_str::<IdOnly>(text)
-        .ok()
-        .and_then(|m| m.id)
-        .and_then(|id| match id {
-            Value::String(s) if !s.is_empty() && s.len() <= MAX_ID_BYTES => Some(s),
-            _ => None,
-        });
-    match id {
-        Some(id) => {
-            let error = ErrorObject::new(ErrorCode::TooLarge, message)
-                .effect(EffectState::None)
-                .with_data(data);
-            encode_error(&id, &error).to_vec()
-        }
-        None => {
-            let Value::Object(extra) = data else {
-                return Vec::new();
-            };
-            protocol_error_event(ProtocolErrorCode::TooLarge, &message, extra)
-        }
-    }
-}
-
 #[cfg(test)]
-#[path = "envelope_tests.rs"]
 mod tests;

@@ -67,8 +67,8 @@ impl Feature {
         }
     }
 
-    /// The protocol version that introduced it.
-    pub fn introduced(self) -> ProtocolVersion {
+    /// The protocol version that introduced it, as written on the wire ("MAJOR.MINOR").
+    pub fn introduced_str(self) -> &'static str {
         match self {
             Feature::Sessions
             | Feature::Resume
@@ -76,8 +76,15 @@ impl Feature {
             | Feature::Channels
             | Feature::UsageSession
             | Feature::UsagePersonal
-            | Feature::UsageStored => ProtocolVersion::new(1, 0),
+            | Feature::UsageStored => "1.0",
         }
+    }
+
+    /// The protocol version that introduced it.
+    pub fn introduced(self) -> ProtocolVersion {
+        self.introduced_str()
+            .parse()
+            .unwrap_or(ProtocolVersion::new(1, 0))
     }
 
     /// The feature behind a `usage.report` scope.

@@ -21,11 +21,13 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::admission::CloseRefusal;
+use super::control::{self, Control};
 use super::outbound::{close_code, FailReason, MessageKind, OutItem, Outbound};
 use super::profile::{Connection, ConnectionId, TextSession};
 use super::reassembly::{Reassembler, Reassembly};
 use super::shared::Shared;
 use super::wire::{FrameWriter, Opcode};
+use crate::protocol::envelope::too_large_reply;
 use crate::protocol::error::{protocol_error_event, ProtocolErrorCode};
 use crate::protocol::Role;
 
@@ -109,6 +111,26 @@ pub(crate) async fn run(
     shared: Arc<Shared>,
 ) {
     let (reader, writer) = split_io(upgraded);
+    run_split(reader, writer, verdict, shared).await
+}
+
+/// Runs a connection over any byte stream that has already completed the WebSocket upgrade.
+/// The same task as [`run`]; only the splitting differs. Used by tests and fuzzing to drive the
+/// real connection layer over an in-memory stream or a socket with injected faults.
+pub(crate) async fn run_io<IO>(io: IO, verdict: Result<Role, CloseRefusal>, shared: Arc<Shared>)
+where
+    IO: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (reader, writer) = tokio::io::split(io);
+    run_split(Box::new(reader), Box::new(writer), verdict, shared).await
+}
+
+async fn run_split(
+    reader: Reader,
+    writer: Writer,
+    verdict: Result<Role, CloseRefusal>,
+    shared: Arc<Shared>,
+) {
     let limits = shared.limits.clone();
     let out = Outbound::new(limits.queue_bytes);
     let terminate = Arc::new(Terminate::default());
@@ -132,13 +154,15 @@ pub(crate) async fn run(
     .0;
     // The read half rejects a single frame at `max`; our cap is inclusive.
     ws.set_max_message_size(limits.max_message_bytes.saturating_add(1));
-    ws.set_auto_close(true);
-    ws.set_auto_pong(true);
+    // Pongs and close echoes are ours to send (see `control`): fastwebsockets would echo an
+    // over-long close payload as is, and answer frames we must refuse (unmasked ones).
+    ws.set_auto_close(false);
+    ws.set_auto_pong(false);
 
     match verdict {
         Err(refusal) => {
             out.close(close_code::POLICY, &refusal.to_string());
-            drain(&mut ws, &out, &live, &terminate).await;
+            drain(&mut ws, &live, &terminate).await;
         }
         Ok(role) => serve_admitted(&mut ws, role, &out, &shared, &live, &terminate).await,
     }
@@ -168,7 +192,7 @@ async fn serve_admitted(
     let conn = Connection::new(id, role, out.clone());
     let Some(mut session) = shared.open_session(&conn, terminate.clone()) else {
         out.close(close_code::GOING_AWAY, "server stopping");
-        drain(ws, out, live, terminate).await;
+        drain(ws, live, terminate).await;
         return;
     };
     {
@@ -197,9 +221,9 @@ async fn serve_admitted(
     tokio::pin!(handshake_deadline);
 
     let mut reassembler = Reassembler::new(shared.limits.max_message_bytes);
-    let mut send = |f| obligated(out, f);
     // Whether the peer's side is over (close received, EOF): nothing left to drain.
     let mut peer_done = true;
+    let mut send = no_obligations;
     loop {
         let frame = tokio::select! {
             biased;
@@ -213,17 +237,38 @@ async fn serve_admitted(
             r = ws.read_frame(&mut send) => r,
         };
         live.heard();
-        let frame = match frame {
+        let mut frame = match frame {
             Ok(f) => f,
             Err(e) => {
                 peer_done = !close_for_read_error(out, &e);
                 break;
             }
         };
+        if !control::is_masked(&mut frame) {
+            // RFC 6455 §5.1: a server MUST close the connection on an unmasked client frame.
+            out.close(close_code::PROTOCOL_ERROR, "unmasked client frame");
+            peer_done = false;
+            break;
+        }
         match frame.opcode {
-            OpCode::Close => break,
-            OpCode::Pong | OpCode::Ping => continue,
             OpCode::Text | OpCode::Binary | OpCode::Continuation => {}
+            op => match control::classify(op, &frame.payload) {
+                Ok(Control::Ping(payload)) => {
+                    let _ = out.push(OutItem::Pong(Bytes::copy_from_slice(payload)));
+                    continue;
+                }
+                Ok(Control::Pong) => continue,
+                Ok(Control::Close { code, reason }) => {
+                    // Echo the peer's code; the close ends our side too.
+                    out.close(code, reason);
+                    break;
+                }
+                Err(v) => {
+                    out.close(v.code, v.reason);
+                    peer_done = false;
+                    break;
+                }
+            },
         }
         let message = match reassembler.push(frame) {
             Reassembly::Partial => continue,
@@ -259,11 +304,14 @@ async fn serve_admitted(
             break;
         }
     }
+    // Before detaching: a handshake completed from a task that outlives the connection must
+    // not attach it as a sink again.
+    conn.clear_on_handshake();
     shared.registry.detach_sink(id);
     session.on_close();
     shared.forget(id);
     if !peer_done && out.failure().is_none() {
-        drain(ws, out, live, terminate).await;
+        drain(ws, live, terminate).await;
     }
 }
 
@@ -282,35 +330,13 @@ fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, te
 }
 
 /// A text message over the soft limit: answered, and the socket stays open. When the message
-/// is a request with a usable id, the answer is its error response; otherwise an event.
+/// is a request with a usable id, the answer is its error response; otherwise an event. The
+/// envelope module owns the reply's shape (one copy of the rule, fuzzed there).
 fn answer_too_large(conn: &Connection, shared: &Shared, text: &[u8], limit: usize) {
-    #[derive(serde::Deserialize)]
-    struct IdOnly {
-        id: Option<Value>,
-    }
     shared.metrics.protocol_error();
-    let message = format!(
-        "text message of {} bytes is over the {limit}-byte limit",
-        text.len()
-    );
-    let data = serde_json::json!({ "limit": limit, "size": text.len() });
-    let id = serde_json::from_slice::<IdOnly>(text)
-        .ok()
-        .and_then(|m| m.id)
-        .and_then(|id| id.as_str().filter(|s| !s.is_empty()).map(str::to_owned));
-    let frame = match id {
-        Some(id) => serde_json::json!({
-            "id": id,
-            "error": { "code": "too_large", "message": message, "data": data }
-        })
-        .to_string()
-        .into_bytes(),
-        None => {
-            let Value::Object(extra) = data else { return };
-            protocol_error_event(ProtocolErrorCode::TooLarge, &message, extra)
-        }
-    };
-    let _ = conn.send_text(frame);
+    // The reassembler validated the UTF-8; a lossy view changes nothing for a valid text.
+    let reply = too_large_reply(&String::from_utf8_lossy(text), limit);
+    let _ = conn.send_text(reply);
 }
 
 /// Sends a `protocol_error` event and counts it.
@@ -325,33 +351,10 @@ pub(crate) fn send_protocol_error(
     let _ = conn.send_text(protocol_error_event(code, message, extra));
 }
 
-/// Queues what fastwebsockets obliges us to send (pong, close echo). Never fails the read: if
-/// the queue is closed we are already closing.
-fn obligated<'f>(
-    out: &Outbound,
-    frame: Frame<'f>,
-) -> std::future::Ready<Result<(), std::io::Error>> {
-    let item = match frame.opcode {
-        OpCode::Pong => OutItem::Pong(Bytes::copy_from_slice(&frame.payload)),
-        OpCode::Close => {
-            let (code, reason) = parse_close(&frame.payload);
-            OutItem::Close {
-                code,
-                reason: Arc::from(reason),
-            }
-        }
-        _ => return std::future::ready(Ok(())),
-    };
-    let _ = out.push(item);
+/// The `send_fn` of `read_frame`: with automatic pong and close off, fastwebsockets never has a
+/// frame it is obliged to send, so this is never called with one that matters.
+fn no_obligations(_frame: Frame<'_>) -> std::future::Ready<Result<(), std::io::Error>> {
     std::future::ready(Ok(()))
-}
-
-fn parse_close(payload: &[u8]) -> (u16, &str) {
-    if payload.len() < 2 {
-        return (close_code::NORMAL, "");
-    }
-    let code = u16::from_be_bytes([payload[0], payload[1]]);
-    (code, std::str::from_utf8(&payload[2..]).unwrap_or(""))
 }
 
 /// Queues the close a read error calls for; `false` when the socket itself is gone.
@@ -373,11 +376,10 @@ fn close_for_read_error(out: &Outbound, e: &WebSocketError) -> bool {
 /// writer's grace period ends, so the peer reads our close instead of a reset.
 async fn drain(
     ws: &mut fastwebsockets::WebSocketRead<Reader>,
-    out: &Outbound,
     live: &Liveness,
     terminate: &Terminate,
 ) {
-    let mut send = |f| obligated(out, f);
+    let mut send = no_obligations;
     loop {
         let r = tokio::select! {
             biased;

@@ -83,7 +83,27 @@ fn header<B>(req: &Request<B>, name: hyper::header::HeaderName) -> Option<&str> 
         .map(|v| v.to_str().unwrap_or("\u{0}"))
 }
 
+/// Largest request head the carrier serves: header names and values plus the URI. hyper's
+/// `max_buf_size` only bounds a head that arrives in several reads (one that fits a single read
+/// is parsed whole), so the bound is enforced here too. Browsers send a few KiB.
+pub const MAX_HEAD_BYTES: usize = 32 * 1024;
+
+fn head_bytes<B>(req: &Request<B>) -> usize {
+    let headers: usize = req
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    headers + req.uri().to_string().len()
+}
+
 fn handle<B: Send + 'static>(mut req: Request<B>, shared: Arc<Shared>) -> Response<Body> {
+    if head_bytes(&req) > MAX_HEAD_BYTES {
+        return plain(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "request head too large\n",
+        );
+    }
     let path = req.uri().path();
     if path == "/healthz" {
         return text(StatusCode::OK, "application/json", r#"{"status":"ok"}"#);
@@ -111,7 +131,7 @@ fn handle<B: Send + 'static>(mut req: Request<B>, shared: Arc<Shared>) -> Respon
         ),
         "/metrics" => metrics(&req, &shared),
         "/console" => text(StatusCode::OK, "text/html; charset=utf-8", CONSOLE_HTML),
-        "/client.js" => text(StatusCode::OK, "text/javascript; charset=utf-8", CLIENT_JS),
+        "/client.js" => text(StatusCode::OK, "text/javascript", CLIENT_JS),
         _ => plain(StatusCode::NOT_FOUND, "not found\n"),
     }
 }

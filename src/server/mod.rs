@@ -18,6 +18,7 @@ pub mod bench_support;
 pub mod config;
 mod connection;
 pub mod context;
+mod control;
 pub mod http;
 pub mod listener;
 pub mod metrics;

@@ -108,14 +108,14 @@ struct LossyState {
     dropped: u64,
 }
 
-/// The latched cleanup run on a connection's first failure.
-type FailCleanup = Box<dyn FnOnce(FailReason) + Send>;
-
 /// The shared outbound queue of one connection. Cheap to clone (an `Arc`).
 #[derive(Clone)]
 pub struct Outbound {
     inner: Arc<OutboundInner>,
 }
+
+/// The latched cleanup of a failed connection.
+type Cleanup = Box<dyn FnOnce(FailReason) + Send>;
 
 struct OutboundInner {
     queue: Mutex<Queue>,
@@ -130,7 +130,7 @@ struct OutboundInner {
     /// Set on failure so the writer and reader stop.
     fail_reason: Mutex<Option<FailReason>>,
     /// Runs once, on the first failure.
-    on_fail: Mutex<Option<FailCleanup>>,
+    on_fail: Mutex<Option<Cleanup>>,
     /// Wakes tasks waiting in [`Outbound::failed`].
     failed_notify: Notify,
 }
@@ -259,15 +259,17 @@ impl Outbound {
             body,
             lossy: Some(channel.clone()),
         });
-        drop(q);
+        // Counted under the lock, like `push`: see there.
         self.inner.bytes.fetch_sub(freed, Ordering::AcqRel);
-        self.account(cost)
+        let now = self.inner.bytes.fetch_add(cost, Ordering::AcqRel) + cost;
+        drop(q);
+        self.check_budget(now)
     }
 
     /// Queues a control or data item; the single entry point for reliable frames.
     pub(crate) fn push(&self, item: OutItem) -> Result<(), DeliveryError> {
         let cost = item.cost();
-        {
+        let now = {
             let mut q = self.lock();
             if q.closed {
                 return Err(DeliveryError::Closed);
@@ -276,12 +278,18 @@ impl Outbound {
                 q.closed = true;
             }
             q.items.push_back(item);
-        }
-        self.account(cost)
+            // Counted before the lock is released, so before the writer can take the item and
+            // release its bytes. Counting after the unlock let the writer's subtraction come
+            // first: the counter wrapped below zero for a moment, and a concurrent send saw a
+            // huge queue and failed a healthy connection as a slow reader (1013). Seen in the
+            // 1,000-connection soak under CPU contention.
+            self.inner.bytes.fetch_add(cost, Ordering::AcqRel) + cost
+        };
+        self.check_budget(now)
     }
 
-    fn account(&self, cost: usize) -> Result<(), DeliveryError> {
-        let now = self.inner.bytes.fetch_add(cost, Ordering::AcqRel) + cost;
+    /// Fails the connection when `now` (the count just after a send) is over the budget.
+    fn check_budget(&self, now: usize) -> Result<(), DeliveryError> {
         if now > self.inner.budget {
             self.fail_once(FailReason::SlowReader);
             return Err(DeliveryError::Overflow);
@@ -469,6 +477,50 @@ mod tests {
             OutItem::Message { body, .. } => assert_eq!(body[0], 2),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn concurrent_sends_and_writes_never_fail_a_reader_that_keeps_up() {
+        // The writer releases bytes as fast as they are queued, so at most a few sends are
+        // ever outstanding: a spurious overflow can only come from a miscount.
+        let out = Outbound::new(1000);
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (out, stop) = (out.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let (mut batch, mut drops) = (Vec::new(), Vec::new());
+                while !stop.load(Ordering::Acquire) {
+                    let _ = futures_util::FutureExt::now_or_never(
+                        out.next_batch(&mut batch, &mut drops),
+                    );
+                    for item in batch.drain(..) {
+                        out.written(item.cost());
+                    }
+                }
+            })
+        };
+        let senders: Vec<_> = (0..2)
+            .map(|_| {
+                let out = out.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..100_000 {
+                        if out.send_text(Bytes::from_static(b"0123456789")).is_err() {
+                            return false;
+                        }
+                        // Keep the queue short: wait for the writer to catch up.
+                        while out.queued_bytes() > 100 && out.failure().is_none() {
+                            std::thread::yield_now();
+                        }
+                    }
+                    true
+                })
+            })
+            .collect();
+        let ok = senders.into_iter().all(|s| s.join().unwrap());
+        stop.store(true, Ordering::Release);
+        writer.join().unwrap();
+        assert!(ok, "a healthy connection failed: {:?}", out.failure());
+        assert_eq!(out.failure(), None);
     }
 
     #[test]

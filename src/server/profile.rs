@@ -126,6 +126,17 @@ impl Connection {
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(Box::new(f));
     }
+
+    /// Drops the handshake hook unrun. The hook holds a clone of this connection (to attach it
+    /// as a sink), so a connection that ends before its handshake would otherwise keep itself
+    /// — its outbound queue and the registry — alive forever.
+    pub(crate) fn clear_on_handshake(&self) {
+        self.inner
+            .on_handshake
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
 }
 
 impl std::fmt::Debug for Connection {

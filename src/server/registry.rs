@@ -6,7 +6,7 @@
 //! handler as a slice of the received message.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
 use dashmap::{DashMap, DashSet};
@@ -200,7 +200,7 @@ impl ChannelRegistry {
                 v.insert(entry.clone());
                 Ok(ChannelHandle {
                     entry,
-                    registry: self.clone(),
+                    registry: Arc::downgrade(&self.inner),
                 })
             }
         }
@@ -397,10 +397,35 @@ impl ChannelEntry {
 #[derive(Clone)]
 pub struct ChannelHandle {
     entry: Arc<ChannelEntry>,
-    registry: ChannelRegistry,
+    /// Weak: a channel's own handler usually captures its handle (echo, relay), and the
+    /// registry owns that handler, so a strong link here would be a cycle that keeps the whole
+    /// registry, its channels and their handlers alive after the transport is dropped.
+    registry: Weak<RegistryInner>,
+}
+
+impl Drop for RegistryInner {
+    /// Breaks the entry → handler → handle → entry cycle of self-referencing handlers, so that
+    /// dropping the last registry frees every channel and handler.
+    fn drop(&mut self) {
+        for entry in self.channels.iter() {
+            *entry.sink.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+    }
 }
 
 impl ChannelHandle {
+    /// The registry, while the transport that owns it lives.
+    fn registry(&self) -> Option<ChannelRegistry> {
+        self.registry
+            .upgrade()
+            .map(|inner| ChannelRegistry { inner })
+    }
+
+    /// Connections that currently receive this channel (none once the registry is gone).
+    fn sinks(&self) -> Arc<Vec<Connection>> {
+        self.registry().map(|r| r.snapshot()).unwrap_or_default()
+    }
+
     /// The channel's descriptor.
     pub fn descriptor(&self) -> &ChannelDescriptor {
         &self.entry.descriptor
@@ -472,18 +497,7 @@ impl ChannelHandle {
     /// Sends to every handshaken connection; the frame is encoded once. Returns its seq.
     /// Connections that cannot take it fail on their own; the send still succeeds.
     pub fn broadcast(&self, body: FrameBody) -> Result<u32, ChannelError> {
-        self.check(&body)?;
-        let _order = self
-            .entry
-            .send_lock
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let seq = self.next_seq();
-        let frame = channel_frame::encode(&self.entry.descriptor.name, seq, &body)?;
-        for sink in self.registry.snapshot().iter() {
-            let _ = self.queue(sink, &frame);
-        }
-        Ok(seq)
+        self.fan_out(None, body)
     }
 
     /// Sends to every handshaken connection except `except` (used by relays).
@@ -492,6 +506,12 @@ impl ChannelHandle {
         except: ConnectionId,
         body: FrameBody,
     ) -> Result<u32, ChannelError> {
+        self.fan_out(Some(except), body)
+    }
+
+    /// Numbers, encodes once and queues a frame for every sink but `except`, under the send
+    /// lock so every receiver sees this channel's seqs in order.
+    fn fan_out(&self, except: Option<ConnectionId>, body: FrameBody) -> Result<u32, ChannelError> {
         self.check(&body)?;
         let _order = self
             .entry
@@ -500,8 +520,8 @@ impl ChannelHandle {
             .unwrap_or_else(|e| e.into_inner());
         let seq = self.next_seq();
         let frame = channel_frame::encode(&self.entry.descriptor.name, seq, &body)?;
-        for sink in self.registry.snapshot().iter() {
-            if sink.id() != except {
+        for sink in self.sinks().iter() {
+            if Some(sink.id()) != except {
                 let _ = self.queue(sink, &frame);
             }
         }
@@ -525,8 +545,8 @@ impl ChannelHandle {
     pub fn send_to(&self, connection: ConnectionId, body: FrameBody) -> Result<u32, ChannelError> {
         self.check(&body)?;
         let conn = self
-            .registry
-            .sink(connection)
+            .registry()
+            .and_then(|r| r.sink(connection))
             .ok_or(ChannelError::UnknownConnection(connection))?;
         let _order = self
             .entry
@@ -543,12 +563,14 @@ impl ChannelHandle {
     /// get `unknown_channel`.
     pub fn close(&self) {
         self.entry.closed.store(true, Ordering::Release);
-        self.registry
-            .inner
-            .channels
-            .remove_if(&self.entry.descriptor.name, |_, e| {
-                Arc::ptr_eq(e, &self.entry)
-            });
+        if let Some(registry) = self.registry() {
+            registry
+                .inner
+                .channels
+                .remove_if(&self.entry.descriptor.name, |_, e| {
+                    Arc::ptr_eq(e, &self.entry)
+                });
+        }
         *self.entry.sink.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 

@@ -64,9 +64,14 @@ pub struct WsTransport {
 /// Mints a per-launch token: 32 bytes of OS randomness as 64 hex characters (valid in a URL
 /// and as a `Sec-WebSocket-Protocol` value). Fails rather than falling back to anything weaker.
 pub fn mint_token() -> Result<String, ConfigError> {
+    mint_token_from(&mut rand::rngs::OsRng)
+}
+
+/// [`mint_token`] over any fallible random source (the OS one in production; tests pass one
+/// that fails).
+fn mint_token_from<R: TryRngCore>(rng: &mut R) -> Result<String, ConfigError> {
     let mut bytes = [0u8; 32];
-    rand::rngs::OsRng
-        .try_fill_bytes(&mut bytes)
+    rng.try_fill_bytes(&mut bytes)
         .map_err(|e| ConfigError::RandomSource(e.to_string()))?;
     Ok(hex::encode(bytes))
 }
@@ -88,11 +93,22 @@ impl WsTransport {
     /// Validates the configuration and mints the token when none is given (and not open).
     /// Nothing is bound yet.
     pub fn new(config: CarrierConfig) -> Result<Self, ConfigError> {
+        Self::with_random_source(config, &mut rand::rngs::OsRng)
+    }
+
+    /// Test seam, not a supported API: [`WsTransport::new`] with the token minted from `rng`
+    /// instead of the OS random source, so a test can make that source fail and check that the
+    /// carrier refuses to start ([`ConfigError::RandomSource`]) rather than run without a token.
+    #[doc(hidden)]
+    pub fn with_random_source<R: TryRngCore>(
+        config: CarrierConfig,
+        rng: &mut R,
+    ) -> Result<Self, ConfigError> {
         config.validate()?;
         let token = match (&config.token, config.open) {
             (Some(t), _) => Some(t.clone()),
             (None, true) => None,
-            (None, false) => Some(mint_token()?),
+            (None, false) => Some(mint_token_from(rng)?),
         };
         let policy = AdmissionPolicy {
             token: token.clone(),
@@ -290,6 +306,39 @@ impl WsTransport {
         let (tx, _rx) = watch::channel(false);
         st.shutdown = Some(tx);
         Ok(())
+    }
+}
+
+impl WsTransport {
+    /// Test and fuzzing seam, not a supported API: serves one byte stream that has already
+    /// completed the WebSocket upgrade through the real connection task (reader, reassembly,
+    /// routing, the single writer), with `verdict` standing in for admission's. It takes a
+    /// connection slot like an upgrade would. `None` when the transport is not running or every
+    /// slot is taken. The returned future ends when the connection has ended.
+    #[doc(hidden)]
+    pub fn serve_stream<IO>(
+        &self,
+        io: IO,
+        verdict: Result<crate::protocol::Role, super::admission::CloseRefusal>,
+    ) -> Option<impl std::future::Future<Output = ()> + Send + 'static>
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+    {
+        let running = self
+            .shared
+            .running
+            .read()
+            .map(|r| r.is_some())
+            .unwrap_or(false);
+        if !running {
+            return None;
+        }
+        let slot = self.shared.reserve_slot()?;
+        let shared = self.shared.clone();
+        Some(async move {
+            let _slot = slot;
+            super::connection::run_io(io, verdict, shared).await
+        })
     }
 }
 

@@ -50,7 +50,11 @@ export const RECONNECT_DELAYS_MS = Object.freeze([1000, 2000, 4000, 8000, 16000,
  * @type {Readonly<Record<string, {feature: string, requiredProtocol: string}>>}
  */
 export const METHOD_FEATURES = Object.freeze({
-  "usage.report": Object.freeze({ feature: "usage_report", requiredProtocol: "1.0" }),
+  "session.permission.respond": Object.freeze({ feature: "permissions", requiredProtocol: "1.0" }),
+  "sessions.list": Object.freeze({ feature: "sessions", requiredProtocol: "1.0" }),
+  "sessions.start": Object.freeze({ feature: "sessions", requiredProtocol: "1.0" }),
+  "sessions.switch": Object.freeze({ feature: "sessions", requiredProtocol: "1.0" }),
+  "channels.list": Object.freeze({ feature: "channels", requiredProtocol: "1.0" }),
 });
 
 /** Close code the server uses to refuse a token or role; reconnecting cannot help. */

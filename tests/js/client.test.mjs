@@ -95,7 +95,7 @@ const HANDSHAKE_RESULT = {
   session_id: "s1",
   epoch: "e1",
   version_skew: false,
-  features: { usage_report: true },
+  features: { sessions: true, channels: true, permissions: true, resume: true },
   channels: [],
   limits: {},
   resume: { outcome: "new" },
@@ -221,14 +221,14 @@ test("every text event reaches onEvent, and a disposed handler gets nothing more
 test("a request needing a feature the server lacks fails locally and sends nothing", async () => {
   const lacking = setup();
   const done = lacking.client.connect();
-  completeHandshake(lacking.Fake, 0, { ...HANDSHAKE_RESULT, features: { usage_report: false } });
+  completeHandshake(lacking.Fake, 0, { ...HANDSHAKE_RESULT, features: { sessions: false } });
   await done;
   const lackingSocket = lacking.Fake.sockets[0];
   const before = lackingSocket.sent.length;
-  await assert.rejects(lacking.client.request("usage.report", { scope: "session" }), (err) => {
+  await assert.rejects(lacking.client.request("sessions.list", {}), (err) => {
     assert.equal(err.code, "unsupported_feature");
     assert.equal(err.effectState, "none");
-    assert.equal(err.data.feature, "usage_report");
+    assert.equal(err.data.feature, "sessions");
     assert.equal(err.data.component, "server");
     return true;
   });
@@ -236,8 +236,8 @@ test("a request needing a feature the server lacks fails locally and sends nothi
 
   // The same method goes out to a server that announces the feature.
   const { client, socket } = await connected();
-  client.request("usage.report", { scope: "session" }).catch(() => {});
-  assert.equal(socket.lastRequest().method, "usage.report");
+  client.request("sessions.list", {}).catch(() => {});
+  assert.equal(socket.lastRequest().method, "sessions.list");
 });
 
 test("an unlisted feature is judged by the server's protocol version", async () => {

@@ -290,6 +290,22 @@ impl Raw {
         (status, raw)
     }
 
+    /// A raw client over a stream that is already past the upgrade.
+    pub fn from_stream(tcp: TcpStream) -> Raw {
+        Raw {
+            tcp,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Writes one frame without a masking key (which RFC 6455 forbids a client to do).
+    pub async fn send_unmasked(&mut self, fin: bool, opcode: u8, payload: &[u8]) {
+        assert!(payload.len() < 126, "short frames only");
+        let mut f = vec![(if fin { 0x80 } else { 0 }) | opcode, payload.len() as u8];
+        f.extend_from_slice(payload);
+        let _ = self.tcp.write_all(&f).await;
+    }
+
     /// Writes one masked frame.
     pub async fn send(&mut self, fin: bool, opcode: u8, payload: &[u8]) {
         let mut f = vec![(if fin { 0x80 } else { 0 }) | opcode];

@@ -130,3 +130,14 @@ fn event_round_trips_through_two_part_encoding() {
         }
     );
 }
+
+#[test]
+fn event_payload_floats_survive_decode_and_re_encode_exactly() {
+    // Needs serde_json's `float_roundtrip`: without it this value comes back one ULP off.
+    let payload = json!({ "x": 5.339675471477256e214 });
+    let msg = encode_event("m", 1, "level", &payload).unwrap().to_vec();
+    let FrameBody::Event { payload: got, .. } = decode(Bytes::from(msg)).unwrap().body else {
+        panic!("event frame decoded as binary");
+    };
+    assert_eq!(got, payload);
+}

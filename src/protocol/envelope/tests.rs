@@ -135,3 +135,70 @@ fn truncate_respects_char_boundaries() {
     assert_eq!(truncate("héllo", 2), "h");
     assert_eq!(truncate("abc", 10), "abc");
 }
+
+/// Found by the envelope fuzz target: serde reads a struct from a JSON array too, so `[",,0"]`
+/// was answered as if it were a request with id `",,0"`.
+#[test]
+fn too_large_never_takes_an_id_from_an_array() {
+    let reply: Value = serde_json::from_slice(&too_large_reply(r#"[",,0"]"#, 1)).unwrap();
+    assert_eq!(reply["event"], "protocol_error");
+    assert_eq!(reply["payload"]["code"], "too_large");
+    assert!(reply.get("id").is_none());
+    let reply: Value =
+        serde_json::from_slice(&too_large_reply(r#" {"id":"r1","method":"m"}"#, 1)).unwrap();
+    assert_eq!(reply["id"], "r1");
+    assert_eq!(reply["error"]["code"], "too_large");
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_text_is_parsed_or_answered_with_valid_json(text in ".{0,200}") {
+        if let Err(rejection) = parse(&text) {
+            let reply: Value = serde_json::from_slice(&rejection.reply()).unwrap();
+            proptest::prop_assert!(reply.get("error").is_some() || reply["event"] == "protocol_error");
+        }
+    }
+
+    #[test]
+    fn any_json_value_is_parsed_or_answered(value in json_value()) {
+        let text = value.to_string();
+        if let Err(rejection) = parse(&text) {
+            let reply: Value = serde_json::from_slice(&rejection.reply()).unwrap();
+            proptest::prop_assert!(reply.get("error").is_some() || reply["event"] == "protocol_error");
+        }
+    }
+}
+
+fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        prop_oneof![
+            Just("id".to_owned()),
+            Just("method".to_owned()),
+            Just("system.ping".to_owned()),
+            ".{0,8}"
+        ]
+        .prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        let keys = prop_oneof![
+            Just("id".to_owned()),
+            Just("method".to_owned()),
+            Just("params".to_owned()),
+            Just("result".to_owned()),
+            Just("error".to_owned()),
+            Just("event".to_owned()),
+            Just("seq".to_owned()),
+            Just("payload".to_owned()),
+            "[a-z]{1,4}",
+        ];
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            proptest::collection::btree_map(keys, inner, 0..5)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}

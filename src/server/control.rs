@@ -1,0 +1,179 @@
+//! RFC 6455 rules for inbound frames that fastwebsockets leaves to its caller.
+//!
+//! fastwebsockets parses frames but, on its read half, does not refuse an unmasked client frame
+//! (RFC 6455 §5.1: a server MUST close the connection on one), does not bound the payload of a
+//! close or pong frame to 125 bytes (§5.5), and, when it answers a close itself, echoes the whole
+//! payload back — an over-long close reason would come back as an invalid frame. So the carrier
+//! turns its automatic pong and close off and applies the rules here: pure functions, unit-tested
+//! and fuzzed, that say what the reader does with each frame.
+
+use fastwebsockets::{Frame, OpCode};
+
+use super::outbound::close_code;
+
+/// Largest payload of a control frame (RFC 6455 §5.5).
+pub(crate) const MAX_CONTROL_PAYLOAD: usize = 125;
+
+/// A frame the peer was not allowed to send: the connection is closed with `code`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Violation {
+    /// The close code to send.
+    pub(crate) code: u16,
+    /// The close reason to send.
+    pub(crate) reason: &'static str,
+}
+
+const fn violation(code: u16, reason: &'static str) -> Violation {
+    Violation { code, reason }
+}
+
+/// What the reader does with one control frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Control<'a> {
+    /// Answer with a pong carrying the same payload.
+    Ping(&'a [u8]),
+    /// Nothing to do (the read itself counts as liveness).
+    Pong,
+    /// The peer closes: echo `code` (1000 when it sent none) and end reading.
+    Close {
+        /// The code to echo.
+        code: u16,
+        /// The peer's reason, already checked to be UTF-8.
+        reason: &'a str,
+    },
+}
+
+/// Whether a frame read from the peer carried a masking key. Every client frame must (§5.1).
+/// fastwebsockets keeps the key private but writes it back when formatting the frame's header.
+pub(crate) fn is_masked(frame: &mut Frame<'_>) -> bool {
+    // 2 bytes of header, up to 8 of extended length and 4 of key.
+    let mut head = [0u8; 16];
+    frame.fmt_head(&mut head);
+    head[1] & 0x80 != 0
+}
+
+/// Classifies a control frame (`Ping`, `Pong` or `Close`) or says why it is invalid.
+/// Data opcodes are not control frames and are refused (the caller never passes them).
+pub(crate) fn classify(opcode: OpCode, payload: &[u8]) -> Result<Control<'_>, Violation> {
+    if payload.len() > MAX_CONTROL_PAYLOAD {
+        return Err(violation(
+            close_code::PROTOCOL_ERROR,
+            "control frame payload over 125 bytes",
+        ));
+    }
+    match opcode {
+        OpCode::Ping => Ok(Control::Ping(payload)),
+        OpCode::Pong => Ok(Control::Pong),
+        OpCode::Close => close(payload),
+        OpCode::Text | OpCode::Binary | OpCode::Continuation => {
+            Err(violation(close_code::PROTOCOL_ERROR, "not a control frame"))
+        }
+    }
+}
+
+fn close(payload: &[u8]) -> Result<Control<'_>, Violation> {
+    match payload {
+        [] => Ok(Control::Close {
+            code: close_code::NORMAL,
+            reason: "",
+        }),
+        [_] => Err(violation(
+            close_code::PROTOCOL_ERROR,
+            "close frame with a 1-byte payload",
+        )),
+        [hi, lo, reason @ ..] => {
+            let code = u16::from_be_bytes([*hi, *lo]);
+            if !close_code_allowed(code) {
+                return Err(violation(close_code::PROTOCOL_ERROR, "invalid close code"));
+            }
+            let reason = std::str::from_utf8(reason)
+                .map_err(|_| violation(close_code::INVALID_PAYLOAD, "close reason is not UTF-8"))?;
+            Ok(Control::Close { code, reason })
+        }
+    }
+}
+
+/// Close codes a peer may send (RFC 6455 §7.4 and the IANA registry): 1000–1003, 1007–1014
+/// and the application ranges 3000–4999. 1004–1006 and 1015 are reserved or must never be
+/// sent on the wire.
+pub(crate) fn close_code_allowed(code: u16) -> bool {
+    matches!(code, 1000..=1003 | 1007..=1014 | 3000..=4999)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fastwebsockets::Payload;
+
+    #[test]
+    fn masking_is_read_from_the_frame_header() {
+        let mut masked = Frame::new(
+            true,
+            OpCode::Text,
+            Some([1, 2, 3, 4]),
+            Payload::Owned(vec![]),
+        );
+        let mut plain = Frame::new(true, OpCode::Text, None, Payload::Owned(vec![0; 70_000]));
+        assert!(is_masked(&mut masked));
+        assert!(!is_masked(&mut plain));
+    }
+
+    #[test]
+    fn control_payload_is_bounded() {
+        assert_eq!(classify(OpCode::Pong, &[0; 125]), Ok(Control::Pong));
+        for op in [OpCode::Ping, OpCode::Pong, OpCode::Close] {
+            assert_eq!(classify(op, &[0; 126]).map_err(|v| v.code), Err(1002));
+        }
+    }
+
+    #[test]
+    fn close_payloads() {
+        assert_eq!(
+            classify(OpCode::Close, b""),
+            Ok(Control::Close {
+                code: 1000,
+                reason: ""
+            })
+        );
+        assert_eq!(
+            classify(OpCode::Close, b"\x0f\xa0bye"),
+            Ok(Control::Close {
+                code: 4000,
+                reason: "bye"
+            })
+        );
+        assert_eq!(
+            classify(OpCode::Close, b"\x03").map_err(|v| v.code),
+            Err(1002)
+        );
+        assert_eq!(
+            classify(OpCode::Close, b"\x03\xe8\xff").map_err(|v| v.code),
+            Err(1007)
+        );
+        for bad in [
+            0u16,
+            999,
+            1004,
+            1005,
+            1006,
+            1015,
+            1016,
+            2999,
+            5000,
+            u16::MAX,
+        ] {
+            let p = bad.to_be_bytes();
+            assert_eq!(
+                classify(OpCode::Close, &p).map_err(|v| v.code),
+                Err(1002),
+                "{bad}"
+            );
+        }
+        for good in [1000u16, 1001, 1002, 1003, 1007, 1011, 1014, 3000, 4999] {
+            assert!(
+                classify(OpCode::Close, &good.to_be_bytes()).is_ok(),
+                "{good}"
+            );
+        }
+    }
+}

@@ -1,0 +1,426 @@
+//! The web console in a real browser: the `carrier serve` binary, headless Debian Chromium
+//! driven over the DevTools protocol (see `tests/browser_harness/mod.rs` for why), and a person's
+//! path through `/console` — connect, stream a turn, abort one, answer permission prompts, upload
+//! a file — plus the proof that a page from a foreign origin cannot open the socket.
+//!
+//! A missing browser fails these tests (`.ci/install-browser.sh` installs it). Every wait is
+//! bounded by [`browser_harness::WAIT`] and fails with the page's text, console and both processes'
+//! logs. A screenshot of the console mid-turn lands in `target/console-mid-turn.png`.
+
+mod browser_harness;
+
+use std::path::{Path, PathBuf};
+
+use browser_harness::{Carrier, Chromium, ForeignSite, Page};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_drives_a_session_and_uploads_a_file_in_chromium() {
+    let inbox = tempfile::tempdir().unwrap();
+    let carrier = Carrier::start(inbox.path()).await;
+    let browser = Chromium::launch(&[]).await;
+    let page = browser.new_page().await;
+    page.add_log("carrier serve stderr", carrier.stderr.clone());
+
+    page.navigate(&format!(
+        "{}/console#token={}",
+        carrier.http(),
+        carrier.token
+    ))
+    .await;
+    let connected = page
+        .wait_for(
+            "the console to connect",
+            "['connected', 'version_skew'].includes(document.body.dataset.state) && \
+             ({state: document.body.dataset.state, role: document.body.dataset.role, \
+               hash: location.hash})",
+        )
+        .await;
+    assert_eq!(connected["state"], "connected", "{connected}");
+    assert_eq!(connected["role"], "drive", "{connected}");
+    assert_eq!(
+        connected["hash"], "",
+        "the token must leave the address bar"
+    );
+    page.eval(RECORD_REPLY_SNAPSHOTS).await.unwrap();
+
+    a_prompt_streams_its_echo_word_by_word(&page).await;
+    a_running_turn_can_be_aborted(&page).await;
+    a_tool_runs_only_when_allowed(&page).await;
+    a_file_is_uploaded_on_the_files_channel(&page, inbox.path()).await;
+
+    let layout = page
+        .eval(
+            "({ page: document.documentElement.scrollWidth, viewport: document.documentElement.clientWidth })",
+        )
+        .await
+        .unwrap();
+    assert!(
+        layout["page"].as_u64() <= layout["viewport"].as_u64(),
+        "nothing on the console overflows sideways: {layout}"
+    );
+    let errors = page.page_errors();
+    assert!(errors.is_empty(), "the console logged errors: {errors:#?}");
+}
+
+async fn a_prompt_streams_its_echo_word_by_word(page: &Page) {
+    let prompt = "carrier streams this reply one word at a time so that a person watching the \
+                  console sees it grow while the turn is still running and only then complete; \
+                  the words arrive as separate deltas a few milliseconds apart and the page \
+                  appends each one to the same reply until the turn is done";
+    let expected = format!("echo: {prompt}");
+    page.type_into("#prompt", prompt).await;
+    page.press_enter().await;
+
+    // Seen from outside while it streams, for the screenshot. The proof of streaming is the
+    // page's own record below, which does not depend on how fast this test polls.
+    let seen = page
+        .wait_for(
+            "the reply to start streaming",
+            &format!(
+                "(() => {{ const turn = [...document.querySelectorAll('#output .turn')].at(-1); \
+                 const text = turn?.querySelector('.reply').textContent ?? ''; \
+                 return text && {{ text, midTurn: text !== {} \
+                   && turn.dataset.status === 'running' && document.body.dataset.turn === 'running' }}; }})()",
+                js(&expected)
+            ),
+        )
+        .await;
+    if seen["midTurn"] == true {
+        save_screenshot(page, "console-mid-turn.png").await;
+    } else {
+        eprintln!("note: the turn ended before it could be photographed mid-turn: {seen}");
+    }
+
+    let turn = wait_turn_completed(page, prompt).await;
+    assert_eq!(turn["text"], expected.as_str(), "{turn}");
+    assert_eq!(turn["pageTurn"], "completed", "{turn}");
+    let snapshots = page
+        .eval(&format!("window.replySnapshots[{}]", turn["id"]))
+        .await
+        .unwrap();
+    let texts: Vec<&str> = snapshots
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["text"].as_str().unwrap())
+        .collect();
+    assert!(texts.len() >= 3, "the reply did not stream: {snapshots}");
+    assert_eq!(texts.last(), Some(&expected.as_str()), "{snapshots}");
+    for pair in texts.windows(2) {
+        assert!(
+            pair[1].starts_with(pair[0]) && pair[1].len() > pair[0].len(),
+            "the reply only grows: {snapshots}"
+        );
+    }
+    for partial in &texts[..texts.len() - 1] {
+        assert!(
+            expected[partial.len()..].starts_with(' '),
+            "deltas end at word boundaries: {partial:?}"
+        );
+    }
+}
+
+async fn a_running_turn_can_be_aborted(page: &Page) {
+    // 300 words at 30 ms each: the turn would run for 9 s, so the click lands mid-turn even on
+    // a slow machine.
+    let prompt = (1..=300)
+        .map(|i| format!("word{i}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let prompt = prompt.as_str();
+    let expected = format!("echo: {prompt}");
+    page.type_into("#prompt", prompt).await;
+    page.press_enter().await;
+    page.wait_for(
+        "the turn to start streaming",
+        "document.querySelector('#output .turn[data-status=\"running\"] .reply')?.textContent",
+    )
+    .await;
+    page.click("#abort").await;
+    let turn = page
+        .wait_for(
+            "the turn to end aborted",
+            &format!(
+                "(() => {{ const turn = [...document.querySelectorAll('#output .turn')] \
+                   .find((t) => t.querySelector('.prompt').textContent === {}); \
+                 return turn?.dataset.status === 'aborted' && document.body.dataset.turn === 'aborted' \
+                   ? {{ text: turn.querySelector('.reply').textContent }} : null; }})()",
+                js(prompt)
+            ),
+        )
+        .await;
+    let text = turn["text"].as_str().unwrap();
+    assert!(
+        expected.starts_with(text) && text.len() < expected.len(),
+        "an aborted turn keeps only what streamed: {text:?}"
+    );
+}
+
+async fn a_tool_runs_only_when_allowed(page: &Page) {
+    for (prompt, button, reply, note) in [
+        (
+            "/tool list the inbox",
+            "#allow",
+            "tool ran: list the inbox",
+            "permission allowed",
+        ),
+        (
+            "/tool empty the inbox",
+            "#deny",
+            "tool denied",
+            "permission denied",
+        ),
+    ] {
+        page.type_into("#prompt", prompt).await;
+        page.press_enter().await;
+        let request = page
+            .wait_for(
+                &format!("the permission prompt for {prompt:?}"),
+                "(() => { const box = document.getElementById('permission'); \
+                 return !box.hidden && box.dataset.requestId \
+                   && document.body.dataset.turn === 'awaiting_permission' \
+                   ? { tool: document.getElementById('permission-tool').textContent, \
+                       input: JSON.parse(document.getElementById('permission-input').textContent), \
+                       reply: document.querySelector('#output .turn[data-status=\"awaiting_permission\"] .reply')?.textContent, \
+                       session: document.getElementById('sessions').selectedOptions[0]?.text } \
+                   : null; })()",
+            )
+            .await;
+        let command = prompt.strip_prefix("/tool ").unwrap();
+        assert_eq!(request["tool"], "demo.tool", "{request}");
+        assert_eq!(request["input"], json!({ "command": command }), "{request}");
+        assert_eq!(request["reply"], "", "nothing runs before the decision");
+        let session = request["session"].as_str().unwrap_or_default();
+        assert!(
+            session.contains("(awaiting_permission)"),
+            "the session list shows the current session's state: {request}"
+        );
+
+        page.click(button).await;
+        let turn = wait_turn_completed(page, prompt).await;
+        assert_eq!(turn["text"], reply, "{turn}");
+        assert!(turn["meta"].as_str().unwrap().contains(note), "{turn}");
+        let hidden = page
+            .eval("document.getElementById('permission').hidden")
+            .await;
+        assert_eq!(
+            hidden,
+            Ok(json!(true)),
+            "the prompt closes after the answer"
+        );
+        let session = page
+            .eval("document.getElementById('sessions').selectedOptions[0]?.text")
+            .await;
+        assert!(
+            matches!(&session, Ok(Value::String(s)) if s.contains("(idle)")),
+            "{session:?}"
+        );
+    }
+}
+
+async fn a_file_is_uploaded_on_the_files_channel(page: &Page, inbox: &Path) {
+    // Three full 64 KiB chunks and a partial one, with every byte value.
+    let bytes: Vec<u8> = (0..200_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let outbox = tempfile::tempdir().unwrap();
+    let source = outbox.path().join("notes 2024.bin");
+    std::fs::write(&source, &bytes).unwrap();
+    let sha256 = hex::encode(Sha256::digest(&bytes));
+
+    page.wait_for(
+        "the upload channel to be selected",
+        "document.getElementById('channel-select').value === 'upload'",
+    )
+    .await;
+    page.set_file_input("#file-input", &source).await;
+    page.click("#send-file").await;
+    let status = page
+        .wait_for(
+            "the upload's outcome",
+            "(() => { const s = document.getElementById('file-status'); \
+             return ['saved', 'error'].includes(s.dataset.status) \
+               ? { status: s.dataset.status, text: s.textContent } : null; })()",
+        )
+        .await;
+    assert_eq!(status["status"], "saved", "{status}");
+    assert!(
+        status["text"].as_str().unwrap().contains(&sha256),
+        "{status}"
+    );
+
+    let saved = std::fs::read(inbox.join("notes 2024.bin")).expect("the uploaded file");
+    assert!(saved == bytes, "the saved file differs from the one sent");
+    let entries: Vec<_> = std::fs::read_dir(inbox).unwrap().collect();
+    assert_eq!(
+        entries.len(),
+        1,
+        "nothing but the file is left: {entries:?}"
+    );
+
+    // The same name again is refused by the channel, and the console says so.
+    page.click("#send-file").await;
+    let refused = page
+        .wait_for(
+            "the second upload to be refused",
+            "document.getElementById('file-status').dataset.status === 'error' \
+             && document.getElementById('file-status').textContent",
+        )
+        .await;
+    assert!(refused.as_str().unwrap().contains("exists"), "{refused}");
+    assert!(std::fs::read(inbox.join("notes 2024.bin")).unwrap() == bytes);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_from_a_foreign_origin_cannot_open_the_socket() {
+    let inbox = tempfile::tempdir().unwrap();
+    let carrier = Carrier::start(inbox.path()).await;
+    // The foreign page knows the token: only its Origin stands between it and the session.
+    let site = ForeignSite::serve(foreign_page(carrier.port, &carrier.token)).await;
+    let browser = Chromium::launch(&["--host-resolver-rules=MAP evil.test 127.0.0.1"]).await;
+    let page = browser.new_page().await;
+    page.add_log("carrier serve stderr", carrier.stderr.clone());
+
+    // Control: the same page from another loopback port is a loopback origin, which is admitted.
+    page.navigate(&format!("http://127.0.0.1:{}/", site.port))
+        .await;
+    let outcome = socket_outcome(&page).await;
+    assert_eq!(outcome["outcome"], "open", "{outcome}");
+
+    let evil = format!("http://evil.test:{}", site.port);
+    page.navigate(&format!("{evil}/")).await;
+    let origin = page.eval("location.origin").await;
+    assert_eq!(origin, Ok(json!(evil)));
+    let outcome = socket_outcome(&page).await;
+    assert_eq!(outcome["outcome"], "closed:1006", "{outcome}");
+    assert_eq!(outcome["error"], "yes", "{outcome}");
+    // The browser sent the foreign Origin, the carrier answered 403 and never switched protocols.
+    let request = page
+        .wait_for_event(
+            "the browser's record of the WebSocket handshake",
+            "Network.webSocketWillSendHandshakeRequest",
+            |e| e["request"]["headers"]["Origin"] == evil.as_str(),
+        )
+        .await;
+    page.wait_for_event(
+        "the browser to log the refused handshake",
+        "Log.entryAdded",
+        |e| {
+            e["entry"]["url"]
+                .as_str()
+                .is_some_and(|u| u.starts_with(&evil))
+                && e["entry"]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("Unexpected response code: 403"))
+        },
+    )
+    .await;
+    let switched = page.events("Network.webSocketHandshakeResponseReceived");
+    assert!(
+        !switched
+            .iter()
+            .any(|r| r["requestId"] == request["requestId"]),
+        "the foreign page's handshake got a response: {switched:?}"
+    );
+    let server_log = std::fs::read_to_string(&carrier.stderr).unwrap();
+    assert!(
+        server_log
+            .lines()
+            .any(|l| l.contains("upgrade refused") && l.contains("Origin")),
+        "the carrier logs why it refused:\n{server_log}"
+    );
+
+    // DNS rebinding: the console itself under a foreign Host name is refused with 403.
+    page.navigate(&format!("http://evil.test:{}/console", carrier.port))
+        .await;
+    let refused = page
+        .eval("({text: document.body.innerText, console: !!document.getElementById('output')})")
+        .await
+        .unwrap();
+    assert!(
+        refused["text"].as_str().unwrap().contains("forbidden"),
+        "{refused}"
+    );
+    assert_eq!(refused["console"], false, "{refused}");
+}
+
+/// Waits for the foreign page's socket to open or close.
+async fn socket_outcome(page: &Page) -> Value {
+    page.wait_for(
+        "the page's WebSocket to open or close",
+        "document.body.dataset.outcome !== 'pending' && \
+         { outcome: document.body.dataset.outcome, error: document.body.dataset.error ?? 'no' }",
+    )
+    .await
+}
+
+/// Waits until the turn started by `prompt` has completed; returns its id, reply and notes.
+async fn wait_turn_completed(page: &Page, prompt: &str) -> Value {
+    page.wait_for(
+        &format!("the turn for {prompt:?} to complete"),
+        &format!(
+            "(() => {{ const turn = [...document.querySelectorAll('#output .turn[data-turn-id]')] \
+               .find((t) => t.querySelector('.prompt').textContent === {}); \
+             return turn?.dataset.status === 'completed' \
+               && document.getElementById('turn-status').dataset.turnId === turn.dataset.turnId \
+               ? {{ id: turn.dataset.turnId, text: turn.querySelector('.reply').textContent, \
+                    meta: turn.querySelector('.meta').textContent, \
+                    pageTurn: document.body.dataset.turn }} \
+               : null; }})()",
+            js(prompt)
+        ),
+    )
+    .await
+}
+
+/// Records, per turn id, every distinct text its reply shows (a MutationObserver sees each
+/// delta however fast the page paints), so the test can prove the reply streamed.
+const RECORD_REPLY_SNAPSHOTS: &str = "(() => {
+  window.replySnapshots = {};
+  const output = document.getElementById('output');
+  const record = () => {
+    for (const turn of output.querySelectorAll('.turn[data-turn-id]')) {
+      const text = turn.querySelector('.reply').textContent;
+      const seen = (window.replySnapshots[turn.dataset.turnId] ??= []);
+      if (text !== (seen.at(-1)?.text ?? '')) seen.push({ text, status: turn.dataset.status });
+    }
+  };
+  new MutationObserver(record).observe(output, { subtree: true, childList: true, characterData: true, attributes: true });
+  return true;
+})()";
+
+/// A page that tries to open the carrier's socket with the right token, and shows what happened.
+fn foreign_page(carrier_port: u16, token: &str) -> String {
+    format!(
+        r#"<!doctype html>
+<html><head><meta charset="utf-8"><title>not the console</title></head>
+<body data-outcome="pending"><pre id="log"></pre>
+<script>
+  const log = (line) => (document.getElementById("log").textContent += line + "\n");
+  const ws = new WebSocket("ws://127.0.0.1:{carrier_port}/", [{token}]);
+  ws.onopen = () => {{ document.body.dataset.outcome = "open"; log("open"); ws.close(1000); }};
+  ws.onerror = () => {{ document.body.dataset.error = "yes"; log("error"); }};
+  ws.onclose = (e) => {{
+    log("close " + e.code);
+    if (document.body.dataset.outcome !== "open") document.body.dataset.outcome = "closed:" + e.code;
+  }};
+</script></body></html>"#,
+        token = js(token)
+    )
+}
+
+/// A JavaScript string literal.
+fn js(text: &str) -> String {
+    serde_json::to_string(text).unwrap()
+}
+
+async fn save_screenshot(page: &Page, name: &str) {
+    let png = page.screenshot().await;
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(name), png).unwrap();
+}
