@@ -197,7 +197,7 @@ fn sigterm_stops_gracefully_with_exit_0() {
         .status()
         .expect("kill");
     assert!(status.success());
-    assert_eq!(wait_exit(&mut s.child, Duration::from_secs(5)), Some(0));
+    assert_eq!(wait_exit(&mut s.child, Duration::from_secs(10)), Some(0));
 }
 
 #[test]
