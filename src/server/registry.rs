@@ -509,17 +509,29 @@ impl ChannelHandle {
         self.fan_out(Some(except), body)
     }
 
+    /// Held while a frame is numbered and queued, so every receiver sees seqs in order.
+    fn order(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.entry
+            .send_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes the channel's next server seq and encodes the frame once. Call under [`Self::order`].
+    fn number_and_encode(&self, body: &FrameBody) -> Result<(u32, EncodedFrame), ChannelError> {
+        let seq = self.next_seq();
+        Ok((
+            seq,
+            channel_frame::encode(&self.entry.descriptor.name, seq, body)?,
+        ))
+    }
+
     /// Numbers, encodes once and queues a frame for every sink but `except`, under the send
     /// lock so every receiver sees this channel's seqs in order.
     fn fan_out(&self, except: Option<ConnectionId>, body: FrameBody) -> Result<u32, ChannelError> {
         self.check(&body)?;
-        let _order = self
-            .entry
-            .send_lock
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let seq = self.next_seq();
-        let frame = channel_frame::encode(&self.entry.descriptor.name, seq, &body)?;
+        let _order = self.order();
+        let (seq, frame) = self.number_and_encode(&body)?;
         for sink in self.sinks().iter() {
             if Some(sink.id()) != except {
                 let _ = self.queue(sink, &frame);
@@ -548,13 +560,8 @@ impl ChannelHandle {
             .registry()
             .and_then(|r| r.sink(connection))
             .ok_or(ChannelError::UnknownConnection(connection))?;
-        let _order = self
-            .entry
-            .send_lock
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let seq = self.next_seq();
-        let frame = channel_frame::encode(&self.entry.descriptor.name, seq, &body)?;
+        let _order = self.order();
+        let (seq, frame) = self.number_and_encode(&body)?;
         self.queue(&conn, &frame)?;
         Ok(seq)
     }
