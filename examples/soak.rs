@@ -7,7 +7,10 @@
 //! ```
 //!
 //! The server runs in a child process (this same binary with `serve`), so its memory is measured
-//! on its own: `/proc/<pid>/status` VmRSS idle, with every connection handshaken, and at the end.
+//! on its own: `/proc/<pid>/status` VmRSS idle, with every connection handshaken, at ten even
+//! points of the run and at the end — and beside each RSS sample the child's live heap bytes
+//! (a counting global allocator), which tells a leak (live heap climbs) from the allocator
+//! keeping freed pages (RSS climbs, live heap level).
 //! The server hosts the embedded agent (1 ms between deltas) and an `echo` channel (the
 //! reference channel from `channels/echo.rs`).
 //!
@@ -27,7 +30,8 @@
 #[path = "../channels/echo.rs"]
 mod echo;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,7 +41,7 @@ use carrier::protocol::channel_frame::{self, FrameBody};
 use carrier::server::{CarrierConfig, Limits, WsTransport};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
 
 const CHANNEL_EVERY: Duration = Duration::from_millis(100);
@@ -46,6 +50,43 @@ const DRAIN: Duration = Duration::from_secs(15);
 /// A driver's pause between the end of one turn and its next prompt: the soak is a steady
 /// load, not a flood (a flood makes the slowest of 1000 readers a slow reader by design).
 const THINK: Duration = Duration::from_millis(200);
+
+/// Live heap bytes of this process.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// The system allocator, counting live bytes: the soak's only window on whether the server's
+/// heap (not just its RSS) stays level. One relaxed atomic per call.
+struct LiveBytes;
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the counter is a side
+// effect with no influence on the returned memory.
+unsafe impl GlobalAlloc for LiveBytes {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: same layout contract as the caller's.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: `ptr` was allocated by `System` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE.fetch_add(new_size, Ordering::Relaxed);
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static GLOBAL: LiveBytes = LiveBytes;
 
 #[derive(Default)]
 struct Counters {
@@ -85,7 +126,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::process::exit(if ok { 0 } else { 1 });
 }
 
-/// The child: a carrier with the embedded agent and an echo channel, until stdin closes.
+/// The child: a carrier with the embedded agent and an echo channel. Each line on stdin is
+/// answered with the live heap in KiB; the child stops when stdin closes.
 async fn serve(max_connections: usize) -> Result<(), Box<dyn std::error::Error>> {
     let transport = WsTransport::new(CarrierConfig {
         port: 0,
@@ -105,8 +147,14 @@ async fn serve(max_connections: usize) -> Result<(), Box<dyn std::error::Error>>
         transport.resolved_token().unwrap_or_default()
     );
     // The parent closes our stdin when it is done (or dies).
-    let mut sink = Vec::new();
-    let _ = tokio::io::stdin().read_to_end(&mut sink).await;
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut out = tokio::io::stdout();
+    while let Ok(Some(_)) = lines.next_line().await {
+        let answer = format!("{}\n", LIVE.load(Ordering::Relaxed) / 1024);
+        if out.write_all(answer.as_bytes()).await.is_err() || out.flush().await.is_err() {
+            break;
+        }
+    }
     transport.stop().await;
     Ok(())
 }
@@ -123,6 +171,42 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// One memory sample of the server child.
+#[derive(Clone, Copy, Default)]
+struct Memory {
+    rss_kib: u64,
+    heap_kib: u64,
+}
+
+/// The parent's line to the child: its pid for RSS, its stdio for the live heap.
+struct Probe {
+    pid: u32,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::BufReader<tokio::process::ChildStdout>,
+}
+
+impl Probe {
+    /// RSS from /proc and the live heap the child reports (0 when it does not answer in 5 s).
+    async fn sample(&mut self) -> Memory {
+        let heap = async {
+            self.stdin.write_all(b"heap\n").await.ok()?;
+            self.stdin.flush().await.ok()?;
+            let mut line = String::new();
+            self.stdout.read_line(&mut line).await.ok()?;
+            line.trim().parse().ok()
+        };
+        let heap_kib = tokio::time::timeout(Duration::from_secs(5), heap)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        Memory {
+            rss_kib: rss_kib(self.pid),
+            heap_kib,
+        }
+    }
+}
+
 async fn drive(connections: usize, seconds: u64) -> Result<bool, Box<dyn std::error::Error>> {
     let mut child = tokio::process::Command::new(std::env::current_exe()?)
         .arg("serve")
@@ -132,18 +216,19 @@ async fn drive(connections: usize, seconds: u64) -> Result<bool, Box<dyn std::er
         .kill_on_drop(true)
         .spawn()?;
     let pid = child.id().unwrap_or(0);
-    let stdout = child.stdout.take().ok_or("no child stdout")?;
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().ok_or("no child stdout")?);
     let mut line = String::new();
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        tokio::io::BufReader::new(stdout).read_line(&mut line),
-    )
-    .await??;
+    tokio::time::timeout(Duration::from_secs(30), stdout.read_line(&mut line)).await??;
+    let mut probe = Probe {
+        pid,
+        stdin: child.stdin.take().ok_or("no child stdin")?,
+        stdout,
+    };
     let mut parts = line.split_whitespace();
     let port: u16 = parts.next().ok_or("no port")?.parse()?;
     let token = parts.next().ok_or("no token")?.to_string();
     let url = format!("ws://127.0.0.1:{port}/?token={token}");
-    let rss_idle = rss_kib(pid);
+    let idle = probe.sample().await;
 
     let counters = Arc::new(Counters::default());
     // Everyone connects and handshakes first (64 at a time), then traffic starts together.
@@ -180,24 +265,38 @@ async fn drive(connections: usize, seconds: u64) -> Result<bool, Box<dyn std::er
     let connect_secs = connect_started.elapsed().as_secs_f64();
     // Let the server settle its buffers before sampling.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let rss_loaded = rss_kib(pid);
+    let loaded = probe.sample().await;
     let _ = go.send(Some(Instant::now() + Duration::from_secs(seconds)));
     let started = Instant::now();
+    // Server memory at ten even points of the run: flat after warm-up means the late samples
+    // stay level.
+    let sampler = tokio::spawn(async move {
+        let every = Duration::from_secs_f64(seconds as f64 / 10.0);
+        let mut samples = Vec::with_capacity(10);
+        for _ in 0..10 {
+            tokio::time::sleep(every).await;
+            samples.push(probe.sample().await);
+        }
+        (probe, samples)
+    });
     for t in tasks {
         if t.await.is_err() {
             counters.error("connection task panicked");
         }
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let rss_end = rss_kib(pid);
-    drop(child.stdin.take());
+    let (mut probe, samples) = tokio::time::timeout(Duration::from_secs(60), sampler)
+        .await
+        .map_err(|_| "memory sampler hung")??;
+    let end = probe.sample().await;
+    drop(probe);
     let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
 
     let c = &counters;
     let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let handshaken = get(&c.handshaken);
     let per_conn = if handshaken > 0 {
-        (rss_loaded.saturating_sub(rss_idle)) as f64 / handshaken as f64
+        (loaded.rss_kib.saturating_sub(idle.rss_kib)) as f64 / handshaken as f64
     } else {
         0.0
     };
@@ -217,9 +316,14 @@ async fn drive(connections: usize, seconds: u64) -> Result<bool, Box<dyn std::er
         "session_events": get(&c.session_events),
         "seq_errors": get(&c.seq_errors),
         "errors": get(&c.errors),
-        "server_rss_kib_idle": rss_idle,
-        "server_rss_kib_loaded": rss_loaded,
-        "server_rss_kib_end": rss_end,
+        "server_rss_kib_idle": idle.rss_kib,
+        "server_rss_kib_loaded": loaded.rss_kib,
+        "server_rss_kib_during": samples.iter().map(|m| m.rss_kib).collect::<Vec<_>>(),
+        "server_rss_kib_end": end.rss_kib,
+        "server_heap_kib_idle": idle.heap_kib,
+        "server_heap_kib_loaded": loaded.heap_kib,
+        "server_heap_kib_during": samples.iter().map(|m| m.heap_kib).collect::<Vec<_>>(),
+        "server_heap_kib_end": end.heap_kib,
         "server_kib_per_connection": (per_conn * 10.0).round() / 10.0,
     });
     println!("{report}");

@@ -12,7 +12,7 @@ use carrier::agent::{
 };
 use carrier::server::ChannelDescriptor;
 use common::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 #[tokio::test]
 async fn every_read_method_succeeds() {
@@ -277,4 +277,42 @@ async fn a_start_result_that_fails_validation_is_never_sent_and_releases_the_ses
     assert_eq!(*released.lock().unwrap(), vec![String::new()]);
     // Still bound to the default session.
     assert_eq!(c.ok("session.status", json!({})).await["session_id"], "s1");
+}
+
+/// `session.history` keeps the newest entries within the profile's bound: at the bound every
+/// entry is there, one turn past it the oldest turn is gone and `limit` still counts from the
+/// newest.
+#[tokio::test]
+async fn history_holds_the_newest_entries_within_its_bound() {
+    let agent = EmbeddedAgent::default().with_demo_delay(DELAY);
+    let profile = AgentProfile::builder(InMemoryDirectory::new(move |_| agent.session()))
+        .history(4, usize::MAX)
+        .build();
+    let server = Server::with(config(), profile).await;
+    let (mut c, _) = server.drive().await;
+    let texts = |v: Value| -> Vec<String> {
+        v["entries"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|e| e["text"].as_str().unwrap_or("?").to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+
+    for prompt in ["one", "two"] {
+        let turn = c.submit(prompt).await;
+        c.turn_events(&turn).await;
+    }
+    let at_bound = c.ok("session.history", json!({})).await;
+    assert_eq!(texts(at_bound), ["one", "echo: one", "two", "echo: two"]);
+
+    let turn = c.submit("three").await;
+    c.turn_events(&turn).await;
+    let past = c.ok("session.history", json!({})).await;
+    assert_eq!(past["entries"][0]["turn_id"], "t2");
+    assert_eq!(texts(past), ["two", "echo: two", "three", "echo: three"]);
+    let newest = c.ok("session.history", json!({"limit": 1})).await;
+    assert_eq!(texts(newest), ["echo: three"]);
 }

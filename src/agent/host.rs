@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::directory::{SessionBinder, SessionDirectory};
+use super::history::HistoryConfig;
 use super::hub::{RingConfig, SessionHub};
 use super::usage::UsageReporter;
 use crate::protocol::features::{Feature, FeatureSet};
@@ -15,6 +16,7 @@ pub(crate) struct AgentHost {
     pub(crate) binder: Arc<dyn SessionBinder>,
     pub(crate) usage: Arc<dyn UsageReporter>,
     pub(crate) ring: RingConfig,
+    pub(crate) history: HistoryConfig,
     hubs: Mutex<HashMap<String, Arc<SessionHub>>>,
 }
 
@@ -24,12 +26,14 @@ impl AgentHost {
         binder: Arc<dyn SessionBinder>,
         usage: Arc<dyn UsageReporter>,
         ring: RingConfig,
+        history: HistoryConfig,
     ) -> Self {
         AgentHost {
             directory,
             binder,
             usage,
             ring,
+            history,
             hubs: Mutex::new(HashMap::new()),
         }
     }
@@ -46,7 +50,13 @@ impl AgentHost {
             return Some(hub.clone());
         }
         let agent = self.directory.open(session_id)?;
-        let hub = SessionHub::new(session_id.to_owned(), agent, self.usage.clone(), self.ring);
+        let hub = SessionHub::new(
+            session_id.to_owned(),
+            agent,
+            self.usage.clone(),
+            self.ring,
+            self.history,
+        );
         hubs.insert(session_id.to_owned(), hub.clone());
         Some(hub)
     }

@@ -13,12 +13,11 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::protocol::events::SessionEvent;
-use crate::protocol::methods::{
-    HistoryEntry, HistoryResult, ResumeOutcome, SessionState, SessionStatusResult,
-};
+use crate::protocol::methods::{HistoryResult, ResumeOutcome, SessionState, SessionStatusResult};
 use crate::protocol::resume::{Replay, ResumeRing};
 use crate::server::{Connection, ConnectionId};
 
+use super::history::{History, HistoryConfig};
 use super::session::ProtocolSession;
 use super::usage::UsageReporter;
 
@@ -56,7 +55,7 @@ pub(crate) struct HubState {
     subscribers: Vec<Connection>,
     pub(crate) next_turn: u64,
     pub(crate) turn: Option<RunningTurn>,
-    pub(crate) history: Vec<HistoryEntry>,
+    pub(crate) history: History,
 }
 
 /// One session: its agent, its event stream and its bound connections.
@@ -73,6 +72,7 @@ impl SessionHub {
         agent: Arc<dyn ProtocolSession>,
         usage: Arc<dyn UsageReporter>,
         ring: RingConfig,
+        history: HistoryConfig,
     ) -> Arc<Self> {
         Arc::new(SessionHub {
             id,
@@ -84,7 +84,7 @@ impl SessionHub {
                 subscribers: Vec::new(),
                 next_turn: 0,
                 turn: None,
-                history: Vec::new(),
+                history: History::new(history),
             }),
         })
     }
@@ -175,15 +175,10 @@ impl SessionHub {
         }
     }
 
-    /// `session.history`: the newest `limit` entries (all when `None`), oldest first.
+    /// `session.history`: the newest `limit` entries (all held when `None`), oldest first.
     pub(crate) fn history(&self, limit: Option<u32>) -> HistoryResult {
-        let st = self.lock();
-        let skip = match limit {
-            Some(n) => st.history.len().saturating_sub(n as usize),
-            None => 0,
-        };
         HistoryResult {
-            entries: st.history[skip..].to_vec(),
+            entries: self.lock().history.newest(limit),
         }
     }
 

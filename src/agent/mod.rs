@@ -11,7 +11,8 @@
 //! - [`UsageReporter`] — the host's usage read model (`usage.report`); [`SessionUsage`] is the
 //!   default, [`NoUsage`] wires nothing.
 //! - `hub` — the carrier's side of each session: `seq` from 1, the resume ring, fan-out of each
-//!   event encoded once to every bound, handshaken connection, the turn state machine, history.
+//!   event encoded once to every bound, handshaken connection, the turn state machine, and the
+//!   bounded history (`history`).
 //! - [`embedded`] — the deterministic embedded default agent.
 //! - [`process`] — an external agent process (`carrier serve --agent-cmd`) as a session.
 //! - [`Bridge`] — the same protocol over a socket the host owns (serverless mode).
@@ -35,6 +36,7 @@ mod directory;
 pub mod embedded;
 mod handlers;
 mod handshake;
+mod history;
 mod host;
 mod hub;
 mod hub_turns;
@@ -50,6 +52,7 @@ pub use directory::{
     AgentFactory, DefaultBinder, InMemoryDirectory, SessionBinder, SessionDirectory, SessionEntry,
 };
 pub use embedded::{EmbeddedAgent, EmbeddedSession};
+pub use history::HistoryConfig;
 pub use hub::RingConfig;
 pub use profile::{AgentProfile, AgentProfileBuilder};
 pub use session::{AgentAnswer, AgentCallError, HostError, ProtocolSession, TurnStart};

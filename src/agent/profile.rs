@@ -5,6 +5,7 @@ use std::sync::Arc;
 use super::connection::AgentConnection;
 use super::directory::{DefaultBinder, InMemoryDirectory, SessionBinder, SessionDirectory};
 use super::embedded::EmbeddedAgent;
+use super::history::HistoryConfig;
 use super::host::AgentHost;
 use super::hub::RingConfig;
 use super::usage::{SessionUsage, UsageReporter};
@@ -51,17 +52,20 @@ impl AgentProfile {
             binder: Arc::new(DefaultBinder),
             usage: Arc::new(SessionUsage::default()),
             ring: RingConfig::default(),
+            history: HistoryConfig::default(),
         }
     }
 }
 
 /// Builds an [`AgentProfile`]: the directory is required; binder, usage reporter and resume
-/// ring bounds have defaults ([`DefaultBinder`], [`SessionUsage`], 1024 events / 4 MiB).
+/// ring and history bounds have defaults ([`DefaultBinder`], [`SessionUsage`], 1024 events /
+/// 4 MiB, 1000 entries / 4 MiB).
 pub struct AgentProfileBuilder {
     directory: Arc<dyn SessionDirectory>,
     binder: Arc<dyn SessionBinder>,
     usage: Arc<dyn UsageReporter>,
     ring: RingConfig,
+    history: HistoryConfig,
 }
 
 impl AgentProfileBuilder {
@@ -86,6 +90,16 @@ impl AgentProfileBuilder {
         self
     }
 
+    /// Bounds each session's history (`session.history`): the newest `max_entries` entries
+    /// within `max_bytes` of text are kept, the oldest evicted.
+    pub fn history(mut self, max_entries: usize, max_bytes: usize) -> Self {
+        self.history = HistoryConfig {
+            max_entries,
+            max_bytes,
+        };
+        self
+    }
+
     /// The profile.
     pub fn build(self) -> AgentProfile {
         AgentProfile {
@@ -94,6 +108,7 @@ impl AgentProfileBuilder {
                 self.binder,
                 self.usage,
                 self.ring,
+                self.history,
             )),
         }
     }
