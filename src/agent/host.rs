@@ -9,12 +9,16 @@ use super::hub::{RingConfig, SessionHub};
 use super::usage::UsageReporter;
 use crate::protocol::features::{Feature, FeatureSet};
 use crate::protocol::methods::{SessionState, SessionSummary, UsageScope};
+use crate::protocol::version::VersionPair;
 
 pub(crate) struct AgentHost {
     pub(crate) directory: Arc<dyn SessionDirectory>,
     pub(crate) binder: Arc<dyn SessionBinder>,
     pub(crate) usage: Arc<dyn UsageReporter>,
     pub(crate) ring: RingConfig,
+    /// What the handshake and `system.status` announce, and what every client's versions are
+    /// checked against ([`VersionPair::CURRENT`] unless the host configured another pair).
+    pub(crate) protocol: VersionPair,
     hubs: Mutex<HashMap<String, Arc<SessionHub>>>,
 }
 
@@ -24,12 +28,14 @@ impl AgentHost {
         binder: Arc<dyn SessionBinder>,
         usage: Arc<dyn UsageReporter>,
         ring: RingConfig,
+        protocol: VersionPair,
     ) -> Self {
         AgentHost {
             directory,
             binder,
             usage,
             ring,
+            protocol,
             hubs: Mutex::new(HashMap::new()),
         }
     }
