@@ -663,8 +663,10 @@ impl Inner {
             core.ready = true;
             outcome
         };
-        self.phase.send_replace(Phase::Ready);
+        // The state first: `connect()` returns as soon as the phase is `Ready`, and by then
+        // `state()` must already say `connected` / `version_skew`.
         self.set_state(state);
+        self.phase.send_replace(Phase::Ready);
         self.events.emit(&ClientEvent::Ready {
             outcome,
             version_skew: info.version_skew,
