@@ -184,6 +184,18 @@ impl FakeConnection {
                     self.reply_error(id, "forbidden", "observe connections cannot submit")
                         .await;
                 }
+                "session.submit" if params["prompt"] == "/drop" => {
+                    // Starts a turn, then goes away as a stopping server would.
+                    self.reply(id, json!({"turn_id": "dropped"})).await;
+                    let _ = self
+                        .ws
+                        .close(Some(CloseFrame {
+                            code: CloseCode::Away,
+                            reason: "server stopping".into(),
+                        }))
+                        .await;
+                    return;
+                }
                 "session.submit" => {
                     self.turns += 1;
                     let turn = format!("t{}", self.turns);
@@ -484,6 +496,7 @@ async fn connect_runs_piped_lines_in_order_and_exits_0_at_end_of_input() {
         "  s2  idle  side",
     ];
     assert_eq!(result.out.lines().collect::<Vec<_>>(), expected);
+    assert_no_reconnect_note(&result);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -505,6 +518,41 @@ async fn connect_quit_leaves_at_once() {
     let result = console(port, false, &["/quit", "never sent"]).await;
     assert_eq!(result.code, ExitCode::SUCCESS);
     assert_eq!(result.out, "");
+    assert_no_reconnect_note(&result);
+}
+
+/// The connection never broke in these tests: the console must not say it did (the
+/// `connecting` of the first handshake once printed "connection lost" after startup).
+fn assert_no_reconnect_note(result: &Output) {
+    assert!(
+        !result.err.contains("connection lost") && !result.err.contains("reconnect"),
+        "{}",
+        result.err
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_reports_a_lost_connection_once_and_goes_on_after_the_reconnect() {
+    let port = fake_carrier(CURRENT).await;
+    // `/drop` makes the fake close with 1001 mid-turn; the reconnect (1 s backoff) gets a fresh
+    // binding, which the client reports as a reset.
+    let result = console(port, false, &["/drop", "/status"]).await;
+    assert_eq!(result.code, ExitCode::SUCCESS, "{}", result.err);
+    assert_eq!(
+        result
+            .err
+            .matches("[connection lost; reconnecting…]")
+            .count(),
+        1,
+        "{}",
+        result.err
+    );
+    assert!(
+        result.err.contains("[reconnected to a restarted server"),
+        "{}",
+        result.err
+    );
+    assert_eq!(result.out, "session s1: idle\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,6 +4,8 @@ mod common;
 
 use std::time::Duration;
 
+use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
+use carrier::protocol::version::VersionPair;
 use carrier::server::ChannelDescriptor;
 use common::*;
 use serde_json::json;
@@ -167,4 +169,69 @@ async fn observe_role_is_reported_in_the_handshake() {
         c.ok("surface.role", json!({})).await,
         json!({"role": "observe"})
     );
+}
+
+/// A profile of the embedded agent that announces `version` / `min` instead of the default.
+fn announcing(version: &str, min: &str) -> carrier::agent::AgentProfile {
+    let pair = VersionPair::parse(version, min).expect("a consistent pair");
+    let agent = EmbeddedAgent::default().with_demo_delay(DELAY);
+    AgentProfile::builder(InMemoryDirectory::new(move |_| agent.session()))
+        .protocol_version(pair)
+        .build()
+}
+
+#[tokio::test]
+async fn the_default_profile_announces_protocol_1_0_in_handshake_and_status() {
+    let profile = embedded(DELAY);
+    assert_eq!(profile.protocol_version(), VersionPair::CURRENT);
+    let server = Server::with(config(), profile).await;
+    let (mut c, r) = server.drive().await;
+    assert_eq!(r["protocol_version"], "1.0");
+    assert_eq!(r["min_compatible_protocol"], "1.0");
+    let status = c.ok("system.status", json!({})).await;
+    assert_eq!(status["protocol_version"], "1.0");
+    assert_eq!(status["min_compatible_protocol"], "1.0");
+}
+
+#[tokio::test]
+async fn a_configured_newer_minor_is_announced_and_a_1_0_client_gets_version_skew() {
+    let server = Server::with(config(), announcing("1.1", "1.0")).await;
+    let (mut c, r) = server.drive().await;
+    assert_eq!(r["protocol_version"], "1.1");
+    assert_eq!(r["min_compatible_protocol"], "1.0");
+    assert_eq!(r["version_skew"], true);
+    let status = c.ok("system.status", json!({})).await;
+    assert_eq!(status["protocol_version"], "1.1");
+    assert_eq!(status["min_compatible_protocol"], "1.0");
+    // Same minor as the server: no skew.
+    let mut same = server.connect("").await;
+    let r = same
+        .handshake(json!({"protocol_version": "1.1", "min_compatible_protocol": "1.0"}))
+        .await;
+    assert_eq!(r["version_skew"], false);
+}
+
+#[tokio::test]
+async fn clients_are_checked_against_the_configured_pair_not_the_build_default() {
+    // A server whose minimum is 1.1 refuses a 1.0 client that the default server accepts.
+    let server = Server::with(config(), announcing("1.2", "1.1")).await;
+    let mut c = server.connect("").await;
+    let e = c.err("system.handshake", handshake_params(json!({}))).await;
+    assert_eq!(e["code"], "version_incompatible");
+    assert_eq!(e["data"]["server"]["protocol_version"], "1.2");
+    assert_eq!(e["data"]["server"]["min_compatible_protocol"], "1.1");
+    assert_eq!(c.ended().await, Ended::Close(1002));
+
+    let server = Server::with(config(), announcing("2.0", "2.0")).await;
+    let mut c = server.connect("").await;
+    let e = c.err("system.handshake", handshake_params(json!({}))).await;
+    assert_eq!(e["code"], "version_incompatible");
+    assert_eq!(e["data"]["server"]["protocol_version"], "2.0");
+    assert_eq!(c.ended().await, Ended::Close(1002));
+    // A 2.x client is welcome there.
+    let mut c = server.connect("").await;
+    let r = c
+        .handshake(json!({"protocol_version": "2.0", "min_compatible_protocol": "2.0"}))
+        .await;
+    assert_eq!(r["version_skew"], false);
 }

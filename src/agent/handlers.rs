@@ -11,7 +11,6 @@ use crate::protocol::catalog::{def, MethodDef};
 use crate::protocol::error::{EffectState, ErrorCode, ErrorObject};
 use crate::protocol::events::DriverInfo;
 use crate::protocol::methods::*;
-use crate::protocol::version::VersionPair;
 
 /// The bound session; after a successful handshake there always is one.
 fn bound<'s, M: MethodDef>(st: &'s State, reply: &Reply<M>) -> Option<&'s Arc<SessionHub>> {
@@ -26,7 +25,7 @@ pub(crate) fn ping(_: &Io, _: &mut State, reply: &Reply<def::SystemPing>, _: Emp
 }
 
 pub(crate) fn system_status(io: &Io, st: &mut State, reply: &Reply<def::SystemStatus>, _: Empty) {
-    let ours = VersionPair::CURRENT;
+    let ours = io.host.protocol;
     reply.ok(&SystemStatusResult {
         server: AppInfo {
             name: io.ctx.server_name().into(),

@@ -38,7 +38,7 @@ pub(crate) fn handle(
     if let Some(client) = &p.client {
         tracing::debug!(conn = %io.conn.id(), name = %client.name, version = %client.version, "client handshake");
     }
-    let ours = VersionPair::CURRENT;
+    let ours = io.host.protocol;
     let Ok(theirs) = VersionPair::new(p.protocol_version, p.min_compatible_protocol) else {
         return reply.err(
             ErrorObject::new(

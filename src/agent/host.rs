@@ -10,6 +10,7 @@ use super::hub::{RingConfig, SessionHub};
 use super::usage::UsageReporter;
 use crate::protocol::features::{Feature, FeatureSet};
 use crate::protocol::methods::{SessionState, SessionSummary, UsageScope};
+use crate::protocol::version::VersionPair;
 
 pub(crate) struct AgentHost {
     pub(crate) directory: Arc<dyn SessionDirectory>,
@@ -17,6 +18,9 @@ pub(crate) struct AgentHost {
     pub(crate) usage: Arc<dyn UsageReporter>,
     pub(crate) ring: RingConfig,
     pub(crate) history: HistoryConfig,
+    /// What the handshake and `system.status` announce, and what every client's versions are
+    /// checked against ([`VersionPair::CURRENT`] unless the host configured another pair).
+    pub(crate) protocol: VersionPair,
     hubs: Mutex<HashMap<String, Arc<SessionHub>>>,
 }
 
@@ -27,6 +31,7 @@ impl AgentHost {
         usage: Arc<dyn UsageReporter>,
         ring: RingConfig,
         history: HistoryConfig,
+        protocol: VersionPair,
     ) -> Self {
         AgentHost {
             directory,
@@ -34,6 +39,7 @@ impl AgentHost {
             usage,
             ring,
             history,
+            protocol,
             hubs: Mutex::new(HashMap::new()),
         }
     }

@@ -9,6 +9,7 @@ use super::history::HistoryConfig;
 use super::host::AgentHost;
 use super::hub::RingConfig;
 use super::usage::{SessionUsage, UsageReporter};
+use crate::protocol::version::VersionPair;
 use crate::server::{Attachment, CarrierContext, Connection, TextProfile, TextSession};
 
 /// The agent protocol (SPEC sections 4–6) on the carrier's text frames: handshake, method
@@ -34,6 +35,7 @@ impl std::fmt::Debug for AgentProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentProfile")
             .field("ring", &self.host.ring)
+            .field("protocol", &self.host.protocol)
             .finish_non_exhaustive()
     }
 }
@@ -53,19 +55,26 @@ impl AgentProfile {
             usage: Arc::new(SessionUsage::default()),
             ring: RingConfig::default(),
             history: HistoryConfig::default(),
+            protocol: VersionPair::CURRENT,
         }
+    }
+
+    /// The protocol version pair this profile announces and checks clients against.
+    pub fn protocol_version(&self) -> VersionPair {
+        self.host.protocol
     }
 }
 
-/// Builds an [`AgentProfile`]: the directory is required; binder, usage reporter and resume
-/// ring and history bounds have defaults ([`DefaultBinder`], [`SessionUsage`], 1024 events /
-/// 4 MiB, 1000 entries / 4 MiB).
+/// Builds an [`AgentProfile`]: the directory is required; binder, usage reporter, resume ring
+/// and history bounds and protocol version have defaults ([`DefaultBinder`], [`SessionUsage`],
+/// 1024 events / 4 MiB, 1000 entries / 4 MiB, [`VersionPair::CURRENT`]).
 pub struct AgentProfileBuilder {
     directory: Arc<dyn SessionDirectory>,
     binder: Arc<dyn SessionBinder>,
     usage: Arc<dyn UsageReporter>,
     ring: RingConfig,
     history: HistoryConfig,
+    protocol: VersionPair,
 }
 
 impl AgentProfileBuilder {
@@ -100,6 +109,33 @@ impl AgentProfileBuilder {
         self
     }
 
+    /// The protocol version pair the carrier announces to its clients (`protocol_version` and
+    /// `min_compatible_protocol` in the `system.handshake` result and in `system.status`), and
+    /// the pair every client's handshake is checked against by the rules of SPEC section 4.
+    /// Defaults to [`VersionPair::CURRENT`] (1.0, oldest compatible 1.0), which is what this
+    /// build implements.
+    ///
+    /// Announcing another pair does not change what the carrier does; it is for hosts that
+    /// speak a newer minor on top of this build and for testing clients against a skewed or
+    /// incompatible server. It covers only the client side: the handshake with an agent
+    /// process (`--agent-cmd`) keeps announcing [`VersionPair::CURRENT`].
+    ///
+    /// ```
+    /// use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
+    /// use carrier::protocol::version::VersionPair;
+    ///
+    /// let agent = EmbeddedAgent::default();
+    /// let skewed = VersionPair::parse("1.1", "1.0").expect("a consistent pair");
+    /// let profile = AgentProfile::builder(InMemoryDirectory::new(move |_| agent.session()))
+    ///     .protocol_version(skewed)
+    ///     .build();
+    /// assert_eq!(profile.protocol_version().version.to_string(), "1.1");
+    /// ```
+    pub fn protocol_version(mut self, pair: VersionPair) -> Self {
+        self.protocol = pair;
+        self
+    }
+
     /// The profile.
     pub fn build(self) -> AgentProfile {
         AgentProfile {
@@ -109,6 +145,7 @@ impl AgentProfileBuilder {
                 self.usage,
                 self.ring,
                 self.history,
+                self.protocol,
             )),
         }
     }
@@ -127,5 +164,25 @@ impl TextProfile for AgentProfile {
 impl From<AgentProfile> for Attachment {
     fn from(profile: AgentProfile) -> Self {
         Attachment(Arc::new(profile))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_profile_announces_the_current_protocol_1_0_unless_configured() {
+        let profile = AgentProfile::embedded(EmbeddedAgent::default());
+        assert_eq!(profile.protocol_version(), VersionPair::CURRENT);
+        assert_eq!(VersionPair::CURRENT.version.to_string(), "1.0");
+        assert_eq!(VersionPair::CURRENT.min_compatible.to_string(), "1.0");
+
+        let skewed = VersionPair::parse("1.1", "1.0").expect("a consistent pair");
+        let agent = EmbeddedAgent::default();
+        let profile = AgentProfile::builder(InMemoryDirectory::new(move |_| agent.session()))
+            .protocol_version(skewed)
+            .build();
+        assert_eq!(profile.protocol_version(), skewed);
     }
 }

@@ -115,6 +115,10 @@ pub struct HandshakeInfo {
 ///   [`ClientEvent::HistoryRefetched`].
 /// - The state is `connecting` until the handshake result arrives, then `connected`, or
 ///   `version_skew` when the server's minor version differs.
+/// - A failed handshake (e.g. `version_incompatible`, on the first connect or after a
+///   reconnect to a restarted server) is final: [`ClientEvent::HandshakeFailed`], state
+///   `disconnected`, no redial, and every request fails with that error until the application
+///   calls [`connect`](Client::connect) again.
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -663,8 +667,10 @@ impl Inner {
             core.ready = true;
             outcome
         };
-        self.phase.send_replace(Phase::Ready);
+        // The state first: `connect()` returns as soon as the phase is `Ready`, and by then
+        // `state()` must already say `connected` / `version_skew`.
         self.set_state(state);
+        self.phase.send_replace(Phase::Ready);
         self.events.emit(&ClientEvent::Ready {
             outcome,
             version_skew: info.version_skew,

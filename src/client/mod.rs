@@ -52,7 +52,9 @@
 //!
 //! Either implement [`Connector`] for your socket and wrap it in [`ReconnectingTransport`], or
 //! implement [`Transport`] directly. `tests/client_reference.rs` is the reference suite: copy it
-//! and swap the fake socket for yours.
+//! and swap the fake socket for yours. `tests/client_real_server.rs` runs this client against
+//! the real carrier: a server restart (`reset`), a connection cut mid-turn (`resumed`, no event
+//! lost or repeated), a skewed and an incompatible server.
 
 mod backoff;
 mod error;

@@ -67,6 +67,7 @@ pub async fn connect_with(
         our_turn: None,
         permission: None,
         mid_line: false,
+        state: ConnectionState::Disconnected,
     };
     let result = console.run(input, session).await;
     console.client.disconnect().await;
@@ -93,6 +94,10 @@ struct Console<'a, O: Write, E: Write> {
     permission: Option<(String, String)>,
     /// True when streamed text left the cursor mid-line.
     mid_line: bool,
+    /// The last client state seen on the state feed. The feed starts with the first
+    /// handshake's own `connecting` → `connected`, so only `connecting` after an open state
+    /// means the connection was lost.
+    state: ConnectionState,
 }
 
 enum Line {
@@ -159,13 +164,19 @@ impl<O: Write, E: Write> Console<'_, O, E> {
                     None => return Err(Failure::runtime("the client stopped")),
                 },
                 state = session.states.recv() => match state {
-                    Some(ConnectionState::Connecting) => self.note("[connection lost; reconnecting…]"),
-                    Some(state) if !closed_for_good(state) => {}
+                    Some(state) if !closed_for_good(state) => self.on_state(state),
                     _ => {
                         return Err(Failure::runtime(format!("the connection to {} closed", self.url)));
                     }
                 },
             }
+        }
+    }
+
+    fn on_state(&mut self, state: ConnectionState) {
+        let was_open = std::mem::replace(&mut self.state, state).is_open();
+        if was_open && state == ConnectionState::Connecting {
+            self.note("[connection lost; reconnecting…]");
         }
     }
 
