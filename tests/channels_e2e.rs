@@ -528,3 +528,36 @@ fn channel_specs_parse() {
         assert!(bad.parse::<ChannelSpec>().is_err(), "{bad}");
     }
 }
+
+/// A full inbound stream pauses the sender's reader instead of dropping: with room for one
+/// message and nobody receiving, the text sent after 30 frames is not answered; once the host
+/// receives, all 30 frames arrive in order and then the text is answered.
+#[tokio::test]
+async fn a_full_inbound_stream_pauses_the_sender_and_loses_nothing() {
+    let s = Server::default().await;
+    let handle = s
+        .transport
+        .register_channel(ChannelDescriptor::new("slow", &[], true))
+        .unwrap();
+    let mut inbound = handle.inbound(1);
+    let mut ws = connect_handshaken(&s.url()).await;
+    for i in 0..30u32 {
+        ws.send(binary("slow", i, &i.to_be_bytes())).await.unwrap();
+    }
+    ws.send(Message::text("after")).await.unwrap();
+    // A window in which the answer must *not* come: the reader waits for room.
+    let early = tokio::time::timeout(Duration::from_millis(300), next_message(&mut ws)).await;
+    assert!(early.is_err(), "the reader went on past a full stream: {early:?}");
+    for i in 0..30u32 {
+        let msg = tokio::time::timeout(WAIT, inbound.recv())
+            .await
+            .expect("a frame within the wait")
+            .expect("the stream is open");
+        assert_eq!(msg.seq, i);
+        match msg.body {
+            InboundBody::Binary(b) => assert_eq!(&b[..], &i.to_be_bytes()),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(next_text(&mut ws).await, "after");
+}

@@ -42,10 +42,9 @@ impl RegistryHarness {
 
     /// Routes one inbound binary message from `conn`, as its reader task does.
     pub async fn route(&self, conn: &Connection, message: Bytes) {
-        self.shared
-            .registry
-            .route(conn, message, &self.shared)
-            .await;
+        if let Some(room) = self.shared.registry.route(conn, message, &self.shared) {
+            room.await;
+        }
     }
 }
 

@@ -295,7 +295,9 @@ async fn serve_admitted(
                     break;
                 }
                 if let Some(data) = session.on_binary(data) {
-                    shared.registry.route(&conn, data, shared).await;
+                    if let Some(room) = shared.registry.route(&conn, data, shared) {
+                        room.await;
+                    }
                 }
             }
         }

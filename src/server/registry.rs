@@ -5,6 +5,8 @@
 //! `Bytes` is reference-counted, never copied per receiver. Inbound binary payloads reach the
 //! handler as a slice of the received message.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -280,7 +282,17 @@ impl ChannelRegistry {
 
     /// Routes one inbound binary message of a handshaken connection. Every refusal is answered
     /// with a `protocol_error` event carrying the channel and seq; the connection stays open.
-    pub(crate) async fn route(&self, conn: &Connection, msg: Bytes, shared: &Shared) {
+    ///
+    /// Synchronous on purpose: a handler sink and a stream with room take the message at once.
+    /// Only a full stream returns the rest of the delivery, which the reader awaits before it
+    /// reads on (backpressure). An `async fn` here would make every connection's reader
+    /// future carry this state for its whole life (~380 bytes per connection, issue 7).
+    pub(crate) fn route(
+        &self,
+        conn: &Connection,
+        msg: Bytes,
+        shared: &Shared,
+    ) -> Option<Backpressure> {
         let refuse =
             |code: ProtocolErrorCode, message: &str, channel: Option<&str>, seq: Option<u32>| {
                 let mut extra = Map::new();
@@ -302,7 +314,7 @@ impl ChannelRegistry {
                     header.as_ref().map(|h| h.channel),
                     header.as_ref().map(|h| h.seq),
                 );
-                return;
+                return None;
             }
         };
         let (channel, seq) = (frame.channel.as_str(), frame.seq);
@@ -313,7 +325,7 @@ impl ChannelRegistry {
                 Some(channel),
                 Some(seq),
             );
-            return;
+            return None;
         }
         let Some(entry) = self.inner.channels.get(channel).map(|e| e.clone()) else {
             refuse(
@@ -322,7 +334,7 @@ impl ChannelRegistry {
                 Some(channel),
                 Some(seq),
             );
-            return;
+            return None;
         };
         let body = match frame.body {
             FrameBody::Binary(bytes) if entry.descriptor.binary => InboundBody::Binary(bytes),
@@ -333,7 +345,7 @@ impl ChannelRegistry {
                     Some(channel),
                     Some(seq),
                 );
-                return;
+                return None;
             }
             FrameBody::Event { event, payload } if entry.descriptor.declares(&event) => {
                 InboundBody::Event { event, payload }
@@ -346,34 +358,43 @@ impl ChannelRegistry {
                     Some(channel),
                     Some(seq),
                 );
-                return;
+                return None;
             }
         };
         entry.senders.insert(conn.id());
-        entry
-            .deliver(Inbound {
-                connection: conn.id(),
-                seq,
-                body,
-            })
-            .await;
+        entry.deliver(Inbound {
+            connection: conn.id(),
+            seq,
+            body,
+        })
     }
 }
+
+/// The rest of a delivery to a full inbound stream: the reader awaits it before reading on.
+pub(crate) type Backpressure = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 impl ChannelEntry {
     fn current_sink(&self) -> Option<Arc<Sink>> {
         self.sink.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Delivers with backpressure: a full stream pauses the sending connection's reader.
-    async fn deliver(&self, msg: Inbound) {
+    /// Delivers with backpressure: a full stream returns the wait for room, which pauses the
+    /// sending connection's reader.
+    fn deliver(&self, msg: Inbound) -> Option<Backpressure> {
         match self.current_sink().as_deref() {
             Some(Sink::Handler(h)) => h(msg),
-            Some(Sink::Stream(tx)) => {
-                let _ = tx.send(msg).await;
-            }
+            Some(Sink::Stream(tx)) => match tx.try_send(msg) {
+                Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
+                Err(mpsc::error::TrySendError::Full(msg)) => {
+                    let tx = tx.clone();
+                    return Some(Box::pin(async move {
+                        let _ = tx.send(msg).await;
+                    }));
+                }
+            },
             None => tracing::debug!(channel = %self.name, "inbound frame with no handler"),
         }
+        None
     }
 
     /// Delivers without waiting (disconnect notices come from synchronous cleanup).
