@@ -547,7 +547,10 @@ async fn a_full_inbound_stream_pauses_the_sender_and_loses_nothing() {
     ws.send(Message::text("after")).await.unwrap();
     // A window in which the answer must *not* come: the reader waits for room.
     let early = tokio::time::timeout(Duration::from_millis(300), next_message(&mut ws)).await;
-    assert!(early.is_err(), "the reader went on past a full stream: {early:?}");
+    assert!(
+        early.is_err(),
+        "the reader went on past a full stream: {early:?}"
+    );
     for i in 0..30u32 {
         let msg = tokio::time::timeout(WAIT, inbound.recv())
             .await

@@ -224,11 +224,16 @@ async fn serve_admitted(
     // Whether the peer's side is over (close received, EOF): nothing left to drain.
     let mut peer_done = true;
     let mut send = no_obligations;
+    // Made once and polled every turn: a fresh `Notified` per frame registered and removed a
+    // waiter (a lock each) twice per inbound frame.
+    let terminated = terminate.wait();
+    let failed = out.failed();
+    tokio::pin!(terminated, failed);
     loop {
         let frame = tokio::select! {
             biased;
-            _ = terminate.wait() => break,
-            _ = out.failed() => break,
+            _ = &mut terminated => break,
+            _ = &mut failed => break,
             _ = &mut handshake_deadline, if !conn.is_handshaken() => {
                 conn.close(close_code::POLICY, "handshake timeout");
                 peer_done = false;
