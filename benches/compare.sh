@@ -9,6 +9,7 @@
 #   PIN=0 benches/compare.sh       # do not pin server and client to separate CPUs
 #   BEFORE_BIN=path/to/old/carrier benches/compare.sh   # also run an older carrier build
 #                                  # ("carrier-before" rows: before/after of a server change)
+#   REPORT_ONLY=1 benches/compare.sh   # rewrite the table from the last run's raw reports
 #
 # Servers (all on 127.0.0.1, each started fresh for every run):
 #   carrier      target/release/carrier serve --channel echo:echo --channel relay:relay
@@ -28,12 +29,15 @@ PIN=${PIN:-1}
 OUT=target/compare
 mkdir -p "$OUT"
 RESULTS=$OUT/results.jsonl
-: >"$RESULTS"
+META=$OUT/meta.env
+REPORT_ONLY=${REPORT_ONLY:-0}
 TOKEN=compare-bench-token
 LOADGEN=target/release/examples/loadgen
 
 log() { printf '[compare] %s\n' "$*" >&2; }
 
+if [ "$REPORT_ONLY" != 1 ]; then
+: >"$RESULTS"
 # ---------------------------------------------------------------------------------------- build
 log "building carrier, load generator and baselines (release)"
 cargo build --release --quiet --bin carrier --example loadgen
@@ -109,7 +113,8 @@ run_one() {
 # ------------------------------------------------------------------------------------ scenarios
 # Message counts per connection (QUICK shrinks them for a sanity pass).
 if [ "$QUICK" = 1 ]; then M64=100 M16K=40 M1M=20 MFAN=40 NIDLE=200; else
-  M64=1000 M16K=300 M1M=300 MFAN=300 NIDLE=1000; fi
+  # Sized so each run lasts seconds, not one: sub-second runs swung ±20 % here.
+  M64=3000 M16K=1000 M1M=500 MFAN=300 NIDLE=1000; fi
 
 scenario() { # NAME SERVER:ARGS... — runs every server RUNS times, order alternating per run
   local name=$1
@@ -163,10 +168,15 @@ scenario idle \
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 log "load average after: $LOAD_AFTER"
 
-# -------------------------------------------------------------------------------------- report
 CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 MACHINE="$(nproc) CPUs ($CPU), Linux $(uname -r), $(free -g | awk '/Mem:/{print $2}') GiB RAM"
 PINNING=$([ ${#SERVER_PIN[@]} -gt 0 ] && echo "server on CPU 0, client on CPU 1 (taskset)" || echo "no pinning")
+for v in MACHINE PINNING RUNS LOAD_BEFORE LOAD_AFTER QUICK; do printf '%s=%q\n' "$v" "${!v}"; done >"$META"
+fi
+
+# -------------------------------------------------------------------------------------- report
+# shellcheck disable=SC1090
+source "$META"
 export MACHINE PINNING RUNS LOAD_BEFORE LOAD_AFTER QUICK
 python3 - "$RESULTS" BENCHMARKS.md <<'PY'
 import json, os, statistics, sys, datetime
@@ -255,6 +265,11 @@ out.append(check("channel 1 MiB echo msgs/s ÷ bare fastwebsockets", ratio(med("
 out.append(check("rpc msgs/s at 100 conns ÷ bare 64 B echo", ratio(med("text64", "carrier", "msgs_per_s"), med("text64", "fastws", "msgs_per_s")), 0.6))
 out.append(check("16 KiB binary ÷ tokio-tungstenite", ratio(med("bin16k", "carrier", "msgs_per_s"), med("bin16k", "tungstenite", "msgs_per_s")), 1.5))
 out.append(check("16 KiB binary ÷ Node ws", ratio(med("bin16k", "carrier", "msgs_per_s"), med("bin16k", "node-ws", "msgs_per_s")), 5.0))
+for base, name in [("tungstenite", "tokio-tungstenite"), ("node-ws", "Node ws")]:
+    r = ratio(med("bin16k", "fastws", "msgs_per_s"), med("bin16k", base, "msgs_per_s"))
+    c = ratio(med("bin16k", base, "server_cpu_us_per_msg"), med("bin16k", "fastws", "server_cpu_us_per_msg"))
+    if r is not None and c is not None:
+        out.append(f"| the ceiling: bare fastwebsockets ÷ {name}, 16 KiB (msgs/s · server CPU per msg) | {r:.2f} · {c:.2f} | – | context |")
 out.append(check("fan-out egress MB/s ÷ 1-conn bare echo egress", ratio(med("fanout64k", "carrier", "mb_per_s"), med("fanout64k", "fastws", "mb_per_s")), 0.8))
 out.append(check("idle memory per conn ÷ bare", ratio(med("idle", "carrier", "idle_bytes_per_conn", "memory"), med("idle", "fastws", "idle_bytes_per_conn", "memory")), 1.5, "<="))
 out.append(check("memory per conn after 16 KiB ÷ bare", ratio(med("idle", "carrier", "after_message_bytes_per_conn", "memory"), med("idle", "fastws", "after_message_bytes_per_conn", "memory")), 1.2, "<="))
