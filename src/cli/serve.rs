@@ -175,6 +175,9 @@ async fn serve(
     transport: &WsTransport,
     agent: Option<&AgentProcess>,
 ) -> ExitCode {
+    // Listen for signals before anything can read the `listening` line: a host that sends
+    // SIGTERM as soon as it has the line must get a graceful stop, not the default death.
+    let stop = Stop::install();
     match agent {
         Some(agent) => transport.attach(agent.profile()),
         None => {
@@ -222,7 +225,7 @@ async fn serve(
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
     }
-    wait_for_signal().await;
+    stop.wait().await;
     transport.stop().await;
     ExitCode::SUCCESS
 }
@@ -248,27 +251,38 @@ pub fn write_token_file(path: &Path, token: &str) -> std::io::Result<()> {
     file.sync_all()
 }
 
-async fn wait_for_signal() {
+/// SIGINT / SIGTERM (Ctrl-C elsewhere), listened for from the moment it is installed.
+struct Stop {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) {
-            (Ok(mut int), Ok(mut term)) => {
-                tokio::select! {
-                    _ = int.recv() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            _ => {
-                let _ = tokio::signal::ctrl_c().await;
+    signals: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl Stop {
+    fn install() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Stop {
+                signals: signal(SignalKind::interrupt())
+                    .and_then(|int| Ok((int, signal(SignalKind::terminate())?)))
+                    .ok(),
             }
         }
+        #[cfg(not(unix))]
+        {
+            Stop {}
+        }
     }
-    #[cfg(not(unix))]
-    {
+
+    async fn wait(self) {
+        #[cfg(unix)]
+        if let Some((mut int, mut term)) = self.signals {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
         let _ = tokio::signal::ctrl_c().await;
     }
 }
