@@ -272,9 +272,11 @@ async fn drive(connections: usize, seconds: u64) -> Result<bool, Box<dyn std::er
     // stay level.
     let sampler = tokio::spawn(async move {
         let every = Duration::from_secs_f64(seconds as f64 / 10.0);
+        // On a clock, not after each sample: a slow answer must not shift the later points.
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         let mut samples = Vec::with_capacity(10);
         for _ in 0..10 {
-            tokio::time::sleep(every).await;
+            tick.tick().await;
             samples.push(probe.sample().await);
         }
         (probe, samples)
