@@ -576,6 +576,41 @@ fn assert_incompatible(error: &ClientError) {
 /// refusal would have dialled again within it.
 const NO_REDIAL_WINDOW: Duration = Duration::from_millis(3500);
 
+/// The error the client reported with `HandshakeFailed`.
+async fn handshake_failure(c: &mut Observed) -> ClientError {
+    match c
+        .event("HandshakeFailed", |e| {
+            matches!(e, ClientEvent::HandshakeFailed(_))
+        })
+        .await
+    {
+        ClientEvent::HandshakeFailed(error) => error,
+        _ => unreachable!("matched HandshakeFailed"),
+    }
+}
+
+/// After a refused handshake the client stays down: no dial within [`NO_REDIAL_WINDOW`], state
+/// `disconnected`, and requests fail at once with the refusal instead of waiting for a
+/// connection.
+async fn assert_stays_refused(c: &Observed, relay: &mut Relay, error: &ClientError) {
+    let dials = relay.accepted();
+    // Waiting for a dial that must not come.
+    assert!(
+        relay
+            .wait_accepted(dials + 1, NO_REDIAL_WINDOW)
+            .await
+            .is_err(),
+        "the client dialled again after version_incompatible"
+    );
+    assert_eq!(c.client.state(), ConnectionState::Disconnected);
+    let request = c
+        .client
+        .request_with_timeout("system.ping", json!({}), WAIT)
+        .await
+        .expect_err("no connection");
+    assert_eq!(&request, error);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_incompatible_server_fails_connect_clearly_and_is_not_redialled() {
     let server = carrier(0, announcing("2.0", "2.0")).await;
@@ -587,32 +622,13 @@ async fn an_incompatible_server_fails_connect_clearly_and_is_not_redialled() {
         .await
         .expect_err("a 2.0 server refuses a 1.0 client");
     assert_incompatible(&error);
-    match c
-        .event("HandshakeFailed", |e| {
-            matches!(e, ClientEvent::HandshakeFailed(_))
-        })
-        .await
-    {
-        ClientEvent::HandshakeFailed(reported) => assert_eq!(reported, error),
-        _ => unreachable!("matched HandshakeFailed"),
-    }
+    assert_eq!(handshake_failure(&mut c).await, error);
     c.state(ConnectionState::Disconnected).await;
 
-    // Waiting for a second dial that must not come.
-    assert!(
-        relay.wait_accepted(2, NO_REDIAL_WINDOW).await.is_err(),
-        "the client dialled again after version_incompatible"
-    );
     assert_eq!(relay.accepted(), 1);
-    assert_eq!(c.client.state(), ConnectionState::Disconnected);
+    assert_stays_refused(&c, &mut relay, &error).await;
+    assert_eq!(relay.accepted(), 1);
     assert_eq!(c.transport.state(), ConnectionState::Disconnected);
-    // Requests fail at once with the reason instead of waiting for a connection.
-    let request = c
-        .client
-        .request_with_timeout("system.ping", json!({}), WAIT)
-        .await
-        .expect_err("no connection");
-    assert_eq!(request, error);
     server.stop().await;
 }
 
@@ -629,30 +645,9 @@ async fn a_server_restarted_with_an_incompatible_major_stops_the_client_instead_
     c.state(ConnectionState::Connecting).await;
     let second = carrier(port, announcing("2.0", "2.0")).await;
 
-    let failed = c
-        .event("HandshakeFailed", |e| {
-            matches!(e, ClientEvent::HandshakeFailed(_))
-        })
-        .await;
-    let ClientEvent::HandshakeFailed(error) = failed else {
-        unreachable!("matched HandshakeFailed")
-    };
+    let error = handshake_failure(&mut c).await;
     assert_incompatible(&error);
     c.state(ConnectionState::Disconnected).await;
-    let dials = relay.accepted();
-    assert!(
-        relay
-            .wait_accepted(dials + 1, NO_REDIAL_WINDOW)
-            .await
-            .is_err(),
-        "the client dialled again after version_incompatible"
-    );
-    assert_eq!(c.client.state(), ConnectionState::Disconnected);
-    let request = c
-        .client
-        .request_with_timeout("system.ping", json!({}), WAIT)
-        .await
-        .expect_err("no connection");
-    assert_eq!(request, error);
+    assert_stays_refused(&c, &mut relay, &error).await;
     second.stop().await;
 }
