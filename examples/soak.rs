@@ -159,18 +159,6 @@ async fn serve(max_connections: usize) -> Result<(), Box<dyn std::error::Error>>
     Ok(())
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// One memory sample of the server child.
 #[derive(Clone, Copy, Default)]
 struct Memory {
@@ -201,7 +189,7 @@ impl Probe {
             .flatten()
             .unwrap_or(0);
         Memory {
-            rss_kib: rss_kib(self.pid),
+            rss_kib: carrier::loadgen::vm_rss_kib(self.pid).unwrap_or(0),
             heap_kib,
         }
     }

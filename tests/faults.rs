@@ -185,15 +185,7 @@ fn open_fds() -> usize {
 }
 
 fn rss_kib() -> usize {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
+    carrier::loadgen::vm_rss_kib(std::process::id()).map_or(0, |kib| kib as usize)
 }
 
 /// One connect → upgrade → handshake → close handshake → disconnect cycle.

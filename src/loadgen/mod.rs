@@ -54,6 +54,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+pub use idle::vm_rss_kib;
 pub use latency::Summary;
 pub use target::{Target, TargetError};
 
