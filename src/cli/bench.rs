@@ -18,36 +18,6 @@ use std::time::Duration;
 
 use carrier::loadgen::{self, LoadError, Mode, Plan};
 
-/// What `carrier bench` runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum BenchMode {
-    /// `system.ping` round trips after `system.handshake` (text, S-byte frames).
-    Rpc,
-    /// Binary frames with S-byte payloads on an echo channel, each waiting for its echo.
-    Channel,
-    /// One sender, N receivers on a relay channel; reports delivered (egress) throughput.
-    Fanout,
-    /// Plain WebSocket echo, for any echo server (no handshake).
-    Raw,
-    /// Server memory per admitted, handshaken connection, before and after one message each.
-    Idle,
-    /// Server memory per plain WebSocket connection, before and after one message each.
-    IdleRaw,
-}
-
-impl From<BenchMode> for Mode {
-    fn from(m: BenchMode) -> Mode {
-        match m {
-            BenchMode::Rpc => Mode::Rpc,
-            BenchMode::Channel => Mode::Channel,
-            BenchMode::Fanout => Mode::Fanout,
-            BenchMode::Raw => Mode::Raw,
-            BenchMode::Idle => Mode::Idle,
-            BenchMode::IdleRaw => Mode::IdleRaw,
-        }
-    }
-}
-
 /// `carrier bench URL [--mode M] [-c N] [-m M] [-s S] …`: N connections × M messages of S bytes
 /// against a running server on loopback; prints one JSON line (msgs/s, MB/s, p50/p99/max µs,
 /// errors).
@@ -60,7 +30,7 @@ pub struct BenchArgs {
     pub token: Option<String>,
     /// What to measure.
     #[arg(long, value_enum, default_value = "rpc")]
-    pub mode: BenchMode,
+    pub mode: Mode,
     /// Connections (fanout: receivers; one more connection sends).
     #[arg(short = 'c', long, default_value_t = 1)]
     pub connections: usize,
@@ -104,7 +74,7 @@ impl BenchArgs {
             max_duration: Duration::from_secs(self.duration_secs),
             server_pid: self.server_pid,
             settle: Duration::from_millis(self.settle_ms),
-            ..Plan::new(self.mode.into(), self.url.clone())
+            ..Plan::new(self.mode, self.url.clone())
         }
     }
 }

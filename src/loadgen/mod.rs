@@ -69,21 +69,21 @@ pub const MAX_SIZE: usize = 16 << 20;
 /// The longest a run may last.
 pub const MAX_DURATION: Duration = Duration::from_secs(600);
 
-/// What a run does; see the module docs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// What a run does; see the module docs. Also the values of `carrier bench --mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
-    /// `system.ping` round trips after `system.handshake`.
+    /// `system.ping` round trips after `system.handshake` (text, S-byte frames).
     Rpc,
-    /// Binary frames on an echo channel, each waiting for its echo.
+    /// Binary frames with S-byte payloads on an echo channel, each waiting for its echo.
     Channel,
-    /// One sender, N receivers on a relay channel.
+    /// One sender, N receivers on a relay channel; reports delivered (egress) throughput.
     Fanout,
-    /// Plain WebSocket echo.
+    /// Plain WebSocket echo, for any echo server (no handshake).
     Raw,
-    /// Server memory per admitted, handshaken carrier connection.
+    /// Server memory per admitted, handshaken connection, before and after one message each.
     Idle,
-    /// Server memory per plain WebSocket connection.
+    /// Server memory per plain WebSocket connection, before and after one message each.
     IdleRaw,
 }
 
