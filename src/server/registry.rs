@@ -361,7 +361,10 @@ impl ChannelRegistry {
                 return None;
             }
         };
-        entry.senders.insert(conn.id());
+        // Once per connection and channel: a read of the set is cheaper than a write per frame.
+        if !entry.senders.contains(&conn.id()) {
+            entry.senders.insert(conn.id());
+        }
         entry.deliver(Inbound {
             connection: conn.id(),
             seq,
