@@ -55,8 +55,7 @@ impl History {
         self.bytes += size_of(&entry);
         self.entries.push_back(entry);
         while self.entries.len() > 1
-            && (self.entries.len() > self.bounds.max_entries.max(1)
-                || self.bytes > self.bounds.max_bytes)
+            && (self.entries.len() > self.bounds.max_entries || self.bytes > self.bounds.max_bytes)
         {
             if let Some(old) = self.entries.pop_front() {
                 self.bytes -= size_of(&old);
