@@ -124,6 +124,7 @@ pub(crate) fn handle(
         limits: LimitsInfo {
             max_text_bytes: limits.max_text_bytes as u64,
             max_message_bytes: limits.max_message_bytes as u64,
+            max_inbound_bytes: limits.max_inbound_bytes as u64,
             max_connections: limits.max_connections as u64,
             queue_bytes: limits.queue_bytes as u64,
             handshake_timeout_ms: ms(limits.handshake_timeout),

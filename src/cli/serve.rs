@@ -73,6 +73,10 @@ pub struct ServeArgs {
     /// Hard cap of any message (close 1009).
     #[arg(long, env = "CARRIER_MAX_MESSAGE_BYTES", default_value_t = 16 << 20)]
     max_message_bytes: usize,
+    /// Memory for messages clients send, shared by all connections; a message that does not fit
+    /// waits. Default: 64 MiB, or --max-message-bytes when that is larger.
+    #[arg(long, env = "CARRIER_MAX_INBOUND_BYTES")]
+    max_inbound_bytes: Option<usize>,
     /// Outbound bytes queued per connection before a slow reader is closed (1013).
     #[arg(long, env = "CARRIER_QUEUE_BYTES", default_value_t = 8 << 20)]
     queue_bytes: usize,
@@ -117,6 +121,9 @@ impl ServeArgs {
             limits: Limits {
                 max_text_bytes: self.max_text_bytes,
                 max_message_bytes: self.max_message_bytes,
+                max_inbound_bytes: self.max_inbound_bytes.unwrap_or(
+                    carrier::server::config::DEFAULT_MAX_INBOUND.max(self.max_message_bytes),
+                ),
                 queue_bytes: self.queue_bytes,
                 ..Limits::default()
             },

@@ -93,6 +93,8 @@ pub struct LimitsInfo {
     pub max_text_bytes: u64,
     /// Hard cap on any message (close 1009 above it).
     pub max_message_bytes: u64,
+    /// Memory for the messages all clients send, together; a message that does not fit waits.
+    pub max_inbound_bytes: u64,
     /// Connections admitted at once.
     pub max_connections: u64,
     /// Outbound bytes queued per connection before it is failed (1013).

@@ -9,8 +9,15 @@ use crate::protocol::Role;
 pub struct Limits {
     /// Soft limit on one text message: larger ones are answered `too_large`, the socket stays open.
     pub max_text_bytes: usize,
-    /// Hard cap on any reassembled message: larger ones close the socket with 1009.
+    /// Hard cap on any reassembled message: larger ones close the socket with 1009. At most
+    /// [`MAX_MESSAGE_CAP`].
     pub max_message_bytes: usize,
+    /// Memory for messages clients send, shared by every connection: a received message is paid
+    /// for from it before its buffer is allocated and gives it back when the carrier drops the
+    /// last reference to it (after writing an echo or a relay, or when the handler is done). A
+    /// connection whose next message does not fit waits (its reader pauses). At least
+    /// `max_message_bytes`.
+    pub max_inbound_bytes: usize,
     /// Admitted connections at once; past it, upgrades get HTTP 503.
     pub max_connections: usize,
     /// Outbound bytes queued per connection before a slow reader is failed with 1013.
@@ -32,6 +39,7 @@ impl Default for Limits {
         Limits {
             max_text_bytes: 1 << 20,
             max_message_bytes: 16 << 20,
+            max_inbound_bytes: DEFAULT_MAX_INBOUND,
             max_connections: 1024,
             queue_bytes: 8 << 20,
             handshake_timeout: Duration::from_secs(10),
@@ -42,6 +50,19 @@ impl Default for Limits {
         }
     }
 }
+
+/// The largest `max_message_bytes` accepted: 1 GiB. The carrier holds a whole message in memory
+/// before handing it over, so a cap is a promise to allocate that much for one client; past a
+/// gibibyte no local use needs one message (stream large data in frames, e.g. on a bulk
+/// channel), and permits for one message are counted in 32 bits.
+pub const MAX_MESSAGE_CAP: usize = 1 << 30;
+
+/// The default `max_inbound_bytes`: 64 MiB, four messages at the default 16 MiB cap.
+pub const DEFAULT_MAX_INBOUND: usize = 64 << 20;
+
+/// The largest `max_inbound_bytes` and `queue_bytes` accepted: 64 GiB, more memory than a
+/// machine a loopback carrier runs on; a larger value is a typo, not a bound.
+pub const MAX_BUDGET: usize = 64 << 30;
 
 /// How a carrier listens and whom it admits.
 #[derive(Debug, Clone)]
@@ -152,6 +173,21 @@ impl CarrierConfig {
         if l.max_text_bytes == 0 || l.max_message_bytes == 0 {
             return Err(ConfigError::BadLimit("message limits must be positive"));
         }
+        if l.max_message_bytes > MAX_MESSAGE_CAP {
+            return Err(ConfigError::BadLimit(
+                "max_message_bytes is at most 1073741824 (1 GiB): a message is held whole in memory",
+            ));
+        }
+        if l.max_inbound_bytes < l.max_message_bytes {
+            return Err(ConfigError::BadLimit(
+                "max_inbound_bytes must be at least max_message_bytes, or a message could never be received",
+            ));
+        }
+        if l.max_inbound_bytes > MAX_BUDGET || l.queue_bytes > MAX_BUDGET {
+            return Err(ConfigError::BadLimit(
+                "max_inbound_bytes and queue_bytes are at most 68719476736 (64 GiB)",
+            ));
+        }
         if l.max_text_bytes > l.max_message_bytes {
             return Err(ConfigError::BadLimit(
                 "max_text_bytes must not exceed max_message_bytes",
@@ -191,6 +227,27 @@ mod tests {
         assert_eq!(c.validate(), Ok(()));
         c.token = Some("abc".into());
         assert_eq!(c.validate(), Err(ConfigError::OpenWithToken));
+    }
+
+    #[test]
+    fn message_cap_and_inbound_budget_bounds() {
+        let with = |max_message_bytes, max_inbound_bytes| CarrierConfig {
+            limits: Limits {
+                max_message_bytes,
+                max_inbound_bytes,
+                ..Limits::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(with(MAX_MESSAGE_CAP, MAX_MESSAGE_CAP).validate(), Ok(()));
+        assert!(matches!(
+            with(MAX_MESSAGE_CAP + 1, MAX_BUDGET).validate(),
+            Err(ConfigError::BadLimit(m)) if m.contains("1 GiB")
+        ));
+        assert!(with(usize::MAX, usize::MAX).validate().is_err());
+        assert!(with(16 << 20, (16 << 20) - 1).validate().is_err());
+        assert_eq!(with(16 << 20, MAX_BUDGET).validate(), Ok(()));
+        assert!(with(16 << 20, MAX_BUDGET + 1).validate().is_err());
     }
 
     #[test]

@@ -1,30 +1,29 @@
-//! The per-connection task: reads and reassembles messages, routes them by opcode, and runs the
-//! connection's single writer.
+//! The per-connection task: reads messages, routes them by opcode, and runs the connection's
+//! single writer.
 //!
 //! Two tasks per connection: the reader (this module's [`run`]) and the writer
 //! ([`write_loop`]), joined by the [`Outbound`] queue. The reader never writes; everything it
 //! wants sent (pongs, close echoes, protocol errors) goes through the queue like every other
-//! frame.
+//! frame. Once a close is queued, the reader only discards (see [`linger`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fastwebsockets::{Frame, OpCode, WebSocketError};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use serde_json::{Map, Value};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::admission::CloseRefusal;
-use super::control::{self, Control};
+use super::frame_reader::{FrameReader, Incoming, ReadEnd};
+use super::liveness::Liveness;
 use super::outbound::{close_code, FailReason, MessageKind, OutItem, Outbound};
 use super::profile::{Connection, ConnectionId, TextSession};
-use super::reassembly::{Reassembler, Reassembly};
 use super::shared::Shared;
 use super::wire::{FrameWriter, Opcode};
 use crate::protocol::envelope::too_large_reply;
@@ -34,12 +33,17 @@ use crate::protocol::Role;
 type Reader = Box<dyn AsyncRead + Send + Unpin>;
 type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
+/// How long a refused connection reads on (discarding) for the peer's answer to its 1008, so the
+/// peer reads the close rather than a reset. Short: a refused socket holds nothing worth waiting
+/// for, and it must not keep a flood of refused sockets around.
+const REFUSED_LINGER: Duration = Duration::from_secs(1);
+
 /// Ends the connection's tasks: set by the writer once its close frame has had its grace
 /// period, by a failure, or by a forced `stop()`.
 #[derive(Default)]
 pub(crate) struct Terminate {
     notify: Notify,
-    done: std::sync::atomic::AtomicBool,
+    done: AtomicBool,
 }
 
 impl Terminate {
@@ -59,48 +63,36 @@ impl Terminate {
     }
 }
 
-/// Milliseconds since the connection started at which the peer was last heard from.
-struct Liveness {
-    start: Instant,
-    last_heard_ms: AtomicU64,
-}
-
-impl Liveness {
-    fn heard(&self) {
-        let ms = self.start.elapsed().as_millis() as u64;
-        self.last_heard_ms.store(ms, Ordering::Relaxed);
-    }
-    fn silent_for(&self) -> Duration {
-        let now = self.start.elapsed().as_millis() as u64;
-        Duration::from_millis(now.saturating_sub(self.last_heard_ms.load(Ordering::Relaxed)))
-    }
-}
-
-/// Splits the upgraded stream. A plain TCP stream is split without a lock; anything else
-/// (a host's own server) falls back to `tokio::io::split`.
-fn split_io(upgraded: Upgraded) -> (Reader, Writer) {
+/// Splits the upgraded stream and returns the bytes hyper read past the upgrade request. A
+/// plain TCP stream is split without a lock; anything else (a host's own server) falls back to
+/// `tokio::io::split`.
+fn split_io(upgraded: Upgraded) -> (Reader, Writer, Bytes) {
     match upgraded.downcast::<TokioIo<TcpStream>>() {
         Ok(parts) => {
             let tcp = parts.io.into_inner();
             let _ = tcp.set_nodelay(true);
             let (r, w) = tcp.into_split();
-            // Bytes hyper read past the upgrade request belong to the WebSocket stream.
-            // `read_buf` is a view of hyper's whole read buffer (8 KiB or more); holding it for
-            // the connection's life pinned that buffer per connection (issue 7: most of the
-            // idle-memory gap to bare fastwebsockets). Keep only a copy of the leftover bytes,
-            // and nothing at all in the usual case where there are none.
-            if parts.read_buf.is_empty() {
-                (Box::new(r), Box::new(w))
-            } else {
-                let leftover = std::io::Cursor::new(Bytes::copy_from_slice(&parts.read_buf));
-                (Box::new(leftover.chain(r)), Box::new(w))
-            }
+            // The leftover is a view of hyper's whole read buffer; the reader copies it, so
+            // the buffer is not pinned for the connection's life (issue 7).
+            (Box::new(r), Box::new(w), parts.read_buf)
         }
         Err(upgraded) => {
             let (r, w) = tokio::io::split(TokioIo::new(upgraded));
-            (Box::new(r), Box::new(w))
+            (Box::new(r), Box::new(w), Bytes::new())
         }
     }
+}
+
+/// How long a connection may linger after its close was queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Linger {
+    /// The usual grace period for the peer's close.
+    Grace,
+    /// A refused connection with a lingering slot: [`REFUSED_LINGER`].
+    Refused,
+    /// A refused connection past the lingering slots: none, the socket goes once the close is
+    /// written.
+    None,
 }
 
 /// Runs one upgraded connection to its end. `verdict` is admission's: a role, or a refusal that
@@ -108,36 +100,48 @@ fn split_io(upgraded: Upgraded) -> (Reader, Writer) {
 pub(crate) async fn run(
     upgraded: Upgraded,
     verdict: Result<Role, CloseRefusal>,
+    linger: Linger,
     shared: Arc<Shared>,
 ) {
-    let (reader, writer) = split_io(upgraded);
-    run_split(reader, writer, verdict, shared).await
+    let (reader, writer, leftover) = split_io(upgraded);
+    run_split(reader, writer, &leftover, verdict, linger, shared).await
 }
 
 /// Runs a connection over any byte stream that has already completed the WebSocket upgrade.
 /// The same task as [`run`]; only the splitting differs. Used by tests and fuzzing to drive the
 /// real connection layer over an in-memory stream or a socket with injected faults.
-pub(crate) async fn run_io<IO>(io: IO, verdict: Result<Role, CloseRefusal>, shared: Arc<Shared>)
-where
+pub(crate) async fn run_io<IO>(
+    io: IO,
+    verdict: Result<Role, CloseRefusal>,
+    linger: Linger,
+    shared: Arc<Shared>,
+) where
     IO: AsyncRead + AsyncWrite + Send + 'static,
 {
     let (reader, writer) = tokio::io::split(io);
-    run_split(Box::new(reader), Box::new(writer), verdict, shared).await
+    run_split(
+        Box::new(reader),
+        Box::new(writer),
+        &[],
+        verdict,
+        linger,
+        shared,
+    )
+    .await
 }
 
 async fn run_split(
     reader: Reader,
     writer: Writer,
+    leftover: &[u8],
     verdict: Result<Role, CloseRefusal>,
+    linger: Linger,
     shared: Arc<Shared>,
 ) {
     let limits = shared.limits.clone();
     let out = Outbound::new(limits.queue_bytes);
     let terminate = Arc::new(Terminate::default());
-    let live = Arc::new(Liveness {
-        start: Instant::now(),
-        last_heard_ms: AtomicU64::new(0),
-    });
+    let live = Arc::new(Liveness::new());
     let writer_task = tokio::spawn(write_loop(
         writer,
         out.clone(),
@@ -145,27 +149,30 @@ async fn run_split(
         live.clone(),
         terminate.clone(),
     ));
-
-    let mut ws = fastwebsockets::after_handshake_split(
+    let mut frames = FrameReader::new(
         reader,
-        tokio::io::sink(),
-        fastwebsockets::Role::Server,
-    )
-    .0;
-    // The read half rejects a single frame at `max`; our cap is inclusive.
-    ws.set_max_message_size(limits.max_message_bytes.saturating_add(1));
-    // Pongs and close echoes are ours to send (see `control`): fastwebsockets would echo an
-    // over-long close payload as is, and answer frames we must refuse (unmasked ones).
-    ws.set_auto_close(false);
-    ws.set_auto_pong(false);
+        leftover,
+        limits.max_message_bytes,
+        shared.inbound.clone(),
+        live.clone(),
+    );
 
-    match verdict {
+    let close_queued = match verdict {
         Err(refusal) => {
             out.close(close_code::POLICY, &refusal.to_string());
-            drain(&mut ws, &live, &terminate).await;
+            true
         }
-        Ok(role) => serve_admitted(&mut ws, role, &out, &shared, &live, &terminate).await,
+        Ok(role) => serve_admitted(&mut frames, role, &out, &shared, &live, &terminate).await,
+    };
+    if close_queued {
+        let max = match linger {
+            Linger::Grace => limits.stop_grace,
+            Linger::Refused => REFUSED_LINGER.min(limits.stop_grace),
+            Linger::None => Duration::ZERO,
+        };
+        self::linger(&mut frames, &terminate, max).await;
     }
+    drop(frames);
 
     // Reading is over: the writer writes what is queued (a close, if any) and ends.
     out.shut();
@@ -180,20 +187,36 @@ async fn run_split(
     }
 }
 
+/// After our close was queued: discard what the peer still sends, without buffering it, until
+/// its close, the end of the stream, the writer's grace period or `max`, so the peer reads our
+/// close instead of a reset.
+async fn linger(frames: &mut FrameReader, terminate: &Terminate, max: Duration) {
+    if max.is_zero() {
+        return;
+    }
+    tokio::select! {
+        biased;
+        _ = terminate.wait() => {}
+        _ = tokio::time::sleep(max) => {}
+        _ = frames.discard_until_close() => {}
+    }
+}
+
+/// Serves an admitted connection until it ends. Returns whether our close is queued and the
+/// peer may still be sending (so the caller lingers to discard).
 async fn serve_admitted(
-    ws: &mut fastwebsockets::WebSocketRead<Reader>,
+    frames: &mut FrameReader,
     role: Role,
     out: &Outbound,
     shared: &Arc<Shared>,
     live: &Arc<Liveness>,
     terminate: &Arc<Terminate>,
-) {
+) -> bool {
     let id = ConnectionId::next();
     let conn = Connection::new(id, role, out.clone());
     let Some(mut session) = shared.open_session(&conn, terminate.clone()) else {
         out.close(close_code::GOING_AWAY, "server stopping");
-        drain(ws, live, terminate).await;
-        return;
+        return true;
     };
     {
         let registry = shared.registry.clone();
@@ -220,73 +243,45 @@ async fn serve_admitted(
     let handshake_deadline = tokio::time::sleep(shared.limits.handshake_timeout);
     tokio::pin!(handshake_deadline);
 
-    let mut reassembler = Reassembler::new(shared.limits.max_message_bytes);
-    // Whether the peer's side is over (close received, EOF): nothing left to drain.
-    let mut peer_done = true;
-    let mut send = no_obligations;
+    // Whether the peer may still be sending after we stop reading.
+    let mut peer_sending = true;
     // Made once and polled every turn: a fresh `Notified` per frame registered and removed a
     // waiter (a lock each) twice per inbound frame.
     let terminated = terminate.wait();
     let failed = out.failed();
     tokio::pin!(terminated, failed);
     loop {
-        let frame = tokio::select! {
+        let incoming = tokio::select! {
             biased;
             _ = &mut terminated => break,
             _ = &mut failed => break,
             _ = &mut handshake_deadline, if !conn.is_handshaken() => {
                 conn.close(close_code::POLICY, "handshake timeout");
-                peer_done = false;
                 break;
             }
-            r = ws.read_frame(&mut send) => r,
+            r = frames.next() => r,
         };
-        live.heard();
-        let mut frame = match frame {
-            Ok(f) => f,
-            Err(e) => {
-                peer_done = !close_for_read_error(out, &e);
+        match incoming {
+            Err(ReadEnd::Closed) => {
+                peer_sending = false;
                 break;
             }
-        };
-        if !control::is_masked(&mut frame) {
-            // RFC 6455 §5.1: a server MUST close the connection on an unmasked client frame.
-            out.close(close_code::PROTOCOL_ERROR, "unmasked client frame");
-            peer_done = false;
-            break;
-        }
-        match frame.opcode {
-            OpCode::Text | OpCode::Binary | OpCode::Continuation => {}
-            op => match control::classify(op, &frame.payload) {
-                Ok(Control::Ping(payload)) => {
-                    let _ = out.push(OutItem::Pong(Bytes::copy_from_slice(payload)));
-                    continue;
-                }
-                Ok(Control::Pong) => continue,
-                Ok(Control::Close { code, reason }) => {
-                    // Echo the peer's code; the close ends our side too.
-                    out.close(code, reason);
-                    break;
-                }
-                Err(v) => {
-                    out.close(v.code, v.reason);
-                    peer_done = false;
-                    break;
-                }
-            },
-        }
-        let message = match reassembler.push(frame) {
-            Reassembly::Partial => continue,
-            Reassembly::Complete(kind, bytes) => (kind, bytes),
-            Reassembly::Fail(code, reason) => {
-                out.close(code, reason);
-                peer_done = false;
+            Err(ReadEnd::Violation(v)) => {
+                out.close(v.code, v.reason);
                 break;
             }
-        };
-        match message {
-            (MessageKind::Text, text) => on_text(&conn, session.as_mut(), shared, text),
-            (MessageKind::Binary, data) => {
+            Ok(Incoming::Ping(payload)) => out.pong(payload),
+            Ok(Incoming::Pong) => {}
+            Ok(Incoming::Close(code, reason)) => {
+                // Echo the peer's code; the close ends our side too.
+                out.close(code, &reason);
+                peer_sending = false;
+                break;
+            }
+            Ok(Incoming::Message(MessageKind::Text, text)) => {
+                on_text(&conn, session.as_mut(), shared, text)
+            }
+            Ok(Incoming::Message(MessageKind::Binary, data)) => {
                 shared.metrics.inbound(MessageKind::Binary, data.len());
                 if !conn.is_handshaken() {
                     send_protocol_error(
@@ -301,13 +296,13 @@ async fn serve_admitted(
                 }
                 if let Some(data) = session.on_binary(data) {
                     if let Some(room) = shared.registry.route(&conn, data, shared) {
+                        let _paused = live.pause();
                         room.await;
                     }
                 }
             }
         }
         if !out.is_open() {
-            peer_done = false;
             break;
         }
     }
@@ -317,9 +312,7 @@ async fn serve_admitted(
     shared.registry.detach_sink(id);
     session.on_close();
     shared.forget(id);
-    if !peer_done && out.failure().is_none() {
-        drain(ws, live, terminate).await;
-    }
+    peer_sending
 }
 
 fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, text: Bytes) {
@@ -331,7 +324,7 @@ fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, te
     }
     match std::str::from_utf8(&text) {
         Ok(s) => session.on_text(s),
-        // Unreachable in practice: the reassembler validated it. Close as RFC 6455 asks.
+        // Unreachable in practice: the reader validated it. Close as RFC 6455 asks.
         Err(_) => conn.close(close_code::INVALID_PAYLOAD, "invalid UTF-8"),
     }
 }
@@ -341,7 +334,7 @@ fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, te
 /// envelope module owns the reply's shape (one copy of the rule, fuzzed there).
 fn answer_too_large(conn: &Connection, shared: &Shared, text: &[u8], limit: usize) {
     shared.metrics.protocol_error();
-    // The reassembler validated the UTF-8; a lossy view changes nothing for a valid text.
+    // The reader validated the UTF-8; a lossy view changes nothing for a valid text.
     let reply = too_large_reply(&String::from_utf8_lossy(text), limit);
     let _ = conn.send_text(reply);
 }
@@ -356,50 +349,6 @@ pub(crate) fn send_protocol_error(
 ) {
     shared.metrics.protocol_error();
     let _ = conn.send_text(protocol_error_event(code, message, extra));
-}
-
-/// The `send_fn` of `read_frame`: with automatic pong and close off, fastwebsockets never has a
-/// frame it is obliged to send, so this is never called with one that matters.
-fn no_obligations(_frame: Frame<'_>) -> std::future::Ready<Result<(), std::io::Error>> {
-    std::future::ready(Ok(()))
-}
-
-/// Queues the close a read error calls for; `false` when the socket itself is gone.
-fn close_for_read_error(out: &Outbound, e: &WebSocketError) -> bool {
-    let (code, reason) = match e {
-        WebSocketError::FrameTooLarge => (close_code::TOO_BIG, "message over the size cap"),
-        WebSocketError::InvalidUTF8 => (close_code::INVALID_PAYLOAD, "invalid UTF-8"),
-        WebSocketError::UnexpectedEOF
-        | WebSocketError::IoError(_)
-        | WebSocketError::ConnectionClosed
-        | WebSocketError::SendError(_) => return false,
-        _ => (close_code::PROTOCOL_ERROR, "protocol error"),
-    };
-    out.close(code, reason);
-    true
-}
-
-/// After we sent (or queued) a close: read and discard until the peer's close, an error or the
-/// writer's grace period ends, so the peer reads our close instead of a reset.
-async fn drain(
-    ws: &mut fastwebsockets::WebSocketRead<Reader>,
-    live: &Liveness,
-    terminate: &Terminate,
-) {
-    let mut send = no_obligations;
-    loop {
-        let r = tokio::select! {
-            biased;
-            _ = terminate.wait() => return,
-            r = ws.read_frame(&mut send) => r,
-        };
-        live.heard();
-        match r {
-            Ok(f) if f.opcode == OpCode::Close => return,
-            Ok(_) => continue,
-            Err(_) => return,
-        }
-    }
 }
 
 /// The connection's only writer: drains the outbound queue, pings, and ends after the close.

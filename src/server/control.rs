@@ -1,15 +1,11 @@
-//! RFC 6455 rules for inbound frames that fastwebsockets leaves to its caller.
+//! RFC 6455 rules for inbound control frames: pure functions, unit-tested and fuzzed, that say
+//! what the reader does with a ping, a pong or a close.
 //!
-//! fastwebsockets parses frames but, on its read half, does not refuse an unmasked client frame
-//! (RFC 6455 §5.1: a server MUST close the connection on one), does not bound the payload of a
-//! close or pong frame to 125 bytes (§5.5), and, when it answers a close itself, echoes the whole
-//! payload back — an over-long close reason would come back as an invalid frame. So the carrier
-//! turns its automatic pong and close off and applies the rules here: pure functions, unit-tested
-//! and fuzzed, that say what the reader does with each frame.
-
-use fastwebsockets::{Frame, OpCode};
+//! The carrier answers pings and closes itself (through the outbound queue, like every frame):
+//! a close is echoed with the peer's code but never with an over-long or invalid payload.
 
 use super::outbound::close_code;
+use super::wire::Opcode;
 
 /// Largest payload of a control frame (RFC 6455 §5.5).
 pub(crate) const MAX_CONTROL_PAYLOAD: usize = 125;
@@ -43,18 +39,9 @@ pub(crate) enum Control<'a> {
     },
 }
 
-/// Whether a frame read from the peer carried a masking key. Every client frame must (§5.1).
-/// fastwebsockets keeps the key private but writes it back when formatting the frame's header.
-pub(crate) fn is_masked(frame: &mut Frame<'_>) -> bool {
-    // 2 bytes of header, up to 8 of extended length and 4 of key.
-    let mut head = [0u8; 16];
-    frame.fmt_head(&mut head);
-    head[1] & 0x80 != 0
-}
-
 /// Classifies a control frame (`Ping`, `Pong` or `Close`) or says why it is invalid.
 /// Data opcodes are not control frames and are refused (the caller never passes them).
-pub(crate) fn classify(opcode: OpCode, payload: &[u8]) -> Result<Control<'_>, Violation> {
+pub(crate) fn classify(opcode: Opcode, payload: &[u8]) -> Result<Control<'_>, Violation> {
     if payload.len() > MAX_CONTROL_PAYLOAD {
         return Err(violation(
             close_code::PROTOCOL_ERROR,
@@ -62,10 +49,10 @@ pub(crate) fn classify(opcode: OpCode, payload: &[u8]) -> Result<Control<'_>, Vi
         ));
     }
     match opcode {
-        OpCode::Ping => Ok(Control::Ping(payload)),
-        OpCode::Pong => Ok(Control::Pong),
-        OpCode::Close => close(payload),
-        OpCode::Text | OpCode::Binary | OpCode::Continuation => {
+        Opcode::Ping => Ok(Control::Ping(payload)),
+        Opcode::Pong => Ok(Control::Pong),
+        Opcode::Close => close(payload),
+        Opcode::Text | Opcode::Binary | Opcode::Continuation => {
             Err(violation(close_code::PROTOCOL_ERROR, "not a control frame"))
         }
     }
@@ -103,25 +90,11 @@ pub(crate) fn close_code_allowed(code: u16) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fastwebsockets::Payload;
-
-    #[test]
-    fn masking_is_read_from_the_frame_header() {
-        let mut masked = Frame::new(
-            true,
-            OpCode::Text,
-            Some([1, 2, 3, 4]),
-            Payload::Owned(vec![]),
-        );
-        let mut plain = Frame::new(true, OpCode::Text, None, Payload::Owned(vec![0; 70_000]));
-        assert!(is_masked(&mut masked));
-        assert!(!is_masked(&mut plain));
-    }
 
     #[test]
     fn control_payload_is_bounded() {
-        assert_eq!(classify(OpCode::Pong, &[0; 125]), Ok(Control::Pong));
-        for op in [OpCode::Ping, OpCode::Pong, OpCode::Close] {
+        assert_eq!(classify(Opcode::Pong, &[0; 125]), Ok(Control::Pong));
+        for op in [Opcode::Ping, Opcode::Pong, Opcode::Close] {
             assert_eq!(classify(op, &[0; 126]).map_err(|v| v.code), Err(1002));
         }
     }
@@ -129,25 +102,25 @@ mod tests {
     #[test]
     fn close_payloads() {
         assert_eq!(
-            classify(OpCode::Close, b""),
+            classify(Opcode::Close, b""),
             Ok(Control::Close {
                 code: 1000,
                 reason: ""
             })
         );
         assert_eq!(
-            classify(OpCode::Close, b"\x0f\xa0bye"),
+            classify(Opcode::Close, b"\x0f\xa0bye"),
             Ok(Control::Close {
                 code: 4000,
                 reason: "bye"
             })
         );
         assert_eq!(
-            classify(OpCode::Close, b"\x03").map_err(|v| v.code),
+            classify(Opcode::Close, b"\x03").map_err(|v| v.code),
             Err(1002)
         );
         assert_eq!(
-            classify(OpCode::Close, b"\x03\xe8\xff").map_err(|v| v.code),
+            classify(Opcode::Close, b"\x03\xe8\xff").map_err(|v| v.code),
             Err(1007)
         );
         for bad in [
@@ -164,14 +137,14 @@ mod tests {
         ] {
             let p = bad.to_be_bytes();
             assert_eq!(
-                classify(OpCode::Close, &p).map_err(|v| v.code),
+                classify(Opcode::Close, &p).map_err(|v| v.code),
                 Err(1002),
                 "{bad}"
             );
         }
         for good in [1000u16, 1001, 1002, 1003, 1007, 1011, 1014, 3000, 4999] {
             assert!(
-                classify(OpCode::Close, &good.to_be_bytes()).is_ok(),
+                classify(Opcode::Close, &good.to_be_bytes()).is_ok(),
                 "{good}"
             );
         }

@@ -16,7 +16,7 @@ use hyper::header::{
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::admission::{admit, query_param, tokens_equal, AdmissionRequest, Decision};
-use super::connection;
+use super::connection::{self, Linger};
 use super::shared::Shared;
 
 /// The response body type of every carrier response.
@@ -155,10 +155,17 @@ fn metrics<B>(req: &Request<B>, shared: &Shared) -> Response<Body> {
             return r;
         }
     }
+    let mut body = shared.metrics.render();
+    // Held in the transport's shared state rather than in the counters, so it is read here.
+    body.push_str(&format!(
+        "# HELP carrier_inbound_bytes Bytes of client messages the carrier holds (the inbound budget in use).\n\
+         # TYPE carrier_inbound_bytes gauge\ncarrier_inbound_bytes {}\n",
+        shared.inbound.in_use()
+    ));
     text(
         StatusCode::OK,
         "text/plain; version=0.0.4; charset=utf-8",
-        shared.metrics.render(),
+        body,
     )
 }
 
@@ -185,8 +192,13 @@ fn upgrade<B: Send + 'static>(req: &mut Request<B>, shared: Arc<Shared>) -> Resp
     if shared.running.read().map(|r| r.is_none()).unwrap_or(true) {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "carrier is not running\n");
     }
-    let Some(slot) = shared.reserve_slot() else {
-        return plain(StatusCode::SERVICE_UNAVAILABLE, "too many connections\n");
+    let slot = if verdict.is_ok() {
+        let Some(slot) = shared.reserve_slot() else {
+            return plain(StatusCode::SERVICE_UNAVAILABLE, "too many connections\n");
+        };
+        slot
+    } else {
+        shared.reserve_refused()
     };
     let (response, upgrade_fut) = match fastwebsockets::upgrade::upgrade(&mut *req) {
         Ok(pair) => pair,
@@ -200,9 +212,14 @@ fn upgrade<B: Send + 'static>(req: &mut Request<B>, shared: Arc<Shared>) -> Resp
         parts.headers.insert(SEC_WEBSOCKET_PROTOCOL, p);
     }
     tokio::spawn(async move {
+        let linger = match (&verdict, slot.lingers()) {
+            (Ok(_), _) => Linger::Grace,
+            (Err(_), true) => Linger::Refused,
+            (Err(_), false) => Linger::None,
+        };
         let _slot = slot;
         match upgrade_fut.await {
-            Ok(ws) => connection::run(ws.into_inner().into_inner(), verdict, shared).await,
+            Ok(ws) => connection::run(ws.into_inner().into_inner(), verdict, linger, shared).await,
             Err(e) => tracing::debug!(error = %e, "upgrade failed"),
         }
     });

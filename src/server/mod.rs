@@ -19,12 +19,14 @@ pub mod config;
 mod connection;
 pub mod context;
 mod control;
+mod frame_reader;
 pub mod http;
+mod inbound;
 pub mod listener;
+mod liveness;
 pub mod metrics;
 pub mod outbound;
 pub mod profile;
-mod reassembly;
 pub mod registry;
 mod shared;
 pub mod transport;
@@ -33,7 +35,7 @@ mod wire;
 pub use config::{CarrierConfig, ConfigError, Limits};
 pub use context::{CarrierContext, Driver};
 pub use http::CarrierService;
-pub use outbound::{close_code, DeliveryError, Outbound};
+pub use outbound::{close_code, DeliveryError, Outbound, ITEM_OVERHEAD};
 pub use profile::{Attachment, Connection, ConnectionId, TextProfile, TextSession};
 pub use registry::{
     ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, DeliveryClass, Inbound,

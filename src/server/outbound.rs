@@ -62,14 +62,22 @@ pub(crate) enum OutItem {
     },
 }
 
+/// What one queued item holds besides its payload bytes: its slot in the queue (which may be
+/// up to twice the item's size, since the queue grows by doubling), the reference-counting
+/// headers of its shared buffers and the allocator's own bookkeeping. A frame's payload is
+/// allocated to its exact size where the carrier makes it, so payload plus this is what the
+/// item really costs in memory; `tests/core_bounds.rs` measures it with a counting allocator.
+pub const ITEM_OVERHEAD: usize = 256;
+
 impl OutItem {
-    /// Bytes this item holds while queued (payload bytes; control frames count their payload).
+    /// Bytes this item holds while queued: payload plus [`ITEM_OVERHEAD`].
     pub(crate) fn cost(&self) -> usize {
-        match self {
-            OutItem::Message { head, body, .. } => head.len() + body.len(),
-            OutItem::Ping(p) | OutItem::Pong(p) => p.len(),
-            OutItem::Close { reason, .. } => 2 + reason.len(),
-        }
+        ITEM_OVERHEAD
+            + match self {
+                OutItem::Message { head, body, .. } => head.len() + body.len(),
+                OutItem::Ping(p) | OutItem::Pong(p) => p.len(),
+                OutItem::Close { reason, .. } => 2 + reason.len(),
+            }
     }
 }
 
@@ -79,7 +87,7 @@ pub enum DeliveryError {
     /// The connection is closing or closed; nothing more is sent on it.
     #[error("the connection is closed")]
     Closed,
-    /// This send pushed the queue past its byte budget; the connection has been failed (1013).
+    /// The queue was already past its byte budget; the connection has been failed (1013).
     #[error("the reader is too slow: outbound queue over its byte budget; connection failed")]
     Overflow,
 }
@@ -96,6 +104,9 @@ pub enum FailReason {
 #[derive(Default)]
 struct Queue {
     items: VecDeque<OutItem>,
+    /// The pong owed for the most recent ping not yet answered: a newer ping replaces it (RFC
+    /// 6455 §5.5.3), so a peer that pings without reading costs one pong, not one per ping.
+    pong: Option<Bytes>,
     /// Per lossy channel: bytes queued and frames dropped since the receiver was last told.
     lossy: Vec<LossyState>,
     /// No more frames are accepted (close queued, or failed).
@@ -109,6 +120,11 @@ struct LossyState {
 }
 
 /// The shared outbound queue of one connection. Cheap to clone (an `Arc`).
+///
+/// The budget is checked against what is already queued: a frame is refused (and the connection
+/// failed) only when the bytes queued before it are over the budget, so a reader that keeps up
+/// receives any message within the hard cap, and the queue holds at most the budget plus one
+/// message.
 #[derive(Clone)]
 pub struct Outbound {
     inner: Arc<OutboundInner>,
@@ -209,10 +225,20 @@ impl Outbound {
         head: Bytes,
         body: Bytes,
     ) -> Result<(), DeliveryError> {
-        let cost = head.len() + body.len();
+        let item = OutItem::Message {
+            kind: MessageKind::Binary,
+            head,
+            body,
+            lossy: Some(channel.clone()),
+        };
+        let cost = item.cost();
         let mut q = self.lock();
         if q.closed {
             return Err(DeliveryError::Closed);
+        }
+        if self.over_budget() {
+            drop(q);
+            return self.overflow();
         }
         let idx = match q.lossy.iter().position(|s| s.channel == *channel) {
             Some(i) => i,
@@ -234,13 +260,8 @@ impl Outbound {
                     return true;
                 }
                 match item {
-                    OutItem::Message {
-                        lossy: Some(c),
-                        head,
-                        body,
-                        ..
-                    } if c == channel => {
-                        let n = head.len() + body.len();
+                    OutItem::Message { lossy: Some(c), .. } if c == channel => {
+                        let n = item.cost();
                         over = over.saturating_sub(n);
                         freed += n;
                         dropped += 1;
@@ -253,49 +274,70 @@ impl Outbound {
         let state = &mut q.lossy[idx];
         state.queued_bytes = state.queued_bytes - freed + cost;
         state.dropped += dropped;
-        q.items.push_back(OutItem::Message {
-            kind: MessageKind::Binary,
-            head,
-            body,
-            lossy: Some(channel.clone()),
-        });
+        q.items.push_back(item);
         // Counted under the lock, like `push`: see there.
         self.inner.bytes.fetch_sub(freed, Ordering::AcqRel);
-        let now = self.inner.bytes.fetch_add(cost, Ordering::AcqRel) + cost;
+        self.inner.bytes.fetch_add(cost, Ordering::AcqRel);
         drop(q);
-        self.check_budget(now)
+        self.inner.wake.notify_one();
+        Ok(())
     }
 
-    /// Queues a control or data item; the single entry point for reliable frames.
+    /// Queues a control or data item; the single entry point for reliable frames. A close is
+    /// always taken (it is the last item); anything else is refused once the queue is over budget.
     pub(crate) fn push(&self, item: OutItem) -> Result<(), DeliveryError> {
         let cost = item.cost();
-        let now = {
+        {
             let mut q = self.lock();
             if q.closed {
                 return Err(DeliveryError::Closed);
             }
-            if matches!(item, OutItem::Close { .. }) {
-                q.closed = true;
+            let closing = matches!(item, OutItem::Close { .. });
+            if !closing && self.over_budget() {
+                drop(q);
+                return self.overflow();
             }
+            q.closed |= closing;
             q.items.push_back(item);
             // Counted before the lock is released, so before the writer can take the item and
             // release its bytes. Counting after the unlock let the writer's subtraction come
             // first: the counter wrapped below zero for a moment, and a concurrent send saw a
             // huge queue and failed a healthy connection as a slow reader (1013). Seen in the
             // 1,000-connection soak under CPU contention.
-            self.inner.bytes.fetch_add(cost, Ordering::AcqRel) + cost
-        };
-        self.check_budget(now)
-    }
-
-    /// Fails the connection when `now` (the count just after a send) is over the budget.
-    fn check_budget(&self, now: usize) -> Result<(), DeliveryError> {
-        if now > self.inner.budget {
-            self.fail_once(FailReason::SlowReader);
-            return Err(DeliveryError::Overflow);
+            self.inner.bytes.fetch_add(cost, Ordering::AcqRel);
         }
         self.inner.wake.notify_one();
         Ok(())
+    }
+
+    /// Answers a ping. Only the most recent unanswered ping is answered: a pong still queued is
+    /// replaced, so pongs owed to a peer that does not read never pile up.
+    pub(crate) fn pong(&self, payload: Bytes) {
+        let cost = ITEM_OVERHEAD + payload.len();
+        {
+            let mut q = self.lock();
+            if q.closed {
+                return;
+            }
+            if let Some(old) = q.pong.replace(payload) {
+                self.inner
+                    .bytes
+                    .fetch_sub(ITEM_OVERHEAD + old.len(), Ordering::AcqRel);
+            }
+            self.inner.bytes.fetch_add(cost, Ordering::AcqRel);
+        }
+        self.inner.wake.notify_one();
+    }
+
+    /// Whether the bytes already queued are over the budget. Call under the queue lock.
+    fn over_budget(&self) -> bool {
+        self.inner.bytes.load(Ordering::Acquire) > self.inner.budget
+    }
+
+    /// Fails the connection as a slow reader.
+    fn overflow(&self) -> Result<(), DeliveryError> {
+        self.fail_once(FailReason::SlowReader);
+        Err(DeliveryError::Overflow)
     }
 
     /// Queues a close frame; the writer sends it after everything queued before it and then
@@ -330,7 +372,8 @@ impl Outbound {
         let freed: usize = {
             let mut q = self.lock();
             q.closed = true;
-            let freed = q.items.iter().map(OutItem::cost).sum();
+            let pong = q.pong.take().map_or(0, |p| ITEM_OVERHEAD + p.len());
+            let freed = q.items.iter().map(OutItem::cost).sum::<usize>() + pong;
             q.items.clear();
             q.lossy.clear();
             freed
@@ -397,9 +440,13 @@ impl Outbound {
                             s.dropped = 0;
                         }
                     }
-                    return;
                 }
-                if q.closed {
+                if let Some(pong) = q.pong.take() {
+                    // A control frame may go anywhere between data frames (after a close it is
+                    // simply not written).
+                    batch.push(OutItem::Pong(pong));
+                }
+                if !batch.is_empty() || q.closed {
                     return;
                 }
             }
@@ -431,16 +478,18 @@ mod tests {
     use std::sync::atomic::AtomicU32;
 
     #[test]
-    fn overflow_fails_once_and_releases_memory() {
-        let out = Outbound::new(100);
+    fn a_send_is_refused_only_once_the_queue_is_already_over_budget() {
+        let out = Outbound::new(1000);
         let runs = Arc::new(AtomicU32::new(0));
         let r = runs.clone();
         out.set_on_fail(move |reason| {
             assert_eq!(reason, FailReason::SlowReader);
             r.fetch_add(1, Ordering::SeqCst);
         });
-        assert!(out.send_text(Bytes::from(vec![b'a'; 100])).is_ok());
-        assert_eq!(out.queued_bytes(), 100);
+        // One message far larger than the budget is taken: the queue was under it.
+        assert!(out.send_text(Bytes::from(vec![b'a'; 5000])).is_ok());
+        assert_eq!(out.queued_bytes(), 5000 + ITEM_OVERHEAD);
+        // The next one finds the queue over budget: the connection fails, once.
         assert_eq!(
             out.send_text(Bytes::from_static(b"x")),
             Err(DeliveryError::Overflow)
@@ -458,16 +507,42 @@ mod tests {
     }
 
     #[test]
+    fn small_frames_are_charged_their_overhead() {
+        // 1000 bytes of budget hold three empty frames, not a thousand.
+        let out = Outbound::new(3 * ITEM_OVERHEAD);
+        for _ in 0..4 {
+            out.send_text(Bytes::new()).unwrap();
+        }
+        assert_eq!(out.send_text(Bytes::new()), Err(DeliveryError::Overflow));
+    }
+
+    #[test]
+    fn pongs_coalesce_to_the_latest_ping() {
+        let out = Outbound::new(10 * ITEM_OVERHEAD);
+        for i in 0..1000u32 {
+            out.pong(Bytes::from(i.to_be_bytes().to_vec()));
+        }
+        assert_eq!(out.queued_bytes(), ITEM_OVERHEAD + 4);
+        out.send_text(Bytes::from_static(b"data")).unwrap();
+        let (mut batch, mut drops) = (Vec::new(), Vec::new());
+        futures_util::FutureExt::now_or_never(out.next_batch(&mut batch, &mut drops)).unwrap();
+        assert_eq!(batch.len(), 2);
+        assert!(matches!(&batch[1], OutItem::Pong(p) if p[..] == 999u32.to_be_bytes()));
+        assert_eq!(out.failure(), None);
+    }
+
+    #[test]
     fn lossy_drops_oldest_of_its_channel_only() {
         let out = Outbound::new(1 << 20);
         let mic: Arc<str> = Arc::from("mic");
         out.send_text(Bytes::from_static(b"reliable")).unwrap();
+        let frame = 10 + ITEM_OVERHEAD;
         for i in 0..5u8 {
-            out.send_lossy(&mic, 30, Bytes::new(), Bytes::from(vec![i; 10]))
+            out.send_lossy(&mic, 3 * frame, Bytes::new(), Bytes::from(vec![i; 10]))
                 .unwrap();
         }
-        // 5 frames of 10 bytes with a 30-byte budget: the two oldest were dropped.
-        assert_eq!(out.queued_bytes(), 8 + 30);
+        // 5 frames with room for 3: the two oldest were dropped.
+        assert_eq!(out.queued_bytes(), 8 + ITEM_OVERHEAD + 3 * frame);
         let mut batch = Vec::new();
         let mut drops = Vec::new();
         futures_util::FutureExt::now_or_never(out.next_batch(&mut batch, &mut drops)).unwrap();
@@ -483,7 +558,7 @@ mod tests {
     fn concurrent_sends_and_writes_never_fail_a_reader_that_keeps_up() {
         // The writer releases bytes as fast as they are queued, so at most a few sends are
         // ever outstanding: a spurious overflow can only come from a miscount.
-        let out = Outbound::new(1000);
+        let out = Outbound::new(1000 + 10 * ITEM_OVERHEAD);
         let stop = Arc::new(AtomicBool::new(false));
         let writer = {
             let (out, stop) = (out.clone(), stop.clone());
@@ -508,7 +583,7 @@ mod tests {
                             return false;
                         }
                         // Keep the queue short: wait for the writer to catch up.
-                        while out.queued_bytes() > 100 && out.failure().is_none() {
+                        while out.queued_bytes() > 2 * ITEM_OVERHEAD && out.failure().is_none() {
                             std::thread::yield_now();
                         }
                     }

@@ -10,6 +10,7 @@ use super::admission::AdmissionPolicy;
 use super::config::Limits;
 use super::connection::Terminate;
 use super::context::CarrierContext;
+use super::inbound::InboundBudget;
 use super::metrics::Metrics;
 use super::profile::{Connection, ConnectionId, TextProfile, TextSession};
 use super::registry::ChannelRegistry;
@@ -20,8 +21,14 @@ pub(crate) struct Running {
     pub(crate) ctx: CarrierContext,
 }
 
+/// Refused connections that may linger at once (reading on for the peer's answer to their
+/// 1008); past it a refused socket goes as soon as its close is written.
+pub(crate) const REFUSED_LINGERING: usize = 64;
+
 pub(crate) struct Shared {
     pub(crate) limits: Arc<Limits>,
+    /// Memory for the messages clients send, shared by every connection.
+    pub(crate) inbound: InboundBudget,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) registry: ChannelRegistry,
     pub(crate) policy: AdmissionPolicy,
@@ -29,21 +36,41 @@ pub(crate) struct Shared {
     /// Admitted connections, for `stop()`.
     pub(crate) connections: DashMap<ConnectionId, (Connection, Arc<Terminate>)>,
     /// Upgrades in flight or admitted: checked against `max_connections` before upgrading.
+    /// Refused connections never take one, so a flood of bad tokens cannot lock clients out.
     slots: AtomicUsize,
+    /// Refused connections still running.
+    refused: AtomicUsize,
     /// Connection tasks still running (admitted or refused), for `stop()` to wait on.
     tasks: AtomicUsize,
     tasks_done: Notify,
     pub(crate) stopping: AtomicBool,
 }
 
-/// A reserved connection slot, released on drop.
-pub(crate) struct Slot(Arc<Shared>);
+/// A running connection task's place, released on drop: a slot of `max_connections` for an
+/// admitted one, a place among the refused ones otherwise.
+pub(crate) struct Slot {
+    shared: Arc<Shared>,
+    refused: bool,
+}
+
+impl Slot {
+    /// Whether this refused connection may linger for the peer's close (see
+    /// [`REFUSED_LINGERING`]).
+    pub(crate) fn lingers(&self) -> bool {
+        !self.refused || self.shared.refused.load(Ordering::Acquire) <= REFUSED_LINGERING
+    }
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.slots.fetch_sub(1, Ordering::AcqRel);
-        if self.0.tasks.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.tasks_done.notify_waiters();
+        let counter = if self.refused {
+            &self.shared.refused
+        } else {
+            &self.shared.slots
+        };
+        counter.fetch_sub(1, Ordering::AcqRel);
+        if self.shared.tasks.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.shared.tasks_done.notify_waiters();
         }
     }
 }
@@ -51,6 +78,7 @@ impl Drop for Slot {
 impl Shared {
     pub(crate) fn new(limits: Limits, policy: AdmissionPolicy, registry: ChannelRegistry) -> Self {
         Shared {
+            inbound: InboundBudget::new(limits.max_inbound_bytes),
             limits: Arc::new(limits),
             metrics: Arc::new(Metrics::default()),
             registry,
@@ -58,6 +86,7 @@ impl Shared {
             running: RwLock::new(None),
             connections: DashMap::new(),
             slots: AtomicUsize::new(0),
+            refused: AtomicUsize::new(0),
             tasks: AtomicUsize::new(0),
             tasks_done: Notify::new(),
             stopping: AtomicBool::new(false),
@@ -83,7 +112,21 @@ impl Shared {
             }
         }
         self.tasks.fetch_add(1, Ordering::AcqRel);
-        Some(Slot(self.clone()))
+        Some(Slot {
+            shared: self.clone(),
+            refused: false,
+        })
+    }
+
+    /// A place for a connection refused at admission (1008). Always granted: it takes no slot of
+    /// `max_connections`, and it lingers only while few refused connections do.
+    pub(crate) fn reserve_refused(self: &Arc<Self>) -> Slot {
+        self.refused.fetch_add(1, Ordering::AcqRel);
+        self.tasks.fetch_add(1, Ordering::AcqRel);
+        Slot {
+            shared: self.clone(),
+            refused: true,
+        }
     }
 
     /// Opens the text session of a newly admitted connection and registers it for `stop()`.

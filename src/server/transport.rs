@@ -333,11 +333,14 @@ impl WsTransport {
         if !running {
             return None;
         }
-        let slot = self.shared.reserve_slot()?;
+        let slot = match verdict {
+            Ok(_) => self.shared.reserve_slot()?,
+            Err(_) => self.shared.reserve_refused(),
+        };
         let shared = self.shared.clone();
         Some(async move {
             let _slot = slot;
-            super::connection::run_io(io, verdict, shared).await
+            super::connection::run_io(io, verdict, super::connection::Linger::Grace, shared).await
         })
     }
 }

@@ -21,14 +21,35 @@ const COPY_MAX: usize = 1024;
 /// every idle connection (issue 7); large enough that pings, pongs and short responses reuse it.
 const KEEP_MAX: usize = 512;
 
-/// WebSocket opcodes the server writes.
-#[derive(Debug, Clone, Copy)]
+/// WebSocket opcodes (RFC 6455 §5.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Opcode {
+    Continuation = 0x0,
     Text = 0x1,
     Binary = 0x2,
     Close = 0x8,
     Ping = 0x9,
     Pong = 0xA,
+}
+
+impl Opcode {
+    /// The opcode of a frame's first byte, `None` for the reserved values.
+    pub(crate) fn from_bits(bits: u8) -> Option<Opcode> {
+        Some(match bits {
+            0x0 => Opcode::Continuation,
+            0x1 => Opcode::Text,
+            0x2 => Opcode::Binary,
+            0x8 => Opcode::Close,
+            0x9 => Opcode::Ping,
+            0xA => Opcode::Pong,
+            _ => return None,
+        })
+    }
+
+    /// Close, ping and pong: at most 125 bytes, never fragmented (§5.5).
+    pub(crate) fn is_control(self) -> bool {
+        matches!(self, Opcode::Close | Opcode::Ping | Opcode::Pong)
+    }
 }
 
 /// Writes frames to one socket, batching small ones.

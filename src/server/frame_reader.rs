@@ -1,0 +1,544 @@
+//! Reading client frames (RFC 6455 §5) with every bound checked before memory is committed.
+//!
+//! A frame's header is parsed from a small read buffer; only then, once the announced length
+//! has passed the message cap (1009 past it) and been paid for from the process-wide
+//! [`InboundBudget`], is a buffer of exactly that size allocated for the payload. The part of the
+//! payload already read is copied into it and the rest is read straight into it, so a message is
+//! in memory once, and what a handler receives is a slice of that buffer (zero-copy). Fragments
+//! are reassembled into one buffer with the same cap.
+//!
+//! The read buffer itself belongs to a connection only while bytes are arriving: whenever the
+//! socket has nothing more to give, the buffer goes back to a small per-thread pool and the
+//! connection keeps at most the few bytes of a partial header. An idle connection holds no
+//! read buffer at all.
+//!
+//! A refused or failed connection reads on only to let the peer see its close: [`FrameReader::
+//! discard_until_close`] parses headers and throws payload bytes away as they arrive.
+
+use std::cell::RefCell;
+use std::future::poll_fn;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::{BufMut, Bytes};
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
+
+use super::control::{self, Control, Violation};
+use super::inbound::{self, InboundBudget, Permit};
+use super::liveness::Liveness;
+use super::outbound::{close_code, MessageKind};
+use super::wire::Opcode;
+
+/// Size of the pooled read buffer: one read takes whatever the socket holds up to this, so
+/// pipelined small frames cost one read syscall per batch rather than per frame.
+pub(crate) const READ_CHUNK: usize = 64 * 1024;
+/// Read buffers kept per thread for reuse.
+const POOL_PER_THREAD: usize = 4;
+/// A body with at most this many bytes left is read through the read buffer (which may also
+/// pick up the frames after it); a longer one is read straight into its own buffer.
+const DIRECT_MIN: usize = READ_CHUNK / 2;
+/// Unparsed bytes a waiting connection keeps in a small buffer of its own; the most is a partial
+/// control frame (14 + 125 bytes), since a data frame's body moves to its own buffer at once.
+const CARRY_MAX: usize = 256;
+
+type Source = Box<dyn AsyncRead + Send + Unpin>;
+
+/// A frame header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub(crate) fin: bool,
+    pub(crate) opcode: Opcode,
+    pub(crate) mask: [u8; 4],
+    /// Payload length as announced.
+    pub(crate) len: u64,
+    /// Header bytes (2 to 14).
+    pub(crate) size: usize,
+}
+
+const fn violation(code: u16, reason: &'static str) -> Violation {
+    Violation { code, reason }
+}
+
+/// Parses a client frame header from the start of `buf`: `Ok(None)` until enough bytes are
+/// there. Refuses what no client may send whatever its length: reserved bits, reserved opcodes,
+/// an unmasked frame (§5.1), a 64-bit length with its top bit set, and a control frame that is
+/// fragmented or longer than 125 bytes.
+pub(crate) fn parse_header(buf: &[u8]) -> Result<Option<Header>, Violation> {
+    let [b0, b1, rest @ ..] = buf else {
+        return Ok(None);
+    };
+    if b0 & 0x70 != 0 {
+        return Err(violation(close_code::PROTOCOL_ERROR, "reserved bits set"));
+    }
+    let Some(opcode) = Opcode::from_bits(b0 & 0x0F) else {
+        return Err(violation(close_code::PROTOCOL_ERROR, "reserved opcode"));
+    };
+    let fin = b0 & 0x80 != 0;
+    if b1 & 0x80 == 0 {
+        return Err(violation(
+            close_code::PROTOCOL_ERROR,
+            "unmasked client frame",
+        ));
+    }
+    let ext = match b1 & 0x7F {
+        126 => 2,
+        127 => 8,
+        _ => 0,
+    };
+    if rest.len() < ext + 4 {
+        return Ok(None);
+    }
+    let len = match ext {
+        0 => u64::from(b1 & 0x7F),
+        2 => u64::from(u16::from_be_bytes([rest[0], rest[1]])),
+        _ => {
+            let mut n = [0u8; 8];
+            n.copy_from_slice(&rest[..8]);
+            u64::from_be_bytes(n)
+        }
+    };
+    if len >> 63 != 0 {
+        return Err(violation(
+            close_code::PROTOCOL_ERROR,
+            "frame length with the top bit set",
+        ));
+    }
+    if opcode.is_control() {
+        if !fin {
+            return Err(violation(
+                close_code::PROTOCOL_ERROR,
+                "fragmented control frame",
+            ));
+        }
+        if len > control::MAX_CONTROL_PAYLOAD as u64 {
+            return Err(violation(
+                close_code::PROTOCOL_ERROR,
+                "control frame payload over 125 bytes",
+            ));
+        }
+    }
+    let mut mask = [0u8; 4];
+    mask.copy_from_slice(&rest[ext..ext + 4]);
+    Ok(Some(Header {
+        fin,
+        opcode,
+        mask,
+        len,
+        size: 2 + ext + 4,
+    }))
+}
+
+/// What the reader hands the connection.
+#[derive(Debug)]
+pub(crate) enum Incoming {
+    /// A complete message: unmasked, and for text checked to be UTF-8.
+    Message(MessageKind, Bytes),
+    /// Answer with a pong carrying this payload.
+    Ping(Bytes),
+    /// A pong: nothing to do.
+    Pong,
+    /// The peer closes with this code (1000 when it sent none).
+    Close(u16, String),
+}
+
+/// Why reading ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadEnd {
+    /// The peer broke the protocol: close with this code and reason.
+    Violation(Violation),
+    /// End of stream or a read error: nothing more will arrive.
+    Closed,
+}
+
+impl From<Violation> for ReadEnd {
+    fn from(v: Violation) -> Self {
+        ReadEnd::Violation(v)
+    }
+}
+
+/// The message being received: one buffer, paid for, growing by fragments.
+struct Message {
+    kind: MessageKind,
+    data: Vec<u8>,
+    permit: Permit,
+    /// Bytes of `data` known to be valid UTF-8 (text only).
+    valid: usize,
+}
+
+/// The data frame whose payload is being read into the message buffer.
+struct Body {
+    fin: bool,
+    mask: [u8; 4],
+    /// Where the frame's payload starts in the message buffer.
+    start: usize,
+    remaining: usize,
+}
+
+/// The read buffer: pooled memory, `mem[start..end]` not yet parsed.
+#[derive(Default)]
+struct ReadBuffer {
+    mem: Option<Box<[u8]>>,
+    start: usize,
+    end: usize,
+    /// Unparsed bytes kept while the pooled memory is back in the pool.
+    carry: Vec<u8>,
+}
+
+thread_local! {
+    static POOL: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
+}
+
+impl ReadBuffer {
+    fn data(&self) -> &[u8] {
+        match &self.mem {
+            Some(mem) => &mem[self.start..self.end],
+            None => &self.carry,
+        }
+    }
+
+    fn consume(&mut self, n: usize) {
+        match &self.mem {
+            Some(_) => self.start += n,
+            None => {
+                self.carry.drain(..n);
+            }
+        }
+    }
+
+    /// Room to read into at the end, taking pooled memory back first.
+    fn room(&mut self) -> &mut [u8] {
+        let mem = self.mem.get_or_insert_with(|| {
+            POOL.with(|p| p.borrow_mut().pop())
+                .unwrap_or_else(|| vec![0u8; READ_CHUNK].into_boxed_slice())
+        });
+        if !self.carry.is_empty() {
+            let n = self.carry.len();
+            mem[..n].copy_from_slice(&self.carry);
+            self.start = 0;
+            self.end = n;
+            self.carry = Vec::new();
+        } else if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.end == mem.len() {
+            mem.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        &mut mem[self.end..]
+    }
+
+    /// Nothing arrives for now: the pooled memory goes back unless too much is unparsed.
+    fn park(&mut self) {
+        let unparsed = self.end - self.start;
+        if unparsed > CARRY_MAX {
+            return;
+        }
+        if let Some(mem) = self.mem.take() {
+            self.carry = mem[self.start..self.end].to_vec();
+            self.start = 0;
+            self.end = 0;
+            POOL.with(|p| {
+                let mut pool = p.borrow_mut();
+                if pool.len() < POOL_PER_THREAD {
+                    pool.push(mem);
+                }
+            });
+        }
+    }
+}
+
+/// Reads one connection's frames. See the module docs.
+pub(crate) struct FrameReader {
+    src: Source,
+    buf: ReadBuffer,
+    message: Option<Message>,
+    body: Option<Body>,
+    cap: usize,
+    budget: InboundBudget,
+    live: Arc<Liveness>,
+}
+
+impl FrameReader {
+    /// `leftover`: bytes already read past the upgrade request.
+    pub(crate) fn new(
+        src: Source,
+        leftover: &[u8],
+        cap: usize,
+        budget: InboundBudget,
+        live: Arc<Liveness>,
+    ) -> Self {
+        FrameReader {
+            src,
+            buf: ReadBuffer {
+                carry: leftover.to_vec(),
+                ..Default::default()
+            },
+            message: None,
+            body: None,
+            cap,
+            budget,
+            live,
+        }
+    }
+
+    /// Reads more bytes into the read buffer; `Closed` at end of stream.
+    async fn fill(&mut self) -> Result<(), ReadEnd> {
+        match poll_fn(|cx| self.poll_fill(cx)).await {
+            Ok(0) | Err(_) => Err(ReadEnd::Closed),
+            Ok(_) => {
+                self.live.heard();
+                Ok(())
+            }
+        }
+    }
+
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let room = self.buf.room();
+        let mut rb = ReadBuf::new(room);
+        match Pin::new(&mut self.src).poll_read(cx, &mut rb) {
+            Poll::Ready(Ok(())) => {
+                let n = rb.filled().len();
+                self.buf.end += n;
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => {
+                let n = rb.filled().len();
+                self.buf.end += n;
+                if n == 0 {
+                    self.buf.park();
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    /// The next message or control frame. Cancel-safe: a call dropped at any await leaves the
+    /// reader able to go on (or to discard).
+    pub(crate) async fn next(&mut self) -> Result<Incoming, ReadEnd> {
+        loop {
+            if self.body.is_some() {
+                self.read_body().await?;
+                if let Some(message) = self.finish_frame()? {
+                    return Ok(message);
+                }
+                continue;
+            }
+            let Some(h) = parse_header(self.buf.data())? else {
+                self.fill().await?;
+                continue;
+            };
+            if h.opcode.is_control() {
+                // Bounded to 125 bytes by `parse_header`.
+                let total = h.size + h.len as usize;
+                if self.buf.data().len() < total {
+                    self.fill().await?;
+                    continue;
+                }
+                let mut payload = self.buf.data()[h.size..total].to_vec();
+                fastwebsockets::unmask(&mut payload, h.mask);
+                self.buf.consume(total);
+                return Ok(match control::classify(h.opcode, &payload)? {
+                    Control::Ping(_) => Incoming::Ping(Bytes::from(payload)),
+                    Control::Pong => Incoming::Pong,
+                    Control::Close { code, reason } => Incoming::Close(code, reason.to_owned()),
+                });
+            }
+            self.start_data(h).await?;
+            if let Some(message) = self.finish_frame()? {
+                return Ok(message);
+            }
+        }
+    }
+
+    /// Checks a data frame's header against the message sequence and the cap, pays for its
+    /// payload and moves the bytes already read into the message buffer. The header is consumed
+    /// only once paid for, so a cancelled wait leaves it in place.
+    async fn start_data(&mut self, h: Header) -> Result<(), ReadEnd> {
+        let kind = match (h.opcode, self.message.is_some()) {
+            (Opcode::Continuation, false) => {
+                return Err(violation(
+                    close_code::PROTOCOL_ERROR,
+                    "continuation frame without a message",
+                )
+                .into())
+            }
+            (Opcode::Text | Opcode::Binary, true) => {
+                return Err(violation(
+                    close_code::PROTOCOL_ERROR,
+                    "new message before the previous one ended",
+                )
+                .into())
+            }
+            (Opcode::Text, false) => Some(MessageKind::Text),
+            (Opcode::Binary, false) => Some(MessageKind::Binary),
+            _ => None,
+        };
+        let have = self.message.as_ref().map_or(0, |m| m.data.len());
+        let len = usize::try_from(h.len).unwrap_or(usize::MAX);
+        if len > self.cap.saturating_sub(have) {
+            return Err(violation(close_code::TOO_BIG, "message over the size cap").into());
+        }
+        if let Some(kind) = kind {
+            // A fragmented message reserves the whole cap up front, so it never waits for more
+            // memory while holding some (two such waits could otherwise hold each other up).
+            let reserve = if h.fin { len } else { self.cap };
+            let permit = match self.budget.try_take(reserve) {
+                Some(p) => p,
+                None => {
+                    let _paused = self.live.pause();
+                    self.budget.take(reserve).await
+                }
+            };
+            self.message = Some(Message {
+                kind,
+                data: Vec::with_capacity(len),
+                permit,
+                valid: 0,
+            });
+        } else if let Some(m) = self.message.as_mut() {
+            let needed = m.data.len() + len;
+            if needed > m.data.capacity() {
+                // Grow by doubling (never past the cap the permit covers), not by the fragment,
+                // so a message sent in tiny fragments is not copied once per fragment.
+                let target = needed.max(m.data.capacity() * 2).min(self.cap);
+                m.data.reserve_exact(target - m.data.len());
+            }
+        }
+        self.buf.consume(h.size);
+        let Some(m) = self.message.as_mut() else {
+            return Ok(());
+        };
+        let start = m.data.len();
+        let ready = len.min(self.buf.data().len());
+        m.data.extend_from_slice(&self.buf.data()[..ready]);
+        self.buf.consume(ready);
+        self.body = Some(Body {
+            fin: h.fin,
+            mask: h.mask,
+            start,
+            remaining: len - ready,
+        });
+        Ok(())
+    }
+
+    /// Reads the rest of the current body.
+    async fn read_body(&mut self) -> Result<(), ReadEnd> {
+        loop {
+            let (Some(body), Some(m)) = (self.body.as_mut(), self.message.as_mut()) else {
+                return Ok(());
+            };
+            if body.remaining == 0 {
+                return Ok(());
+            }
+            if body.remaining < DIRECT_MIN {
+                // Through the read buffer: the same syscall may bring the next frames.
+                self.fill().await?;
+                let (Some(body), Some(m)) = (self.body.as_mut(), self.message.as_mut()) else {
+                    return Ok(());
+                };
+                let ready = body.remaining.min(self.buf.data().len());
+                m.data.extend_from_slice(&self.buf.data()[..ready]);
+                self.buf.consume(ready);
+                body.remaining -= ready;
+                continue;
+            }
+            let mut dst = (&mut m.data).limit(body.remaining);
+            match self.src.read_buf(&mut dst).await {
+                Ok(0) | Err(_) => return Err(ReadEnd::Closed),
+                Ok(n) => {
+                    body.remaining -= n;
+                    self.live.heard();
+                }
+            }
+        }
+    }
+
+    /// The current body is complete: unmask it, check text, and hand over the message when this
+    /// was its last frame.
+    fn finish_frame(&mut self) -> Result<Option<Incoming>, ReadEnd> {
+        let Some(body) = self.body.as_ref() else {
+            return Ok(None);
+        };
+        if body.remaining > 0 {
+            return Ok(None);
+        }
+        let (fin, mask, start) = (body.fin, body.mask, body.start);
+        self.body = None;
+        let Some(m) = self.message.as_mut() else {
+            return Ok(None);
+        };
+        fastwebsockets::unmask(&mut m.data[start..], mask);
+        if m.kind == MessageKind::Text {
+            check_utf8(m, fin)?;
+        }
+        if !fin {
+            return Ok(None);
+        }
+        let Some(mut m) = self.message.take() else {
+            return Ok(None);
+        };
+        m.permit.shrink_to(m.data.capacity());
+        Ok(Some(Incoming::Message(
+            m.kind,
+            inbound::freeze(m.data, m.permit),
+        )))
+    }
+
+    /// After a close was sent: reads and throws away what the peer still sends until its
+    /// close frame, the end of the stream or an invalid frame. Holds nothing but the pooled read
+    /// buffer while bytes arrive; a message in progress is dropped (its memory returns).
+    pub(crate) async fn discard_until_close(&mut self) {
+        let mut skip = self.body.take().map_or(0, |b| b.remaining as u64);
+        self.message = None;
+        loop {
+            if skip > 0 {
+                let n = usize::try_from(skip)
+                    .unwrap_or(usize::MAX)
+                    .min(self.buf.data().len());
+                self.buf.consume(n);
+                skip -= n as u64;
+                if skip > 0 && self.fill().await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            match parse_header(self.buf.data()) {
+                Err(_) => return,
+                Ok(None) => {
+                    if self.fill().await.is_err() {
+                        return;
+                    }
+                }
+                Ok(Some(h)) if h.opcode == Opcode::Close => return,
+                Ok(Some(h)) => {
+                    self.buf.consume(h.size);
+                    skip = h.len;
+                }
+            }
+        }
+    }
+}
+
+/// Validates the text bytes added since the last check. An incomplete sequence at the end is
+/// fine until the final fragment.
+fn check_utf8(m: &mut Message, fin: bool) -> Result<(), Violation> {
+    let invalid = violation(close_code::INVALID_PAYLOAD, "invalid UTF-8");
+    match std::str::from_utf8(&m.data[m.valid..]) {
+        Ok(_) => {
+            m.valid = m.data.len();
+            Ok(())
+        }
+        Err(e) if e.error_len().is_none() && !fin => {
+            m.valid += e.valid_up_to();
+            Ok(())
+        }
+        Err(_) => Err(invalid),
+    }
+}
+
+#[cfg(test)]
+mod tests;

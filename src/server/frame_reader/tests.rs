@@ -1,0 +1,244 @@
+use super::*;
+
+use tokio::io::{AsyncWriteExt, DuplexStream};
+
+const MASK: [u8; 4] = [0x11, 0x22, 0x33, 0x44];
+
+/// A masked client frame.
+fn frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![(if fin { 0x80 } else { 0 }) | opcode];
+    head_len(&mut f, payload.len() as u64);
+    f.extend_from_slice(&MASK);
+    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ MASK[i % 4]));
+    f
+}
+
+fn head_len(f: &mut Vec<u8>, len: u64) {
+    if len < 126 {
+        f.push(0x80 | len as u8);
+    } else if len <= 0xFFFF {
+        f.push(0x80 | 126);
+        f.extend_from_slice(&(len as u16).to_be_bytes());
+    } else {
+        f.push(0x80 | 127);
+        f.extend_from_slice(&len.to_be_bytes());
+    }
+}
+
+fn reader(cap: usize, budget: usize) -> (FrameReader, DuplexStream, InboundBudget) {
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let budget = InboundBudget::new(budget);
+    let r = FrameReader::new(
+        Box::new(server),
+        &[],
+        cap,
+        budget.clone(),
+        Arc::new(Liveness::new()),
+    );
+    (r, client, budget)
+}
+
+fn message(r: Result<Incoming, ReadEnd>) -> (MessageKind, Bytes) {
+    match r {
+        Ok(Incoming::Message(k, b)) => (k, b),
+        other => panic!("expected a message, got {other:?}"),
+    }
+}
+
+fn violation_code(r: Result<Incoming, ReadEnd>) -> u16 {
+    match r {
+        Err(ReadEnd::Violation(v)) => v.code,
+        other => panic!("expected a violation, got {other:?}"),
+    }
+}
+
+#[test]
+fn header_length_classes_and_refusals() {
+    for len in [0u64, 125, 126, 65535, 65536, 1 << 40] {
+        let mut f = vec![0x82];
+        head_len(&mut f, len);
+        f.extend_from_slice(&MASK);
+        let h = parse_header(&f).unwrap().unwrap();
+        assert_eq!((h.len, h.size, h.mask), (len, f.len(), MASK));
+        assert_eq!(parse_header(&f[..f.len() - 1]), Ok(None), "{len}");
+    }
+    let refused: &[&[u8]] = &[
+        &[0xC2, 0x80, 0, 0, 0, 0],                  // RSV1
+        &[0x83, 0x80, 0, 0, 0, 0],                  // reserved opcode 3
+        &[0x8B, 0x80, 0, 0, 0, 0],                  // reserved opcode 0xB
+        &[0x82, 0x00],                              // unmasked
+        &[0x09, 0x80, 0, 0, 0, 0],                  // fragmented ping
+        &[0x89, 0x80 | 126, 0, 126, 0, 0, 0, 0],    // ping of 126 bytes
+        &[0x82, 0xFF, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], // top bit of the length
+    ];
+    for f in refused {
+        assert_eq!(
+            parse_header(f).map_err(|v| v.code),
+            Err(1002),
+            "{f:02x?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn pipelined_frames_in_one_write_all_arrive_in_order() {
+    let (mut r, mut c, budget) = reader(1 << 20, 1 << 20);
+    let mut wire = Vec::new();
+    for i in 0..1000u32 {
+        wire.extend(frame(true, 2, &i.to_be_bytes()));
+    }
+    wire.extend(frame(true, 9, b"p"));
+    c.write_all(&wire).await.unwrap();
+    for i in 0..1000u32 {
+        let (k, b) = message(r.next().await);
+        assert_eq!(k, MessageKind::Binary);
+        assert_eq!(&b[..], i.to_be_bytes());
+    }
+    assert!(matches!(r.next().await, Ok(Incoming::Ping(p)) if &p[..] == b"p"));
+    assert_eq!(budget.in_use(), 0, "every message's memory was returned");
+}
+
+#[tokio::test]
+async fn a_frame_written_one_byte_at_a_time_is_read_whole() {
+    let (mut r, mut c, _) = reader(1 << 20, 1 << 20);
+    let payload: Vec<u8> = (0..70_000u32).map(|i| i as u8).collect();
+    let wire = frame(true, 2, &payload);
+    let writer = tokio::spawn(async move {
+        for chunk in wire.chunks(997) {
+            c.write_all(chunk).await.unwrap();
+            tokio::task::yield_now().await;
+        }
+        c
+    });
+    let (_, b) = message(r.next().await);
+    assert_eq!(&b[..], &payload[..]);
+    drop(writer.await.unwrap());
+    assert_eq!(r.next().await.err(), Some(ReadEnd::Closed));
+}
+
+#[tokio::test]
+async fn an_announced_length_past_the_cap_is_refused_before_anything_is_read() {
+    // 60 GiB announced, cap 1 GiB: refused from the header alone (the duplex holds no body).
+    let (mut r, mut c, budget) = reader(1 << 30, 1 << 30);
+    let mut f = vec![0x82];
+    head_len(&mut f, 60 << 30);
+    f.extend_from_slice(&MASK);
+    c.write_all(&f).await.unwrap();
+    assert_eq!(violation_code(r.next().await), 1009);
+    assert_eq!(budget.in_use(), 0);
+}
+
+#[tokio::test]
+async fn the_cap_is_inclusive_for_single_frames_and_for_fragments() {
+    let (mut r, mut c, _) = reader(10, 100);
+    c.write_all(&frame(true, 2, &[1; 10])).await.unwrap();
+    assert_eq!(message(r.next().await).1.len(), 10);
+    c.write_all(&frame(false, 2, &[1; 5])).await.unwrap();
+    c.write_all(&frame(true, 0, &[2; 5])).await.unwrap();
+    assert_eq!(&message(r.next().await).1[..], &[1, 1, 1, 1, 1, 2, 2, 2, 2, 2]);
+    c.write_all(&frame(false, 2, &[1; 5])).await.unwrap();
+    c.write_all(&frame(true, 0, &[2; 6])).await.unwrap();
+    assert_eq!(violation_code(r.next().await), 1009);
+
+    let (mut r, mut c, _) = reader(10, 100);
+    c.write_all(&frame(true, 1, &[b'a'; 11])).await.unwrap();
+    assert_eq!(violation_code(r.next().await), 1009);
+}
+
+#[tokio::test]
+async fn utf8_split_across_fragments_is_fine_and_invalid_fails_fast() {
+    let euro = "€".as_bytes();
+    let (mut r, mut c, _) = reader(100, 1000);
+    c.write_all(&frame(false, 1, &euro[..1])).await.unwrap();
+    c.write_all(&frame(false, 0, &euro[1..2])).await.unwrap();
+    c.write_all(&frame(true, 0, &euro[2..])).await.unwrap();
+    let (k, b) = message(r.next().await);
+    assert_eq!((k, &b[..]), (MessageKind::Text, euro));
+
+    // An invalid byte fails at its fragment, before the message ends.
+    c.write_all(&frame(false, 1, &[0xff])).await.unwrap();
+    assert_eq!(violation_code(r.next().await), 1007);
+
+    // A sequence left incomplete by the last fragment fails.
+    let (mut r, mut c, _) = reader(100, 1000);
+    c.write_all(&frame(false, 1, &euro[..2])).await.unwrap();
+    c.write_all(&frame(true, 0, b"")).await.unwrap();
+    assert_eq!(violation_code(r.next().await), 1007);
+
+    let (mut r, mut c, _) = reader(100, 1000);
+    c.write_all(&frame(true, 1, &[b'o', b'k', 0xC3])).await.unwrap();
+    assert_eq!(violation_code(r.next().await), 1007);
+}
+
+#[tokio::test]
+async fn fragment_sequencing_errors() {
+    let (mut r, mut c, _) = reader(100, 1000);
+    c.write_all(&frame(true, 0, b"x")).await.unwrap();
+    assert_eq!(violation_code(r.next().await), 1002);
+
+    let (mut r, mut c, _) = reader(100, 1000);
+    c.write_all(&frame(false, 1, b"x")).await.unwrap();
+    c.write_all(&frame(true, 1, b"x")).await.unwrap();
+    assert_eq!(violation_code(r.next().await), 1002);
+}
+
+#[tokio::test]
+async fn control_frames_between_fragments_are_answered() {
+    let (mut r, mut c, _) = reader(100, 1000);
+    c.write_all(&frame(false, 1, b"he")).await.unwrap();
+    c.write_all(&frame(true, 9, b"ping")).await.unwrap();
+    c.write_all(&frame(true, 0, b"llo")).await.unwrap();
+    c.write_all(&frame(true, 8, b"\x03\xe8bye")).await.unwrap();
+    assert!(matches!(r.next().await, Ok(Incoming::Ping(p)) if &p[..] == b"ping"));
+    assert_eq!(&message(r.next().await).1[..], b"hello");
+    assert!(matches!(r.next().await, Ok(Incoming::Close(1000, reason)) if reason == "bye"));
+}
+
+#[tokio::test]
+async fn a_message_waits_for_the_budget_and_is_read_once_memory_is_free() {
+    let (mut r, mut c, budget) = reader(1000, 1000);
+    let held = budget.try_take(900).unwrap();
+    c.write_all(&frame(true, 2, &[7; 500])).await.unwrap();
+    let pending = tokio::time::timeout(std::time::Duration::from_millis(50), r.next()).await;
+    assert!(pending.is_err(), "the reader waits while the budget is taken");
+    drop(held);
+    let (_, b) = message(r.next().await);
+    assert_eq!(b.len(), 500);
+    assert_eq!(budget.in_use(), 500, "the message holds what it paid for");
+    drop(b);
+    assert_eq!(budget.in_use(), 0);
+}
+
+#[tokio::test]
+async fn a_fragmented_message_pays_for_the_cap_and_returns_the_rest_when_complete() {
+    let (mut r, mut c, budget) = reader(1000, 2000);
+    c.write_all(&frame(false, 2, &[1; 10])).await.unwrap();
+    c.write_all(&frame(true, 0, &[2; 10])).await.unwrap();
+    let (_, b) = message(r.next().await);
+    assert_eq!(b.len(), 20);
+    assert!(budget.in_use() <= 1000 && budget.in_use() >= 20);
+    drop(b);
+    assert_eq!(budget.in_use(), 0);
+}
+
+#[tokio::test]
+async fn discarding_skips_payloads_without_holding_them_and_stops_at_the_close() {
+    let (mut r, mut c, budget) = reader(1 << 20, 1 << 20);
+    let writer = tokio::spawn(async move {
+        // A frame announcing far more than the cap: discarding does not care.
+        let mut f = vec![0x82];
+        head_len(&mut f, 3 << 20);
+        f.extend_from_slice(&MASK);
+        c.write_all(&f).await.unwrap();
+        let chunk = vec![0u8; 64 << 10];
+        for _ in 0..48 {
+            c.write_all(&chunk).await.unwrap();
+        }
+        c.write_all(&frame(true, 8, b"")).await.unwrap();
+        c.write_all(&frame(true, 2, b"after the close")).await.unwrap();
+        c
+    });
+    r.discard_until_close().await;
+    assert_eq!(budget.in_use(), 0);
+    let _c = writer.await.unwrap();
+}
