@@ -275,7 +275,7 @@ pub fn encode_event(
     })?;
     Ok(EncodedFrame {
         head,
-        body: Bytes::from(body),
+        body: crate::protocol::envelope::encode::exact(body),
     })
 }
 

@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 
 use super::error::{protocol_error_event, EffectState, ErrorCode, ErrorObject, ProtocolErrorCode};
 
-mod encode;
+pub(crate) mod encode;
 pub use encode::{encode_error, encode_event, encode_result, too_large_reply};
 
 /// The longest `id` the server accepts (bytes). Longer ids are refused rather than echoed.

@@ -148,5 +148,7 @@ pub fn protocol_error_event(
     payload.insert("message".into(), Value::from(message));
     payload.extend(extra);
     let frame = serde_json::json!({ "event": "protocol_error", "payload": payload });
-    frame.to_string().into_bytes()
+    let mut bytes = frame.to_string().into_bytes();
+    bytes.shrink_to_fit();
+    bytes
 }

@@ -26,7 +26,7 @@ use bytes::{BufMut, Bytes};
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 
 use super::control::{self, Control, Violation};
-use super::inbound::{self, InboundBudget, Permit};
+use super::inbound::{self, InboundBudget, MessageBuf, Permit};
 use super::liveness::Liveness;
 use super::outbound::{close_code, MessageKind};
 use super::wire::Opcode;
@@ -161,7 +161,7 @@ impl From<Violation> for ReadEnd {
 /// The message being received: one buffer, paid for, growing by fragments.
 struct Message {
     kind: MessageKind,
-    data: Vec<u8>,
+    data: MessageBuf,
     permit: Permit,
     /// Bytes of `data` known to be valid UTF-8 (text only).
     valid: usize,
@@ -395,18 +395,12 @@ impl FrameReader {
             };
             self.message = Some(Message {
                 kind,
-                data: Vec::with_capacity(len),
+                data: MessageBuf::with_capacity(len).map_err(|_| no_memory())?,
                 permit,
                 valid: 0,
             });
         } else if let Some(m) = self.message.as_mut() {
-            let needed = m.data.len() + len;
-            if needed > m.data.capacity() {
-                // Grow by doubling (never past the cap the permit covers), not by the fragment,
-                // so a message sent in tiny fragments is not copied once per fragment.
-                let target = needed.max(m.data.capacity() * 2).min(self.cap);
-                m.data.reserve_exact(target - m.data.len());
-            }
+            m.data.reserve(len, self.cap).map_err(|_| no_memory())?;
         }
         self.buf.consume(h.size);
         let Some(m) = self.message.as_mut() else {
@@ -446,10 +440,17 @@ impl FrameReader {
                 body.remaining -= ready;
                 continue;
             }
-            let mut dst = (&mut m.data).limit(body.remaining);
-            match self.src.read_buf(&mut dst).await {
+            let read = match m.data.heap_mut() {
+                Some(v) => self.src.read_buf(&mut v.limit(body.remaining)).await,
+                None => match m.data.mapped_spare(body.remaining) {
+                    Some(spare) => self.src.read(spare).await,
+                    None => Ok(0),
+                },
+            };
+            match read {
                 Ok(0) | Err(_) => return Err(ReadEnd::Closed),
                 Ok(n) => {
+                    m.data.commit(n);
                     body.remaining -= n;
                     self.live.heard();
                 }
@@ -471,7 +472,7 @@ impl FrameReader {
         let Some(m) = self.message.as_mut() else {
             return Ok(None);
         };
-        fastwebsockets::unmask(&mut m.data[start..], mask);
+        fastwebsockets::unmask(m.data.tail_mut(start), mask);
         if m.kind == MessageKind::Text {
             check_utf8(m, fin)?;
         }
@@ -481,7 +482,7 @@ impl FrameReader {
         let Some(mut m) = self.message.take() else {
             return Ok(None);
         };
-        m.permit.shrink_to(m.data.capacity());
+        m.permit.shrink_to(m.data.resident());
         Ok(Some(Incoming::Message(
             m.kind,
             inbound::freeze(m.data, m.permit),
@@ -523,11 +524,16 @@ impl FrameReader {
     }
 }
 
+/// The OS refused memory for a message the budget had room for.
+fn no_memory() -> ReadEnd {
+    ReadEnd::Violation(violation(close_code::TOO_BIG, "no memory for the message"))
+}
+
 /// Validates the text bytes added since the last check. An incomplete sequence at the end is
 /// fine until the final fragment.
 fn check_utf8(m: &mut Message, fin: bool) -> Result<(), Violation> {
     let invalid = violation(close_code::INVALID_PAYLOAD, "invalid UTF-8");
-    match std::str::from_utf8(&m.data[m.valid..]) {
+    match std::str::from_utf8(&m.data.as_ref()[m.valid..]) {
         Ok(_) => {
             m.valid = m.data.len();
             Ok(())

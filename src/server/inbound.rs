@@ -21,6 +21,7 @@ pub(crate) struct Permit(Option<OwnedSemaphorePermit>);
 
 impl Permit {
     /// Bytes this permit pays for.
+    #[cfg(test)]
     pub(crate) fn bytes(&self) -> usize {
         self.0.as_ref().map_or(0, OwnedSemaphorePermit::num_permits)
     }
@@ -85,23 +86,147 @@ impl InboundBudget {
     }
 }
 
+/// Messages of at least this many bytes get a mapping of their own rather than heap memory.
+/// Freed heap memory stays resident in the allocator's arenas (one per thread), so with heap
+/// buffers the resident size under many large messages grew to well past the budget (87 MiB
+/// against 64 MiB in `tests/core_bounds.rs`); a mapping is returned to the OS when dropped
+/// (61 MiB there).
+pub(crate) const MAP_MIN: usize = 1 << 20;
+
+/// The buffer one message is received into: exactly the memory its permits pay for.
+pub(crate) enum MessageBuf {
+    Heap(Vec<u8>),
+    /// An anonymous mapping of `map.len()` bytes (pages are committed as they are written)
+    /// holding `len` bytes of the message.
+    Mapped {
+        map: memmap2::MmapMut,
+        len: usize,
+    },
+}
+
+impl MessageBuf {
+    /// A buffer with room for `capacity` bytes.
+    pub(crate) fn with_capacity(capacity: usize) -> std::io::Result<Self> {
+        if capacity >= MAP_MIN {
+            Ok(MessageBuf::Mapped {
+                map: memmap2::MmapMut::map_anon(capacity)?,
+                len: 0,
+            })
+        } else {
+            Ok(MessageBuf::Heap(Vec::with_capacity(capacity)))
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            MessageBuf::Heap(v) => v.len(),
+            MessageBuf::Mapped { len, .. } => *len,
+        }
+    }
+
+    /// Makes room for `additional` more bytes of a message of at most `max` bytes (a fragmented
+    /// one, whose size is not known in advance). A heap buffer grows by doubling, so a message
+    /// sent in tiny fragments is not copied once per fragment; one that reaches [`MAP_MIN`]
+    /// moves, once, to a mapping as large as the message may get (address space only: pages
+    /// are committed as they are written).
+    pub(crate) fn reserve(&mut self, additional: usize, max: usize) -> std::io::Result<()> {
+        let MessageBuf::Heap(v) = self else {
+            return Ok(());
+        };
+        let needed = v.len() + additional;
+        if needed <= v.capacity() {
+            return Ok(());
+        }
+        if needed >= MAP_MIN {
+            let mut map = memmap2::MmapMut::map_anon(max.max(needed))?;
+            map[..v.len()].copy_from_slice(v);
+            *self = MessageBuf::Mapped { len: v.len(), map };
+            return Ok(());
+        }
+        let target = needed.max(v.capacity() * 2).min(max.max(needed));
+        v.reserve_exact(target - v.len());
+        Ok(())
+    }
+
+    /// Room for up to `n` more bytes of a mapped buffer, to read into; `None` for a heap one.
+    pub(crate) fn mapped_spare(&mut self, n: usize) -> Option<&mut [u8]> {
+        match self {
+            MessageBuf::Heap(_) => None,
+            MessageBuf::Mapped { map, len } => {
+                let end = (*len + n).min(map.len());
+                Some(&mut map[*len..end])
+            }
+        }
+    }
+
+    /// Counts `n` bytes read into [`Self::mapped_spare`].
+    pub(crate) fn commit(&mut self, n: usize) {
+        if let MessageBuf::Mapped { len, .. } = self {
+            *len += n;
+        }
+    }
+
+    /// The heap buffer, to read into directly.
+    pub(crate) fn heap_mut(&mut self) -> Option<&mut Vec<u8>> {
+        match self {
+            MessageBuf::Heap(v) => Some(v),
+            MessageBuf::Mapped { .. } => None,
+        }
+    }
+
+    /// Appends `bytes`; the caller made room for them.
+    pub(crate) fn extend_from_slice(&mut self, bytes: &[u8]) {
+        match self {
+            MessageBuf::Heap(v) => v.extend_from_slice(bytes),
+            MessageBuf::Mapped { map, len } => {
+                map[*len..*len + bytes.len()].copy_from_slice(bytes);
+                *len += bytes.len();
+            }
+        }
+    }
+
+    /// The message's bytes from `start` on, for unmasking in place.
+    pub(crate) fn tail_mut(&mut self, start: usize) -> &mut [u8] {
+        match self {
+            MessageBuf::Heap(v) => &mut v[start..],
+            MessageBuf::Mapped { map, len } => &mut map[start..*len],
+        }
+    }
+
+    /// Memory it really holds: a heap buffer its capacity, a mapping the pages written.
+    pub(crate) fn resident(&self) -> usize {
+        match self {
+            MessageBuf::Heap(v) => v.capacity(),
+            MessageBuf::Mapped { map, len } => len.next_multiple_of(4096).min(map.len()),
+        }
+    }
+}
+
+impl AsRef<[u8]> for MessageBuf {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            MessageBuf::Heap(v) => v,
+            MessageBuf::Mapped { map, len } => &map[..*len],
+        }
+    }
+}
+
 /// A received message's buffer with the permits that paid for it.
 struct Paid {
-    data: Vec<u8>,
+    data: MessageBuf,
     _permit: Permit,
 }
 
 impl AsRef<[u8]> for Paid {
     fn as_ref(&self) -> &[u8] {
-        &self.data
+        self.data.as_ref()
     }
 }
 
 /// Freezes a received buffer into `Bytes` that keep its permits until the last view is dropped.
-/// The permits must cover `data.capacity()`.
-pub(crate) fn freeze(data: Vec<u8>, permit: Permit) -> Bytes {
-    debug_assert!(permit.bytes() >= data.capacity() || permit.0.is_none());
-    if data.is_empty() {
+/// The permits must cover what the buffer holds ([`MessageBuf::resident`]).
+pub(crate) fn freeze(data: MessageBuf, permit: Permit) -> Bytes {
+    if data.len() == 0 {
         return Bytes::new();
     }
     Bytes::from_owner(Paid {
@@ -119,7 +244,7 @@ mod tests {
         let budget = InboundBudget::new(100);
         let p = budget.try_take(60).unwrap();
         assert!(budget.try_take(41).is_none());
-        let bytes = freeze(vec![1u8; 60], p);
+        let bytes = freeze(MessageBuf::Heap(vec![1u8; 60]), p);
         let slice = bytes.slice(10..20);
         drop(bytes);
         assert_eq!(budget.in_use(), 60, "a slice still holds the buffer");
@@ -135,6 +260,25 @@ mod tests {
         p.shrink_to(30);
         assert_eq!(p.bytes(), 30);
         assert_eq!(budget.in_use(), 30);
+    }
+
+    #[test]
+    fn large_buffers_are_mapped_and_hold_what_was_written() {
+        let mut m = MessageBuf::with_capacity(MAP_MIN).unwrap();
+        assert!(matches!(m, MessageBuf::Mapped { .. }));
+        m.extend_from_slice(&[5; 10]);
+        assert_eq!((m.len(), m.resident()), (10, 4096));
+        assert_eq!(m.as_ref(), &[5; 10]);
+        let mut h = MessageBuf::with_capacity(10).unwrap();
+        h.extend_from_slice(&[1; 10]);
+        h.reserve(1, 15).unwrap();
+        assert!(
+            matches!(&h, MessageBuf::Heap(v) if v.capacity() == 15),
+            "doubling, never past the cap"
+        );
+        h.reserve(MAP_MIN, 4 * MAP_MIN).unwrap();
+        assert!(matches!(&h, MessageBuf::Mapped { map, len: 10 } if map.len() == 4 * MAP_MIN));
+        assert_eq!(h.as_ref(), &[1; 10]);
     }
 
     #[tokio::test]

@@ -29,22 +29,29 @@ struct EventFrame<'a, T: Serialize> {
     payload: &'a T,
 }
 
+/// A frame's bytes, allocated to their exact size: a queued frame then holds what outbound
+/// budgets charge for it (serialising grows the buffer by doubling, up to twice the length).
+pub(crate) fn exact(mut bytes: Vec<u8>) -> Bytes {
+    bytes.shrink_to_fit();
+    Bytes::from(bytes)
+}
+
 /// Encodes `{id, result}`. Fails only if `result`'s own `Serialize` fails.
 pub fn encode_result<T: Serialize>(id: &str, result: &T) -> Result<Bytes, serde_json::Error> {
-    serde_json::to_vec(&OkFrame { id, result }).map(Bytes::from)
+    serde_json::to_vec(&OkFrame { id, result }).map(exact)
 }
 
 /// Encodes `{id, error}`.
 pub fn encode_error(id: &str, error: &ErrorObject) -> Bytes {
     match serde_json::to_vec(&ErrFrame { id, error }) {
-        Ok(v) => Bytes::from(v),
+        Ok(v) => exact(v),
         // Only a custom `data` value could fail to encode; answer without it.
         Err(_) => {
             let bare = ErrorObject {
                 data: None,
                 ..error.clone()
             };
-            Bytes::from(serde_json::to_vec(&ErrFrame { id, error: &bare }).unwrap_or_default())
+            exact(serde_json::to_vec(&ErrFrame { id, error: &bare }).unwrap_or_default())
         }
     }
 }
@@ -60,7 +67,7 @@ pub fn encode_event<T: Serialize>(
         seq,
         payload,
     })
-    .map(Bytes::from)
+    .map(exact)
 }
 
 /// The answer to a text message over the soft limit `limit` (SPEC section 3): an error

@@ -63,20 +63,16 @@ fn header_length_classes_and_refusals() {
         assert_eq!(parse_header(&f[..f.len() - 1]), Ok(None), "{len}");
     }
     let refused: &[&[u8]] = &[
-        &[0xC2, 0x80, 0, 0, 0, 0],                  // RSV1
-        &[0x83, 0x80, 0, 0, 0, 0],                  // reserved opcode 3
-        &[0x8B, 0x80, 0, 0, 0, 0],                  // reserved opcode 0xB
-        &[0x82, 0x00],                              // unmasked
-        &[0x09, 0x80, 0, 0, 0, 0],                  // fragmented ping
-        &[0x89, 0x80 | 126, 0, 126, 0, 0, 0, 0],    // ping of 126 bytes
+        &[0xC2, 0x80, 0, 0, 0, 0],                            // RSV1
+        &[0x83, 0x80, 0, 0, 0, 0],                            // reserved opcode 3
+        &[0x8B, 0x80, 0, 0, 0, 0],                            // reserved opcode 0xB
+        &[0x82, 0x00],                                        // unmasked
+        &[0x09, 0x80, 0, 0, 0, 0],                            // fragmented ping
+        &[0x89, 0x80 | 126, 0, 126, 0, 0, 0, 0],              // ping of 126 bytes
         &[0x82, 0xFF, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], // top bit of the length
     ];
     for f in refused {
-        assert_eq!(
-            parse_header(f).map_err(|v| v.code),
-            Err(1002),
-            "{f:02x?}"
-        );
+        assert_eq!(parse_header(f).map_err(|v| v.code), Err(1002), "{f:02x?}");
     }
 }
 
@@ -135,7 +131,10 @@ async fn the_cap_is_inclusive_for_single_frames_and_for_fragments() {
     assert_eq!(message(r.next().await).1.len(), 10);
     c.write_all(&frame(false, 2, &[1; 5])).await.unwrap();
     c.write_all(&frame(true, 0, &[2; 5])).await.unwrap();
-    assert_eq!(&message(r.next().await).1[..], &[1, 1, 1, 1, 1, 2, 2, 2, 2, 2]);
+    assert_eq!(
+        &message(r.next().await).1[..],
+        &[1, 1, 1, 1, 1, 2, 2, 2, 2, 2]
+    );
     c.write_all(&frame(false, 2, &[1; 5])).await.unwrap();
     c.write_all(&frame(true, 0, &[2; 6])).await.unwrap();
     assert_eq!(violation_code(r.next().await), 1009);
@@ -166,7 +165,9 @@ async fn utf8_split_across_fragments_is_fine_and_invalid_fails_fast() {
     assert_eq!(violation_code(r.next().await), 1007);
 
     let (mut r, mut c, _) = reader(100, 1000);
-    c.write_all(&frame(true, 1, &[b'o', b'k', 0xC3])).await.unwrap();
+    c.write_all(&frame(true, 1, &[b'o', b'k', 0xC3]))
+        .await
+        .unwrap();
     assert_eq!(violation_code(r.next().await), 1007);
 }
 
@@ -200,7 +201,10 @@ async fn a_message_waits_for_the_budget_and_is_read_once_memory_is_free() {
     let held = budget.try_take(900).unwrap();
     c.write_all(&frame(true, 2, &[7; 500])).await.unwrap();
     let pending = tokio::time::timeout(std::time::Duration::from_millis(50), r.next()).await;
-    assert!(pending.is_err(), "the reader waits while the budget is taken");
+    assert!(
+        pending.is_err(),
+        "the reader waits while the budget is taken"
+    );
     drop(held);
     let (_, b) = message(r.next().await);
     assert_eq!(b.len(), 500);
@@ -235,7 +239,9 @@ async fn discarding_skips_payloads_without_holding_them_and_stops_at_the_close()
             c.write_all(&chunk).await.unwrap();
         }
         c.write_all(&frame(true, 8, b"")).await.unwrap();
-        c.write_all(&frame(true, 2, b"after the close")).await.unwrap();
+        c.write_all(&frame(true, 2, b"after the close"))
+            .await
+            .unwrap();
         c
     });
     r.discard_until_close().await;

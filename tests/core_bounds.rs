@@ -1,0 +1,454 @@
+//! Hostile local clients against the carrier's memory and its connection slots (SPEC sections 3
+//! and 8; issue 12). Each attack runs against a real `carrier serve` child over 127.0.0.1 and
+//! asserts on that process's resident memory (`VmHWM` after `clear_refs`), or against an
+//! in-process carrier and asserts on who gets in. Every loop is bounded in count and time.
+
+mod common;
+mod serve_process;
+mod support;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::json;
+use serve_process::{alive, Serve, TOKEN};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+
+const MIB: u64 = 1 << 20;
+
+/// Resident memory of a child carrier, in KiB.
+struct Memory {
+    pid: u32,
+}
+
+impl Memory {
+    fn field(&self, name: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).expect("status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .expect("status field")
+    }
+
+    /// Resets the peak to the current resident size and returns it (Linux `clear_refs` 5).
+    fn baseline(&self) -> u64 {
+        std::fs::write(format!("/proc/{}/clear_refs", self.pid), "5").expect("clear_refs");
+        self.field("VmRSS:")
+    }
+
+    /// Growth of the peak over `baseline`, in MiB.
+    fn peak_growth_mib(&self, baseline: u64) -> f64 {
+        let growth = (self.field("VmHWM:").saturating_sub(baseline)) as f64 / 1024.0;
+        eprintln!("peak resident growth: {growth:.1} MiB");
+        growth
+    }
+}
+
+/// A masked client frame header for a payload of `len` bytes (mask all zero, so the payload can
+/// be written as is).
+fn header(opcode: u8, len: u64) -> Vec<u8> {
+    let mut f = vec![0x80 | opcode];
+    if len < 126 {
+        f.push(0x80 | len as u8);
+    } else if len <= 0xFFFF {
+        f.push(0x80 | 126);
+        f.extend_from_slice(&(len as u16).to_be_bytes());
+    } else {
+        f.push(0x80 | 127);
+        f.extend_from_slice(&len.to_be_bytes());
+    }
+    f.extend_from_slice(&[0, 0, 0, 0]);
+    f
+}
+
+fn frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = header(opcode, payload.len() as u64);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// A raw upgraded socket (the 101 response read), for clients that misbehave at the byte level.
+async fn raw_upgrade(port: u16, query: &str) -> TcpStream {
+    raw_upgrade_with(port, query, None).await
+}
+
+/// [`raw_upgrade`] with the client's receive buffer set (before connecting, so the window is
+/// small from the start): a client that does not read then fills the kernel's buffers at once,
+/// and whatever the carrier still owes it stays in the carrier.
+async fn raw_upgrade_with(port: u16, query: &str, recv_buffer: Option<u32>) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    if let Some(bytes) = recv_buffer {
+        socket.set_recv_buffer_size(bytes).expect("SO_RCVBUF");
+    }
+    let mut tcp = socket
+        .connect(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+        .await
+        .expect("connect");
+    let req = format!(
+        "GET /{query} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    );
+    tcp.write_all(req.as_bytes()).await.expect("request");
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = tokio::time::timeout(common::WAIT, tcp.read(&mut byte))
+            .await
+            .expect("response in time")
+            .expect("read");
+        assert_eq!(n, 1, "connection closed during the upgrade");
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    tcp
+}
+
+/// Reads server frames until a close; its code, or `None` if the stream ends first.
+async fn read_until_close(tcp: &mut TcpStream) -> Option<u16> {
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 256 << 10];
+    loop {
+        // Parse whole frames off the front.
+        while buf.len() >= 2 {
+            let (hl, len) = match buf[1] & 0x7F {
+                126 if buf.len() >= 4 => (4, u16::from_be_bytes([buf[2], buf[3]]) as usize),
+                127 if buf.len() >= 10 => {
+                    (10, u64::from_be_bytes(buf[2..10].try_into().ok()?) as usize)
+                }
+                126 | 127 => break,
+                n => (2, n as usize),
+            };
+            if buf.len() < hl + len {
+                break;
+            }
+            if buf[0] & 0x0F == 8 {
+                return (len >= 2).then(|| u16::from_be_bytes([buf[hl], buf[hl + 1]]));
+            }
+            buf.drain(..hl + len);
+        }
+        match tokio::time::timeout(common::WAIT, tcp.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return None,
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+            Err(_) => panic!("no close within {:?}", common::WAIT),
+        }
+    }
+}
+
+/// The carrier still serves: a fresh client completes a handshake and a ping.
+async fn still_serves(serve: &Serve) {
+    assert!(
+        alive(serve.pid),
+        "the carrier process died:\n{}",
+        serve.log()
+    );
+    let (mut c, _) = serve.client().await;
+    c.ok("system.ping", json!({})).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_sockets_discard_what_they_are_sent() {
+    // 60 token-less sockets each send a 15 MiB binary frame, one byte short: the old reader
+    // buffered each whole while it waited for the peer's close (907 MiB seen).
+    let serve = Serve::start(&[]).await.expect("serve");
+    let memory = Memory { pid: serve.pid };
+    let baseline = memory.baseline();
+    let len = 15 * MIB - 1;
+    let mut tasks = Vec::new();
+    for _ in 0..60 {
+        let port = serve.port;
+        tasks.push(tokio::spawn(async move {
+            let mut tcp = raw_upgrade(port, "?token=wrong").await;
+            let chunk = vec![0u8; 1 << 20];
+            let _ = tcp.write_all(&header(2, 15 * MIB)).await;
+            let mut left = len as usize;
+            while left > 0 {
+                let n = left.min(chunk.len());
+                if tcp.write_all(&chunk[..n]).await.is_err() {
+                    break; // the carrier let the socket go
+                }
+                left -= n;
+            }
+            read_until_close(&mut tcp).await
+        }));
+    }
+    for t in tasks {
+        let close = tokio::time::timeout(Duration::from_secs(60), t)
+            .await
+            .expect("attack in time")
+            .unwrap();
+        assert!(matches!(close, Some(1008) | None), "{close:?}");
+    }
+    let growth = memory.peak_growth_mib(baseline);
+    assert!(growth < 32.0, "resident memory grew by {growth:.1} MiB");
+    still_serves(&serve).await;
+    serve.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_refused_upgrades_does_not_lock_clients_out() {
+    // 20 slots, all for legitimate clients; refused upgrades used to keep a slot each for the
+    // close grace period (3 s), so a flood of them made every upgrade 503.
+    let mut config = support::config();
+    config.limits.max_connections = 20;
+    let s = support::Server::start(config).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let mut flood = Vec::new();
+    for _ in 0..4 {
+        let (port, stop, refused) = (s.port, stop.clone(), refused.clone());
+        flood.push(tokio::spawn(async move {
+            for _ in 0..20_000 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let mut tcp = raw_upgrade(port, "?token=wrong").await;
+                if read_until_close(&mut tcp).await == Some(1008) {
+                    refused.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    // Let the flood build up before the clients come.
+    assert!(support::eventually(|| refused.load(Ordering::Relaxed) >= 200).await);
+    let mut clients = Vec::new();
+    for i in 0..20 {
+        match support::connect_with(&s.url(), &[]).await {
+            Ok((mut ws, _)) => {
+                ws.send(Message::text("hs")).await.expect("send");
+                assert_eq!(support::next_text(&mut ws).await, "ok", "client {i}");
+                clients.push(ws);
+            }
+            Err(status) => panic!("client {i} refused with HTTP {status} during the flood"),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for f in flood {
+        tokio::time::timeout(Duration::from_secs(30), f)
+            .await
+            .expect("flood ends")
+            .unwrap();
+    }
+    assert_eq!(clients.len(), 20);
+    assert!(refused.load(Ordering::Relaxed) >= 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_header_announcing_60_gib_is_refused_at_the_largest_cap() {
+    let serve = Serve::start(&["--max-message-bytes", "1073741824"])
+        .await
+        .expect("1 GiB is the largest cap and is accepted");
+    let huge = header(2, 60 << 30);
+    // Admitted: 1009 from the header alone.
+    let mut tcp = raw_upgrade(serve.port, &format!("?token={TOKEN}")).await;
+    tcp.write_all(&huge).await.unwrap();
+    assert_eq!(read_until_close(&mut tcp).await, Some(1009));
+    // Token-less: 1008, and the header costs nothing.
+    let mut tcp = raw_upgrade(serve.port, "").await;
+    tcp.write_all(&huge).await.unwrap();
+    assert_eq!(read_until_close(&mut tcp).await, Some(1008));
+    still_serves(&serve).await;
+    serve.finish().await;
+
+    for cap in ["1073741825", "68719476736", "18446744073709551615"] {
+        let refused = Serve::start(&["--max-message-bytes", cap])
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("a {cap}-byte cap was accepted"));
+        assert_eq!(refused.status.code(), Some(2), "{cap}");
+        assert!(
+            refused.stderr.contains("1073741824"),
+            "the error names the largest cap: {}",
+            refused.stderr
+        );
+    }
+}
+
+/// A handshaken raw connection to a child carrier that reads through a small window.
+async fn raw_client(serve: &Serve) -> TcpStream {
+    let mut tcp = raw_upgrade_with(serve.port, &format!("?token={TOKEN}"), Some(4096)).await;
+    let hs = json!({"id": "hs", "method": "system.handshake",
+        "params": {"protocol_version": "1.0", "min_compatible_protocol": "1.0"}});
+    tcp.write_all(&frame(1, hs.to_string().as_bytes()))
+        .await
+        .unwrap();
+    tcp
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_million_unread_pings_cost_one_pong() {
+    let serve = Serve::start(&[]).await.expect("serve");
+    let memory = Memory { pid: serve.pid };
+    let mut tcp = raw_client(&serve).await;
+    let baseline = memory.baseline();
+    let million: Vec<u8> = frame(9, b"").repeat(1_000_000);
+    for _ in 0..3 {
+        tcp.write_all(&million)
+            .await
+            .expect("the carrier keeps reading");
+    }
+    // Everything written has been read once a request sent after it is answered.
+    let ping = json!({"id": "after", "method": "system.ping"}).to_string();
+    tcp.write_all(&frame(1, ping.as_bytes())).await.unwrap();
+    let growth = memory.peak_growth_mib(baseline);
+    let answered = read_until_text(&mut tcp, "\"after\"").await;
+    assert!(answered, "the connection stays up and answers");
+    assert!(growth < 32.0, "resident memory grew by {growth:.1} MiB");
+    serve.finish().await;
+}
+
+/// Reads server frames until a text frame containing `needle`; false on close or EOF.
+async fn read_until_text(tcp: &mut TcpStream, needle: &str) -> bool {
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 256 << 10];
+    loop {
+        while buf.len() >= 2 {
+            let (hl, len) = match buf[1] & 0x7F {
+                126 if buf.len() >= 4 => (4, u16::from_be_bytes([buf[2], buf[3]]) as usize),
+                127 if buf.len() >= 10 => (
+                    10,
+                    u64::from_be_bytes(buf[2..10].try_into().unwrap()) as usize,
+                ),
+                126 | 127 => break,
+                n => (2, n as usize),
+            };
+            if buf.len() < hl + len {
+                break;
+            }
+            match buf[0] & 0x0F {
+                8 => return false,
+                1 if String::from_utf8_lossy(&buf[hl..hl + len]).contains(needle) => return true,
+                _ => {}
+            }
+            buf.drain(..hl + len);
+        }
+        match tokio::time::timeout(common::WAIT, tcp.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return false,
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+            Err(_) => panic!("nothing within {:?}", common::WAIT),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_requests_not_read_fail_the_reader_before_memory_grows() {
+    // 600,000 `system.ping`s, nothing read: the answers pile up until the queue is over its
+    // 8 MiB budget — counted as the memory they hold, not their payload bytes (102 MiB seen).
+    let serve = Serve::start(&[]).await.expect("serve");
+    let memory = Memory { pid: serve.pid };
+    let mut tcp = raw_client(&serve).await;
+    let baseline = memory.baseline();
+    let mut wire = Vec::new();
+    for i in 0..600_000u32 {
+        wire.extend(frame(
+            1,
+            format!(r#"{{"id":"p{i}","method":"system.ping"}}"#).as_bytes(),
+        ));
+    }
+    // The carrier discards what follows its failure, then lets the socket go.
+    let _ = tcp.write_all(&wire).await;
+    let growth = memory.peak_growth_mib(baseline);
+    assert_eq!(read_until_close(&mut tcp).await, Some(1013));
+    assert!(growth < 32.0, "resident memory grew by {growth:.1} MiB");
+    still_serves(&serve).await;
+    serve.finish().await;
+}
+
+/// A channel frame (SPEC section 7) carrying `payload` as opaque binary.
+fn channel_binary(channel: &str, seq: u32, payload: &[u8]) -> Vec<u8> {
+    let mut f = b"RBF\x01\x01".to_vec();
+    f.push(channel.len() as u8);
+    f.extend_from_slice(channel.as_bytes());
+    f.extend_from_slice(&seq.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Sends `payload` on the `echo1` channel and returns the echoed body.
+async fn echo_once(c: &mut common::Client, payload: &[u8]) -> Vec<u8> {
+    c.ws.send(Message::binary(channel_binary("echo1", 0, payload)))
+        .await
+        .expect("send");
+    loop {
+        match tokio::time::timeout(Duration::from_secs(60), c.ws.next())
+            .await
+            .expect("echo in time")
+        {
+            Some(Ok(Message::Binary(b))) => {
+                let name_len = b[5] as usize;
+                return b[6 + name_len + 4..].to_vec();
+            }
+            Some(Ok(Message::Close(f))) => panic!("closed instead of echoing: {f:?}"),
+            Some(Ok(_)) => continue,
+            other => panic!("connection ended: {other:?}"),
+        }
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_15_mib_echo_reaches_a_reader_that_keeps_up() {
+    // Larger than the 8 MiB outbound budget, within the 16 MiB message cap: it used to fail
+    // the reader with 1013 however fast it read.
+    let serve = Serve::start(&["--channel", "echo1:echo"])
+        .await
+        .expect("serve");
+    let (mut c, _) = serve.client().await;
+    let payload = pattern(15 * MIB as usize, 7);
+    let echoed = echo_once(&mut c, &payload).await;
+    assert!(echoed == payload, "the echo is byte-identical");
+    c.ok("system.ping", json!({})).await;
+    serve.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_clients_sending_15_mib_at_once_stay_within_the_inbound_budget() {
+    // The README's figure: client messages held at once ≤ --max-inbound-bytes (64 MiB by
+    // default); the rest of the carrier's memory does not grow with them. Without the budget
+    // 16 × 15 MiB were all held at once (602 MiB seen).
+    let serve = Serve::start(&["--channel", "echo1:echo"])
+        .await
+        .expect("serve");
+    let memory = Memory { pid: serve.pid };
+    let mut clients = Vec::new();
+    for _ in 0..16 {
+        clients.push(serve.client().await.0);
+    }
+    let baseline = memory.baseline();
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut c)| {
+            tokio::spawn(async move {
+                let payload = pattern(15 * MIB as usize, i as u8);
+                let echoed = echo_once(&mut c, &payload).await;
+                assert!(echoed == payload, "client {i}: the echo is byte-identical");
+            })
+        })
+        .collect();
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(120), t)
+            .await
+            .expect("all echoes in time")
+            .unwrap();
+    }
+    let growth = memory.peak_growth_mib(baseline);
+    assert!(
+        growth < 64.0 + 16.0,
+        "resident memory grew by {growth:.1} MiB (budget 64 MiB + 16 MiB of runtime slack)"
+    );
+    serve.finish().await;
+}
