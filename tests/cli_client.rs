@@ -205,7 +205,7 @@ impl FakeConnection {
                         .push(json!({"role": "user", "text": prompt, "turn_id": turn}));
                     self.event(
                         "session.turn_started",
-                        json!({"turn_id": turn, "driver": "cli"}),
+                        json!({"turn_id": turn, "driver": "cli", "prompt": prompt}),
                     )
                     .await;
                     if let Some(rest) = prompt.strip_prefix("/tool ") {

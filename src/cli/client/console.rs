@@ -314,10 +314,15 @@ impl<O: Write, E: Write> Console<'_, O, E> {
 
     fn on_session_event(&mut self, kind: SessionEventKind) {
         match kind {
-            SessionEventKind::TurnStarted { turn_id, driver } => {
+            SessionEventKind::TurnStarted {
+                turn_id,
+                driver,
+                prompt,
+            } => {
                 if self.our_turn.as_deref() != Some(turn_id.as_str()) {
+                    let asked = prompt.map(|p| format!(": {p}")).unwrap_or_default();
                     self.print_line(&format!(
-                        "[{} started turn {turn_id}]",
+                        "[{} started turn {turn_id}{asked}]",
                         driver_name(&driver)
                     ));
                 }
