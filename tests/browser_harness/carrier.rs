@@ -55,6 +55,8 @@ impl Carrier {
             }
         }
         command.env("RUST_LOG", "info");
+        // Its runtime file stays out of the developer's runtime directory.
+        command.env("XDG_RUNTIME_DIR", logs.path());
         let mut child = command.spawn().expect("start carrier serve");
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
