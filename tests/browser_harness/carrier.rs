@@ -80,6 +80,13 @@ impl Carrier {
         }
     }
 
+    /// Kills the server (SIGKILL, no graceful close) and waits until it is gone: to pages
+    /// connected to it, the carrier has vanished.
+    pub async fn kill(&mut self) {
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(WAIT, self.child.wait()).await;
+    }
+
     /// The server's HTTP origin, e.g. `http://127.0.0.1:PORT`.
     pub fn http(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
