@@ -16,6 +16,8 @@
 //!   resume ring, the agent-protocol text profile, the embedded default agent, and external agent
 //!   processes (`carrier serve --agent-cmd`, [`agent::process`]).
 //! - [`client`] — the client `Transport` trait, the WebSocket client and the handshake layer.
+//! - [`discovery`] — runtime files: how a local client finds a running carrier and its token
+//!   (SPEC section 10).
 //! - [`loadgen`] — the load generator behind `carrier bench` (SPEC section 12).
 //!
 //! The `carrier` binary (`src/main.rs`, `src/cli/`) only parses arguments and wires these
@@ -27,6 +29,7 @@
 
 pub mod agent;
 pub mod client;
+pub mod discovery;
 /// The load generator behind `carrier bench`: N connections × M messages against a loopback URL.
 pub mod loadgen;
 pub mod protocol;

@@ -62,6 +62,25 @@ async fn the_reverse_agent_streams_the_reversed_prompt_word_by_word() {
 }
 
 #[tokio::test]
+async fn an_observer_sees_the_prompt_a_driver_submitted_to_an_agent_process() {
+    let serve = Serve::with_agent(&reverse_agent(1), &[]).await;
+    let (mut driver, _) = serve.client().await;
+    let mut observer = Client::connect(&format!("{}&role=observe", serve.url())).await;
+    assert_eq!(observer.handshake(json!({})).await["role"], "observe");
+    // Spacing, quotes, a newline and non-ASCII text survive exactly.
+    let prompt = "  two  spaces, \"quotes\",\na new line and ünïcödé ✓ ";
+    let turn = driver.submit(prompt).await;
+    let started = observer.event("session.turn_started").await;
+    assert_eq!(started["payload"]["turn_id"], turn.as_str());
+    assert_eq!(started["payload"]["prompt"], prompt, "{started}");
+    // The child never sent a turn_started: the carrier filled the prompt in.
+    let on_driver = driver.event("session.turn_started").await;
+    assert_eq!(on_driver["payload"], started["payload"]);
+    observer.turn_events(&turn).await;
+    serve.finish().await;
+}
+
+#[tokio::test]
 async fn the_reverse_agent_asks_permission_and_the_carrier_resolves_it_once() {
     let serve = Serve::with_agent(&reverse_agent(1), &[]).await;
     let (mut c, _) = serve.client().await;

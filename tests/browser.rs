@@ -1,11 +1,14 @@
 //! The web console in a real browser: the `carrier serve` binary, headless Debian Chromium
 //! driven over the DevTools protocol (see `tests/browser_harness/mod.rs` for why), and a person's
 //! path through `/console` — connect, stream a turn, abort one, answer permission prompts, upload
-//! a file — plus the proof that a page from a foreign origin cannot open the socket.
+//! a file; several pages on one session (an observer sees every prompt live, Send and Abort follow
+//! turns another page started); what a wrong token and a vanished carrier look like — plus the
+//! proof that a page from a foreign origin cannot open the socket.
 //!
-//! A missing browser fails these tests (`.ci/install-browser.sh` installs it). Every wait is
-//! bounded by [`browser_harness::WAIT`] and fails with the page's text, console and both processes'
-//! logs. A screenshot of the console mid-turn lands in `target/console-mid-turn.png`.
+//! A missing browser is installed on first use where the tests may (root or passwordless sudo,
+//! `.ci/install-browser.sh`); elsewhere these tests fail, never skip. Every wait is bounded by
+//! [`browser_harness::WAIT`] and fails with the page's text, console and both processes' logs.
+//! Screenshots of each state land in `target/console-*.png`.
 
 mod browser_harness;
 
@@ -62,6 +65,188 @@ async fn console_drives_a_session_and_uploads_a_file_in_chromium() {
     );
     let errors = page.page_errors();
     assert!(errors.is_empty(), "the console logged errors: {errors:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_on_one_session_see_every_prompt_and_follow_its_turns() {
+    let inbox = tempfile::tempdir().unwrap();
+    let mut carrier = Carrier::start(inbox.path()).await;
+    let browser = Chromium::launch(&[]).await;
+    let console = format!("{}/console#token={}", carrier.http(), carrier.token);
+    let first = browser.new_page().await;
+    let second = browser.new_page().await;
+    let observer = browser.new_page().await;
+    for page in [&first, &second, &observer] {
+        page.add_log("carrier serve stderr", carrier.stderr.clone());
+    }
+    first.navigate(&console).await;
+    second.navigate(&console).await;
+    observer.navigate(&format!("{console}&role=observe")).await;
+    for (page, role) in [
+        (&first, "drive"),
+        (&second, "drive"),
+        (&observer, "observe"),
+    ] {
+        let seen = page
+            .wait_for(
+                &format!("the {role} page to connect"),
+                "document.body.dataset.state === 'connected' && document.body.dataset.role",
+            )
+            .await;
+        assert_eq!(seen, role);
+        // Cleared by a reload: proves below that what a page shows arrived live.
+        page.eval("window.loadedOnce = true").await.unwrap();
+        page.eval(RECORD_SEND_STATES).await.unwrap();
+    }
+    let hint = observer
+        .eval("({ send: document.getElementById('send').disabled, hint: document.getElementById('prompt-hint').textContent })")
+        .await
+        .unwrap();
+    assert_eq!(hint["send"], true, "{hint}");
+    assert!(
+        hint["hint"]
+            .as_str()
+            .unwrap()
+            .contains("without &role=observe"),
+        "the observer is told how to drive: {hint}"
+    );
+
+    // A long turn (1,000 words, 30 ms apart: 30 s, however slow the machine) started by the
+    // first page.
+    let prompt = (1..=1000)
+        .map(|i| format!("w{i}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    first.type_into("#prompt", &prompt).await;
+    first.press_enter().await;
+    let running = format!(
+        "(() => {{ const turn = [...document.querySelectorAll('#output .turn')] \
+           .find((t) => t.querySelector('.prompt').textContent === {}); \
+         return turn?.dataset.status === 'running' && document.body.dataset.turn === 'running' \
+           && window.loadedOnce === true \
+           ? {{ send: document.getElementById('send').disabled, \
+                abort: document.getElementById('abort').disabled, \
+                reply: turn.querySelector('.reply').textContent }} : null; }})()",
+        js(&prompt)
+    );
+    // The observer shows the prompt while the turn runs, without a reload.
+    let seen = observer
+        .wait_for(
+            "the observer to show the first page's prompt live",
+            &running,
+        )
+        .await;
+    assert_eq!(seen["send"], true, "an observer never sends: {seen}");
+    save_screenshot(&observer, "console-observer-live.png").await;
+    // Both drive pages: Send disabled while the turn runs, Abort enabled — also on the page
+    // that did not start it.
+    for (page, name) in [(&first, "first"), (&second, "second")] {
+        let seen = page
+            .wait_for(
+                &format!("the {name} page to follow the running turn"),
+                &format!("(() => {{ const s = {running}; return s && s.send === true && s.abort === false ? s : null; }})()"),
+            )
+            .await;
+        assert_eq!(seen["send"], true, "{name}: {seen}");
+    }
+    save_screenshot(&first, "console-send-disabled-mid-turn.png").await;
+
+    // The second page aborts the turn the first one started; every drive page can send again.
+    second.click("#abort").await;
+    let idle = "(() => ['aborted', 'completed'].includes(document.body.dataset.turn) \
+        && !document.getElementById('send').disabled && document.getElementById('abort').disabled \
+        && document.body.dataset.turn)()";
+    for (page, name) in [(&first, "first"), (&second, "second")] {
+        let turn = page
+            .wait_for(&format!("Send to come back on the {name} page"), idle)
+            .await;
+        assert_eq!(turn, "aborted", "{name}");
+    }
+
+    // A turn that completes: Send was disabled while it ran and is enabled after it.
+    let short = "a short turn that completes";
+    second.type_into("#prompt", short).await;
+    second.press_enter().await;
+    for (page, name) in [(&first, "first"), (&second, "second")] {
+        let turn = wait_turn_completed(page, short).await;
+        assert_eq!(turn["text"], format!("echo: {short}"), "{name}: {turn}");
+        let states = page.eval("window.sendStates").await.unwrap();
+        let states: Vec<&str> = states
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap())
+            .collect();
+        let last_run = states
+            .iter()
+            .rposition(|s| *s == "disabled/running")
+            .unwrap_or_else(|| {
+                panic!("{name}: Send was never disabled while a turn ran: {states:?}")
+            });
+        assert!(
+            states[last_run..].contains(&"enabled/completed"),
+            "{name}: Send enabled after the turn: {states:?}"
+        );
+    }
+    save_screenshot(&second, "console-send-enabled-after-turn.png").await;
+    // The observer saw the second page's prompt too, and the first page (which did not send
+    // it) shows it as well.
+    wait_turn_completed(&observer, short).await;
+
+    // A page with a wrong token is told what to do, and doing it works.
+    let wrong = browser.new_page().await;
+    wrong.add_log("carrier serve stderr", carrier.stderr.clone());
+    wrong
+        .navigate(&format!("{}/console#token=not-the-token", carrier.http()))
+        .await;
+    let notice = wrong
+        .wait_for(
+            "the wrong-token message",
+            "document.body.dataset.state === 'disconnected' && !document.getElementById('notice').hidden \
+             && !document.getElementById('token-form').hidden \
+             && document.getElementById('notice-text').textContent",
+        )
+        .await;
+    let notice = notice.as_str().unwrap();
+    assert!(
+        notice.starts_with(
+            "The token was not accepted: paste the token that \"carrier serve\" printed when it started"
+        ),
+        "{notice}"
+    );
+    assert!(
+        !notice.contains("1008"),
+        "no close codes for people: {notice}"
+    );
+    save_screenshot(&wrong, "console-wrong-token.png").await;
+    wrong.type_into("#token-input", &carrier.token).await;
+    wrong.click("#connect").await;
+    wrong
+        .wait_for(
+            "the pasted token to connect",
+            "document.body.dataset.state === 'connected' && document.getElementById('notice').hidden",
+        )
+        .await;
+
+    // The carrier vanishes: the pages say they are reconnecting, and what to do if it stopped.
+    carrier.kill().await;
+    let notice = observer
+        .wait_for(
+            "the reconnecting message",
+            "document.body.dataset.state === 'connecting' && !document.getElementById('notice').hidden \
+             && document.getElementById('notice-text').textContent",
+        )
+        .await;
+    assert!(
+        notice.as_str().unwrap().contains("reconnecting")
+            && notice.as_str().unwrap().contains("carrier serve"),
+        "{notice}"
+    );
+    save_screenshot(&observer, "console-reconnecting.png").await;
+    for page in [&first, &second, &observer, &wrong] {
+        let errors = page.page_errors();
+        assert!(errors.is_empty(), "the console logged errors: {errors:#?}");
+    }
 }
 
 async fn a_prompt_streams_its_echo_word_by_word(page: &Page) {
@@ -391,6 +576,22 @@ const RECORD_REPLY_SNAPSHOTS: &str = "(() => {
   return true;
 })()";
 
+/// Records every change of the Send button or the page's turn state as `enabled|disabled/TURN`,
+/// so a test can prove Send was disabled during a turn however briefly it ran.
+const RECORD_SEND_STATES: &str = "(() => {
+  window.sendStates = [];
+  const send = document.getElementById('send');
+  const record = () => {
+    const state = `${send.disabled ? 'disabled' : 'enabled'}/${document.body.dataset.turn}`;
+    if (window.sendStates.at(-1) !== state) window.sendStates.push(state);
+  };
+  record();
+  const watch = new MutationObserver(record);
+  watch.observe(send, { attributes: true, attributeFilter: ['disabled'] });
+  watch.observe(document.body, { attributes: true, attributeFilter: ['data-turn'] });
+  return true;
+})()";
+
 /// A page that tries to open the carrier's socket with the right token, and shows what happened.
 fn foreign_page(carrier_port: u16, token: &str) -> String {
     format!(
@@ -417,6 +618,16 @@ fn js(text: &str) -> String {
 }
 
 async fn save_screenshot(page: &Page, name: &str) {
+    // A background tab may not paint: show this one first, scrolled so the notice at the top or
+    // the Send and Abort buttons below the output are in view.
+    let _ = page.call("Page.bringToFront", json!({})).await;
+    let _ = page
+        .eval(
+            "(document.getElementById('notice').hidden \
+               ? document.getElementById('prompt-form') : document.body) \
+             .scrollIntoView({ block: document.getElementById('notice').hidden ? 'end' : 'start' })",
+        )
+        .await;
     let png = page.screenshot().await;
     let dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)

@@ -205,7 +205,7 @@ impl FakeConnection {
                         .push(json!({"role": "user", "text": prompt, "turn_id": turn}));
                     self.event(
                         "session.turn_started",
-                        json!({"turn_id": turn, "driver": "cli"}),
+                        json!({"turn_id": turn, "driver": "cli", "prompt": prompt}),
                     )
                     .await;
                     if let Some(rest) = prompt.strip_prefix("/tool ") {
@@ -332,9 +332,9 @@ async fn bounded<F: std::future::Future<Output = ExitCode>>(command: F) -> ExitC
 async fn send(port: u16, token: &str, prompt: &str, allow: bool) -> Output {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let args = SendArgs {
-        url: format!("ws://127.0.0.1:{port}/"),
+        url: Some(format!("ws://127.0.0.1:{port}/")),
         token: Some(token.to_owned()),
-        prompt: prompt.to_owned(),
+        prompt: Some(prompt.to_owned()),
         allow,
         deny: false,
     };
@@ -350,7 +350,7 @@ async fn console(port: u16, observe: bool, lines: &[&str]) -> Output {
     drop(tx);
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let args = ConnectArgs {
-        url: format!("ws://127.0.0.1:{port}/"),
+        url: Some(format!("ws://127.0.0.1:{port}/")),
         token: Some(TOKEN.to_owned()),
         observe,
     };
@@ -428,9 +428,9 @@ async fn send_to_a_closed_port_exits_1_and_points_to_doctor() {
 async fn send_with_a_url_that_is_not_ws_exits_2() {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let args = SendArgs {
-        url: "http://127.0.0.1:7070/".into(),
+        url: Some("http://127.0.0.1:7070/".into()),
         token: None,
-        prompt: "hi".into(),
+        prompt: Some("hi".into()),
         allow: false,
         deny: false,
     };
@@ -456,8 +456,20 @@ fn send_flags_parse_and_allow_conflicts_with_deny() {
         "--allow",
     ])
     .expect("parses");
-    assert_eq!(cli.args.prompt, "hello");
+    assert_eq!(
+        cli.args.target_and_prompt(),
+        Some((Some("ws://127.0.0.1:7070/"), "hello"))
+    );
     assert!(cli.args.allow);
+    // One word is the prompt: the URL then comes from the runtime file.
+    let cli = SendCli::try_parse_from(["send", "hi"]).expect("parses");
+    assert_eq!(cli.args.target_and_prompt(), Some((None, "hi")));
+    let cli = SendCli::try_parse_from(["send"]).expect("parses");
+    assert_eq!(
+        cli.args.target_and_prompt(),
+        None,
+        "send_with exits 2: no prompt"
+    );
     assert!(SendCli::try_parse_from(["send", "ws://x/", "hi", "--allow", "--deny"]).is_err());
 }
 
@@ -576,7 +588,7 @@ async fn status_json_prints_the_status_and_url_as_one_line() {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let args = StatusArgs {
         json: true,
-        url: url.clone(),
+        url: Some(url.clone()),
         token: Some(TOKEN.into()),
     };
     let code = bounded(client::status_with(args, &mut out, &mut err)).await;
@@ -595,7 +607,7 @@ async fn status_without_json_is_readable() {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let args = StatusArgs {
         json: false,
-        url: format!("ws://127.0.0.1:{port}/"),
+        url: Some(format!("ws://127.0.0.1:{port}/")),
         token: Some(TOKEN.into()),
     };
     let code = bounded(client::status_with(args, &mut out, &mut err)).await;
@@ -617,7 +629,17 @@ async fn doctor(port: u16, token: Option<&str>) -> Output {
     let args = DoctorArgs {
         token: token.map(str::to_owned),
     };
-    let code = bounded(client::doctor_with(args, port..=port, &mut out, &mut err)).await;
+    // An empty runtime directory: only `port` is looked at, never a carrier that happens to run.
+    let runtime = tempfile::tempdir().expect("tempdir");
+    let runtime = carrier::discovery::RuntimeDir::at(runtime.path());
+    let code = bounded(client::doctor_with(
+        args,
+        port..=port,
+        &runtime,
+        &mut out,
+        &mut err,
+    ))
+    .await;
     output(code, out, err)
 }
 

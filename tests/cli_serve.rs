@@ -1,7 +1,12 @@
 //! `carrier serve` as a user runs it: the real binary, its one `listening` line, exit codes,
-//! the token file, signals, and `carrier send` against it.
+//! the token file, signals, `carrier send` against it, and the runtime files through which
+//! `send`, `connect`, `status` and `doctor` find it (SPEC section 10).
+//!
+//! Every child gets its own `XDG_RUNTIME_DIR` (a temporary directory), so no test sees another
+//! test's carriers or the carrier of the person running the tests.
 
 use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -13,6 +18,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_carrier");
 struct Serve {
     child: Child,
     line: Value,
+    /// The runtime directory of a carrier started with [`serve`] (none with [`serve_in`]).
+    _runtime: Option<tempfile::TempDir>,
 }
 
 impl Drop for Serve {
@@ -22,12 +29,22 @@ impl Drop for Serve {
     }
 }
 
+/// `carrier serve --port 0 ARGS` with a runtime directory of its own.
 fn serve(args: &[&str], env: &[(&str, &str)]) -> Serve {
+    let runtime = tempfile::tempdir().unwrap();
+    let mut s = serve_in(runtime.path(), args, env);
+    s._runtime = Some(runtime);
+    s
+}
+
+/// `carrier serve --port 0 ARGS` with `XDG_RUNTIME_DIR=runtime`.
+fn serve_in(runtime: &Path, args: &[&str], env: &[(&str, &str)]) -> Serve {
     let mut cmd = Command::new(BIN);
     cmd.arg("serve")
         .args(["--port", "0"])
         .args(args)
         .env_remove("CARRIER_TOKEN")
+        .env("XDG_RUNTIME_DIR", runtime)
         .env("RUST_LOG", "warn");
     for (k, v) in env {
         cmd.env(k, v);
@@ -45,29 +62,75 @@ fn serve(args: &[&str], env: &[(&str, &str)]) -> Serve {
         .expect("read the listening line");
     let line: Value = serde_json::from_str(line.trim_end())
         .unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
-    Serve { child, line }
+    Serve {
+        child,
+        line,
+        _runtime: None,
+    }
 }
 
+impl Serve {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn url(&self) -> &str {
+        self.line["url"].as_str().unwrap()
+    }
+}
+
+/// The runtime file `carrier serve` (pid `pid`) writes under `XDG_RUNTIME_DIR=runtime`.
+fn runtime_file(runtime: &Path, pid: u32) -> PathBuf {
+    runtime.join("carrier").join(format!("{pid}.json"))
+}
+
+/// `carrier ARGS` with an empty runtime directory of its own.
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN)
+    let runtime = tempfile::tempdir().unwrap();
+    run_in(runtime.path(), args)
+}
+
+/// `carrier ARGS` with `XDG_RUNTIME_DIR=runtime`, no token in the environment; killed (and the
+/// test failed) if it runs longer than [`WAIT`].
+fn run_in(runtime: &Path, args: &[&str]) -> (i32, String, String) {
+    let mut child = Command::new(BIN)
         .args(args)
         .env_remove("CARRIER_TOKEN")
+        .env("XDG_RUNTIME_DIR", runtime)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run carrier");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_string(&mut text);
+            }
+            text
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+    let Some(code) = wait_exit(&mut child, WAIT) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("carrier {args:?} did not exit within {WAIT:?}");
+    };
+    (code, stdout.join().unwrap(), stderr.join().unwrap())
 }
+
+/// How long a CLI child or a signalled server may take.
+const WAIT: Duration = Duration::from_secs(20);
 
 fn wait_exit(child: &mut Child, within: Duration) -> Option<i32> {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
         if let Ok(Some(status)) = child.try_wait() {
-            return status.code();
+            // -1: ended by a signal.
+            return Some(status.code().unwrap_or(-1));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -224,4 +287,209 @@ fn console_and_client_module_are_served() {
     assert!(js.contains("export class CarrierClient"));
     let page = get("/console");
     assert!(page.starts_with("HTTP/1.1 200") && page.contains("/client.js"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runtime files (SPEC section 10, "Finding a running carrier")
+// ---------------------------------------------------------------------------------------------
+
+#[cfg(unix)]
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+#[cfg(unix)]
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn the_runtime_file_is_0600_in_a_0700_directory_and_names_the_listener() {
+    let runtime = tempfile::tempdir().unwrap();
+    let s = serve_in(runtime.path(), &[], &[]);
+    let file = runtime_file(runtime.path(), s.pid());
+    assert_eq!(mode(&runtime.path().join("carrier")), 0o700);
+    assert_eq!(mode(&file), 0o600);
+    let entry: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let mut keys: Vec<&str> = entry
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["pid", "port", "role", "started", "token", "url"],
+        "{entry}"
+    );
+    assert_eq!(entry["pid"], s.pid());
+    for key in ["url", "port", "role", "token"] {
+        assert_eq!(entry[key], s.line[key], "{key}: {entry} vs {}", s.line);
+    }
+    let started = entry["started"].as_str().unwrap();
+    assert!(
+        started.len() == 20 && started.ends_with('Z') && started.as_bytes()[10] == b'T',
+        "RFC 3339 UTC: {started}"
+    );
+    // Nothing else is left in the directory (the temporary file was renamed into place).
+    let names: Vec<_> = std::fs::read_dir(runtime.path().join("carrier"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+}
+
+#[test]
+fn send_status_and_connect_need_no_url_or_token_when_one_carrier_runs() {
+    let runtime = tempfile::tempdir().unwrap();
+    let s = serve_in(runtime.path(), &["--demo-delay-ms", "1"], &[]);
+    let (code, stdout, stderr) = run_in(runtime.path(), &["send", "hi"]);
+    assert_eq!((code, stdout.as_str()), (0, "echo: hi\n"), "{stderr}");
+    let (code, stdout, stderr) = run_in(runtime.path(), &["status", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let status: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(status["url"], s.url());
+    let (code, _, stderr) = run_in(runtime.path(), &["connect"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains(&format!("at {}", s.url())), "{stderr}");
+    // A token given still wins over the file's.
+    let (code, _, stderr) = run_in(runtime.path(), &["send", "--token", "wrong", "hi"]);
+    assert_eq!(code, 1, "{stderr}");
+}
+
+#[test]
+fn with_two_carriers_running_the_commands_exit_2_naming_both() {
+    let runtime = tempfile::tempdir().unwrap();
+    let a = serve_in(runtime.path(), &[], &[]);
+    let b = serve_in(runtime.path(), &[], &[]);
+    for args in [&["send", "hi"][..], &["status"][..], &["connect"][..]] {
+        let (code, stdout, stderr) = run_in(runtime.path(), args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+        for s in [&a, &b] {
+            assert!(
+                stderr.contains(s.url()) && stderr.contains(&format!("pid {}", s.pid())),
+                "{args:?} names {}: {stderr}",
+                s.url()
+            );
+        }
+    }
+    // With none running it says how to start one, also with 2.
+    let empty = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = run_in(empty.path(), &["send", "hi"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("carrier serve"), "{stderr}");
+}
+
+#[test]
+fn doctor_lists_a_carrier_on_a_random_port_from_its_runtime_file() {
+    let runtime = tempfile::tempdir().unwrap();
+    let s = serve_in(runtime.path(), &[], &[]);
+    let port = s.line["port"].as_u64().unwrap();
+    assert!(
+        !(7070..=7090).contains(&port),
+        "--port 0 chose a default port: {port}"
+    );
+    let (code, stdout, stderr) = run_in(runtime.path(), &["doctor"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("127.0.0.1:{port}: ")))
+        .unwrap_or_else(|| panic!("doctor does not list port {port}:\n{stdout}"));
+    assert!(
+        line.contains("carrier server (healthz ok)") && line.contains(&format!("pid {}", s.pid())),
+        "{line}"
+    );
+    // The file's token let doctor handshake and compare versions without CARRIER_TOKEN.
+    assert!(stdout.contains("  compatible\n"), "{stdout}");
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_removes_the_runtime_file() {
+    let runtime = tempfile::tempdir().unwrap();
+    let mut s = serve_in(runtime.path(), &[], &[]);
+    let file = runtime_file(runtime.path(), s.pid());
+    assert!(file.exists());
+    let status = Command::new("kill")
+        .args(["-TERM", &s.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    assert_eq!(wait_exit(&mut s.child, WAIT), Some(0));
+    assert!(!file.exists(), "{} outlived its carrier", file.display());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_file_left_by_a_killed_carrier_is_ignored_and_removed() {
+    let runtime = tempfile::tempdir().unwrap();
+    let mut killed = serve_in(runtime.path(), &[], &[]);
+    let live = serve_in(runtime.path(), &["--demo-delay-ms", "1"], &[]);
+    let stale = runtime_file(runtime.path(), killed.pid());
+    killed.child.kill().unwrap(); // SIGKILL: no chance to clean up
+    killed.child.wait().unwrap();
+    assert!(stale.exists(), "a killed carrier leaves its file");
+
+    let (code, stdout, stderr) = run_in(runtime.path(), &["send", "hi"]);
+    assert_eq!((code, stdout.as_str()), (0, "echo: hi\n"), "{stderr}");
+    assert!(!stale.exists(), "the stale file was removed");
+    assert!(runtime_file(runtime.path(), live.pid()).exists());
+}
+
+#[cfg(unix)]
+#[test]
+fn runtime_files_and_directories_others_can_write_are_ignored_with_a_warning() {
+    let runtime = tempfile::tempdir().unwrap();
+    let s = serve_in(runtime.path(), &["--demo-delay-ms", "1"], &[]);
+    let dir = runtime.path().join("carrier");
+    let genuine = std::fs::read_to_string(runtime_file(runtime.path(), s.pid())).unwrap();
+
+    // A second, world-writable file naming a live process: anyone could have pointed it (and a
+    // client's token) elsewhere, so it is not counted.
+    let planted = dir.join("1.json");
+    std::fs::write(
+        &planted,
+        genuine.replace(&format!("\"pid\": {}", s.pid()), "\"pid\": 1"),
+    )
+    .unwrap();
+    set_mode(&planted, 0o666);
+    let (code, stdout, stderr) = run_in(runtime.path(), &["send", "hi"]);
+    assert_eq!((code, stdout.as_str()), (0, "echo: hi\n"), "{stderr}");
+    assert!(
+        stderr.contains("warning")
+            && stderr.contains("1.json")
+            && stderr.contains("written by other users"),
+        "{stderr}"
+    );
+    assert!(planted.exists(), "an untrusted file is left alone");
+
+    // Owned by someone else (only root can arrange that here): ignored too.
+    set_mode(&planted, 0o600);
+    if std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).is_ok() {
+        let (code, _, stderr) = run_in(runtime.path(), &["send", "hi"]);
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stderr.contains("belongs to uid 65534"), "{stderr}");
+    }
+    std::fs::remove_file(&planted).unwrap();
+
+    // A directory others can write: nothing in it is trusted, not even the genuine file.
+    set_mode(&dir, 0o777);
+    let (code, _, stderr) = run_in(runtime.path(), &["send", "hi"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("warning: ignoring the runtime directory")
+            && stderr.contains("written by other users"),
+        "{stderr}"
+    );
+    set_mode(&dir, 0o700);
 }

@@ -453,7 +453,10 @@ async fn a_connection_dropped_mid_turn_resumes_without_losing_or_repeating_an_ev
         "seq 1, 2, 3 … with no gap and no duplicate"
     );
     assert!(
-        matches!(&events[0].kind, SessionEventKind::TurnStarted { turn_id, .. } if *turn_id == turn)
+        matches!(&events[0].kind, SessionEventKind::TurnStarted { turn_id, prompt: Some(asked), .. }
+            if *turn_id == turn && *asked == prompt),
+        "turn_started carries the submitted prompt: {:?}",
+        events[0].kind
     );
     assert_eq!(reply_text(&events, &turn), format!("echo: {prompt}"));
     let completions: Vec<_> = events

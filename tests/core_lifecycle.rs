@@ -127,3 +127,41 @@ async fn the_service_mounts_in_a_host_server_with_the_same_admission() {
     );
     t.stop().await;
 }
+
+#[tokio::test]
+async fn a_transport_that_asks_for_it_advertises_itself_in_a_runtime_file_until_stop() {
+    use carrier::discovery::RuntimeDir;
+    use carrier::server::RuntimeFileOptions;
+
+    let runtime = tempfile::tempdir().unwrap();
+    let dir = RuntimeDir::at(runtime.path().join("carrier"));
+    for (options, token) in [
+        (RuntimeFileOptions::in_dir(dir.clone()), Some("test-token")),
+        (
+            RuntimeFileOptions::in_dir(dir.clone()).without_token(),
+            None,
+        ),
+    ] {
+        let t = WsTransport::new(config())
+            .unwrap()
+            .with_runtime_file(options);
+        t.attach(Arc::new(TestProfile {
+            stats: Arc::default(),
+        }));
+        assert_eq!(t.runtime_file(), None, "nothing is written before start()");
+        t.start().await.unwrap();
+        let file = t.runtime_file().expect("a runtime file while running");
+        let found = dir.scan();
+        assert!(found.warnings.is_empty(), "{:?}", found.warnings);
+        let [entry] = found.carriers.as_slice() else {
+            panic!("one carrier: {found:?}");
+        };
+        assert_eq!(entry.pid, std::process::id());
+        assert_eq!(Some(entry.port), t.bound_port());
+        assert_eq!(entry.url, format!("ws://127.0.0.1:{}/", entry.port));
+        assert_eq!(entry.token.as_deref(), token);
+        t.stop().await;
+        assert!(!file.exists(), "stop() removes {}", file.display());
+        assert_eq!(t.runtime_file(), None);
+    }
+}

@@ -70,6 +70,25 @@ async fn observers_receive_every_session_event_like_drivers() {
 }
 
 #[tokio::test]
+async fn an_observer_sees_the_prompt_a_driver_submitted_to_the_embedded_agent() {
+    let server = Server::start().await;
+    let (mut driver, _) = server.drive().await;
+    let (mut observer, hs) = server.observe().await;
+    assert_eq!(hs["role"], "observe");
+    for prompt in [
+        "hello there",
+        "  two  spaces, \"quotes\",\na new line and ünïcödé ✓ ",
+    ] {
+        let turn = driver.submit(prompt).await;
+        let started = observer.event("session.turn_started").await;
+        assert_eq!(started["payload"]["turn_id"], turn.as_str());
+        assert_eq!(started["payload"]["prompt"], prompt, "{started}");
+        observer.turn_events(&turn).await;
+        driver.turn_events(&turn).await;
+    }
+}
+
+#[tokio::test]
 async fn the_driver_identity_comes_from_the_host_not_the_client() {
     let server = Server::start().await;
     let (mut c, _) = server.drive().await;

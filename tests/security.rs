@@ -480,6 +480,8 @@ async fn token_file_is_owner_only_and_never_written_through_a_link() {
         .args(["serve", "--port", "0", "--token-file"])
         .arg(&path)
         .env_remove("CARRIER_TOKEN")
+        // Its runtime file goes here, not among the runtime files of the person running tests.
+        .env("XDG_RUNTIME_DIR", dir.path())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
@@ -509,6 +511,14 @@ async fn token_file_is_owner_only_and_never_written_through_a_link() {
     let token = token.trim_end();
     assert_eq!(token.len(), 64);
     assert!(!line.contains(token), "the token was printed");
+    // Nor is it in the runtime file: with --token-file the token stays in that file only.
+    let pid = child.id().expect("pid");
+    let runtime = dir.path().join(format!("carrier/{pid}.json"));
+    let advertised: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&runtime).expect("runtime file"))
+            .expect("runtime JSON");
+    assert_eq!(advertised["port"], port, "{advertised}");
+    assert_eq!(advertised["token"], serde_json::Value::Null, "{advertised}");
 
     let req = upgrade_request(&format!("/?token={token}"), Some("127.0.0.1"), &[]);
     assert_eq!(http_status(port, &req).await, Some(101));

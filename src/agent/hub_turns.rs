@@ -72,6 +72,7 @@ impl SessionHub {
             let started = TurnStarted {
                 turn_id: turn_id.clone(),
                 driver: driver.clone(),
+                prompt: params.prompt.clone(),
             };
             self.emit(&mut st, SessionEvent::TurnStarted(started));
             turn_id

@@ -30,8 +30,11 @@
 //! ```
 //!
 //! Each `run_*` returns the exit code: 0 success, 1 runtime failure (unreachable server, token
-//! refused, turn aborted), 2 usage error (a URL that is not `ws://HOST:PORT/`); the reason is one
-//! line on stderr. Clap's own parse errors already exit with 2. The `*_with` variants take the
+//! refused, turn aborted), 2 usage error (a URL that is not `ws://HOST:PORT/`, or no URL while
+//! not exactly one carrier runs); the reason is one line on stderr.
+//!
+//! Without a URL, `send`, `connect` and `status` use the runtime file of the one carrier that
+//! runs (SPEC section 10, [`carrier::discovery`]): its URL, and its token unless one is given. Clap's own parse errors already exit with 2. The `*_with` variants take the
 //! output streams (and the console its input lines) so tests can drive them.
 //!
 //! One file per command under `client/`; this file holds the arguments and what they share.
@@ -56,6 +59,7 @@ use carrier::client::{
     Client, ClientError, ClientEvent, ConnectionState, ErrorCode, HandshakeInfo, Subscription,
     TransportError, WsClientTransport, WsOptions,
 };
+use carrier::discovery::RuntimeDir;
 use carrier::protocol::Role;
 use clap::Args;
 use serde_json::Value;
@@ -66,16 +70,21 @@ pub use doctor::doctor_with;
 pub use send::send_with;
 pub use status::status_with;
 
-/// `carrier send URL PROMPT`: one turn, the reply on stdout.
+/// `carrier send [URL] PROMPT`: one turn, the reply on stdout.
 #[derive(Debug, Clone, Args)]
+// Two optional positionals rather than clap's `allow_missing_positional`, which would take the
+// URL of `send URL --token T PROMPT` for the prompt; [`SendArgs::target_and_prompt`] sorts them.
+#[command(override_usage = "carrier send [OPTIONS] [URL] <PROMPT>")]
 pub struct SendArgs {
-    /// Server URL, e.g. ws://127.0.0.1:7070/
-    pub url: String,
+    /// Server URL, e.g. ws://127.0.0.1:7070/ (default: the one running carrier's runtime file)
+    #[arg(value_name = "URL")]
+    pub url: Option<String>,
+    /// The prompt to submit (given alone, the first argument is the prompt)
+    #[arg(value_name = "PROMPT")]
+    pub prompt: Option<String>,
     /// Access token (prefer the CARRIER_TOKEN variable: command lines are visible to other users)
     #[arg(long, env = "CARRIER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// The prompt to submit
-    pub prompt: String,
     /// Answer permission requests of this turn with "allow"
     #[arg(long, conflicts_with = "deny")]
     pub allow: bool,
@@ -84,11 +93,22 @@ pub struct SendArgs {
     pub deny: bool,
 }
 
-/// `carrier connect URL`: an interactive console.
+impl SendArgs {
+    /// `(URL, PROMPT)`: one argument is the prompt alone.
+    pub fn target_and_prompt(&self) -> Option<(Option<&str>, &str)> {
+        match (self.url.as_deref(), self.prompt.as_deref()) {
+            (url, Some(prompt)) => Some((url, prompt)),
+            (Some(prompt), None) => Some((None, prompt)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// `carrier connect [URL]`: an interactive console.
 #[derive(Debug, Clone, Args)]
 pub struct ConnectArgs {
-    /// Server URL, e.g. ws://127.0.0.1:7070/
-    pub url: String,
+    /// Server URL, e.g. ws://127.0.0.1:7070/ (default: the one running carrier's runtime file)
+    pub url: Option<String>,
     /// Access token (prefer the CARRIER_TOKEN variable: command lines are visible to other users)
     #[arg(long, env = "CARRIER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -103,9 +123,8 @@ pub struct StatusArgs {
     /// Print the status as one JSON line (the `system.status` result plus `url`)
     #[arg(long)]
     pub json: bool,
-    /// Server URL
-    #[arg(default_value = "ws://127.0.0.1:7070/")]
-    pub url: String,
+    /// Server URL (default: the one running carrier's runtime file)
+    pub url: Option<String>,
     /// Access token (prefer the CARRIER_TOKEN variable: command lines are visible to other users)
     #[arg(long, env = "CARRIER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -145,7 +164,14 @@ pub async fn run_status(args: StatusArgs) -> ExitCode {
 
 /// Runs `carrier doctor` on the process's stdout and stderr.
 pub async fn run_doctor(args: DoctorArgs) -> ExitCode {
-    doctor_with(args, DOCTOR_PORTS, &mut io::stdout(), &mut io::stderr()).await
+    doctor_with(
+        args,
+        DOCTOR_PORTS,
+        &RuntimeDir::for_user(),
+        &mut io::stdout(),
+        &mut io::stderr(),
+    )
+    .await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -162,6 +188,13 @@ impl Failure {
     pub(super) fn runtime(line: impl Into<String>) -> Failure {
         Failure {
             code: ExitCode::FAILURE,
+            line: line.into(),
+        }
+    }
+
+    pub(super) fn usage(line: impl Into<String>) -> Failure {
+        Failure {
+            code: ExitCode::from(2),
             line: line.into(),
         }
     }
@@ -202,6 +235,50 @@ pub(super) fn explain(url: &str, error: &ClientError) -> Failure {
         other => other.to_string(),
     };
     Failure::runtime(line)
+}
+
+/// Where a client command connects, and with which token.
+pub(super) struct Target {
+    pub(super) url: String,
+    pub(super) token: Option<String>,
+}
+
+/// The URL and token given, or, without a URL, those of the one carrier whose runtime file is in
+/// `runtime` (a token given still wins). Warnings about files that were ignored go to `err`.
+pub(super) fn resolve_target(
+    url: Option<&str>,
+    token: Option<&str>,
+    runtime: &RuntimeDir,
+    err: &mut impl Write,
+) -> Result<Target, Failure> {
+    if let Some(url) = url {
+        return Ok(Target {
+            url: url.to_owned(),
+            token: token.map(str::to_owned),
+        });
+    }
+    let scan = runtime.scan();
+    for warning in &scan.warnings {
+        let _ = writeln!(err, "carrier: warning: {warning}");
+    }
+    match scan.carriers.as_slice() {
+        [] => Err(Failure::usage(format!(
+            "no running carrier found (no runtime file in {}): start one with `carrier serve`, or give its URL and --token",
+            runtime.path().display()
+        ))),
+        [one] => Ok(Target {
+            url: one.url.clone(),
+            token: token.map(str::to_owned).or_else(|| one.token.clone()),
+        }),
+        several => {
+            let names: Vec<String> = several.iter().map(|c| c.describe()).collect();
+            Err(Failure::usage(format!(
+                "{} carriers are running: {}; give the URL of one (and its --token)",
+                several.len(),
+                names.join(", ")
+            )))
+        }
+    }
 }
 
 fn options(url: &str, token: Option<&str>, role: Option<Role>) -> Result<WsOptions, ClientError> {

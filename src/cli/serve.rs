@@ -9,7 +9,7 @@ use std::time::Duration;
 use carrier::agent::process::{AgentProcess, AgentProcessConfig, AgentProcessError};
 use carrier::agent::{AgentProfile, EmbeddedAgent};
 use carrier::protocol::Role;
-use carrier::server::{CarrierConfig, Limits, WsTransport};
+use carrier::server::{CarrierConfig, Limits, RuntimeFileOptions, WsTransport};
 use clap::Args;
 
 use crate::channels::{self, ChannelSpec};
@@ -143,8 +143,14 @@ struct Listening {
 
 /// Runs `carrier serve` until SIGINT/SIGTERM.
 pub async fn run(args: ServeArgs) -> ExitCode {
+    // The runtime file lets `carrier send`, `connect`, `status` and `doctor` find this carrier
+    // (SPEC section 10); with --token-file the token stays in that file only.
+    let mut advertised = RuntimeFileOptions::for_user();
+    if args.token_file.is_some() {
+        advertised = advertised.without_token();
+    }
     let transport = match WsTransport::new(args.config()) {
-        Ok(t) => t,
+        Ok(t) => t.with_runtime_file(advertised),
         Err(e) => return usage_error(e),
     };
     let agent = match &args.agent_cmd {

@@ -48,6 +48,10 @@ pub enum SessionEventKind {
         /// Who drives it, as the host configured it.
         #[serde(default)]
         driver: Value,
+        /// The submitted prompt, whoever submitted it; `None` from a carrier that predates
+        /// the field.
+        #[serde(default)]
+        prompt: Option<String>,
     },
     /// `session.text_delta`: the next piece of the turn's reply.
     #[serde(rename = "session.text_delta")]

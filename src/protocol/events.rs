@@ -34,6 +34,8 @@ pub struct TurnStarted {
     pub turn_id: String,
     /// Who submitted it.
     pub driver: DriverInfo,
+    /// The submitted prompt, so an observer or a second driver sees what was asked.
+    pub prompt: String,
 }
 
 /// `session.text_delta`: the next piece of the reply.

@@ -41,4 +41,4 @@ pub use registry::{
     ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, DeliveryClass, Inbound,
     InboundBody,
 };
-pub use transport::{mint_token, LifecycleError, WsTransport};
+pub use transport::{mint_token, LifecycleError, RuntimeFileOptions, WsTransport};

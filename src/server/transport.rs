@@ -17,6 +17,7 @@ use super::outbound::close_code;
 use super::profile::Attachment;
 use super::registry::{ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry};
 use super::shared::{Running, Shared};
+use crate::discovery::{RuntimeDir, RuntimeEntry, RuntimeFile};
 
 /// A lifecycle call made in the wrong state, or a bind failure.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +39,38 @@ struct State {
     port: Option<u16>,
     shutdown: Option<watch::Sender<bool>>,
     accept: Option<JoinHandle<()>>,
+    /// Removes the runtime file when dropped: on `stop()`, or with the transport.
+    runtime_file: Option<RuntimeFile>,
+}
+
+/// Where and what a [`WsTransport`] advertises in its runtime file
+/// ([`crate::discovery`]), so local clients find it without being given a URL or token.
+#[derive(Debug, Clone)]
+pub struct RuntimeFileOptions {
+    dir: RuntimeDir,
+    include_token: bool,
+}
+
+impl RuntimeFileOptions {
+    /// The user's runtime directory ([`RuntimeDir::for_user`]), token included.
+    pub fn for_user() -> Self {
+        Self::in_dir(RuntimeDir::for_user())
+    }
+
+    /// Another directory, token included.
+    pub fn in_dir(dir: RuntimeDir) -> Self {
+        RuntimeFileOptions {
+            dir,
+            include_token: true,
+        }
+    }
+
+    /// Writes `token: null`, for a host that hands its token out another way (as
+    /// `carrier serve --token-file` does).
+    pub fn without_token(mut self) -> Self {
+        self.include_token = false;
+        self
+    }
 }
 
 /// A loopback WebSocket carrier for one agent session host.
@@ -57,6 +90,7 @@ struct State {
 pub struct WsTransport {
     config: CarrierConfig,
     token: Option<String>,
+    runtime_file: Option<RuntimeFileOptions>,
     shared: Arc<Shared>,
     state: Mutex<State>,
 }
@@ -124,9 +158,52 @@ impl WsTransport {
         Ok(WsTransport {
             config,
             token,
+            runtime_file: None,
             shared,
             state: Mutex::new(State::default()),
         })
+    }
+
+    /// Opt-in: while listening, advertise this carrier in a runtime file (`{pid, url, port,
+    /// role, token, started}`, SPEC section 10) so `carrier send`, `connect`, `status` and
+    /// `doctor` find it without a URL or token; the file is removed on `stop()`. A file that
+    /// cannot be written is logged as a warning and the carrier runs without it.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), carrier::ConfigError> {
+    /// use carrier::server::{CarrierConfig, RuntimeFileOptions, WsTransport};
+    /// let transport = WsTransport::new(CarrierConfig::default())?
+    ///     .with_runtime_file(RuntimeFileOptions::for_user());
+    /// # Ok(()) }
+    /// ```
+    pub fn with_runtime_file(mut self, options: RuntimeFileOptions) -> Self {
+        self.runtime_file = Some(options);
+        self
+    }
+
+    /// The runtime file written by the last `start()`, while running.
+    pub fn runtime_file(&self) -> Option<std::path::PathBuf> {
+        self.state()
+            .runtime_file
+            .as_ref()
+            .map(|f| f.path().to_owned())
+    }
+
+    /// Writes the runtime file for `port`, or says why not.
+    fn publish_runtime_file(&self, port: Option<u16>) -> Option<RuntimeFile> {
+        let (options, port) = (self.runtime_file.as_ref()?, port?);
+        let token = self.token.clone().filter(|_| options.include_token);
+        let entry = RuntimeEntry::for_this_process(port, self.config.role, token);
+        match options.dir.publish(&entry) {
+            Ok(file) => {
+                tracing::debug!(path = %file.path().display(), "runtime file written");
+                Some(file)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "no runtime file: clients must be given the URL and token");
+                None
+            }
+        }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -150,6 +227,7 @@ impl WsTransport {
         };
         let listener = bind_loopback(self.config.port, self.config.max_retries).await?;
         let port = listener.local_addr().map(|a| a.port()).ok();
+        let runtime_file = self.publish_runtime_file(port);
         let ctx = self.context(mint_epoch());
         let (tx, rx) = watch::channel(false);
         {
@@ -167,6 +245,7 @@ impl WsTransport {
             });
             self.shared.stopping.store(false, Ordering::Release);
             st.port = port;
+            st.runtime_file = runtime_file;
             st.shutdown = Some(tx);
             st.accept = Some(tokio::spawn(accept_loop(listener, self.shared.clone(), rx)));
         }
@@ -196,6 +275,8 @@ impl WsTransport {
             let mut st = self.state();
             st.attachment = None;
             st.port = None;
+            // First, so no client finds a carrier that is going away.
+            st.runtime_file = None;
             let running = self
                 .shared
                 .running

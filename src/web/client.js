@@ -332,6 +332,8 @@ export class CarrierClient {
 
   /** @type {object | null} */
   #handshakeResult = null;
+  /** @type {CarrierError | null} why the client last stopped trying; null once connected */
+  #lastError = null;
   #sessionId = null;
   #epoch = null;
   /** Highest session-event seq delivered for #sessionId; 0 when none. */
@@ -391,6 +393,17 @@ export class CarrierClient {
   /** The latest `system.handshake` result, or null before the first handshake. */
   get handshakeResult() {
     return this.#handshakeResult;
+  }
+
+  /**
+   * Why the client last went `disconnected` on its own — a refused token (`connection_closed`
+   * with `data.code` 1008), a server that is gone (`data.code` 1006), `version_incompatible`, … —
+   * so a page can say what to do even when no `connect()` call is waiting (a failed reconnect).
+   * `null` after a successful handshake; `disconnected` after `disconnect()`.
+   * @returns {CarrierError | null}
+   */
+  get lastError() {
+    return this.#lastError;
   }
 
   /** Highest session-event `seq` delivered for the current session (0 when none yet). */
@@ -466,7 +479,9 @@ export class CarrierClient {
 
   /**
    * Subscribes to every inbound text event: `session.*` (deduplicated by `seq`),
-   * `protocol_error`, `channel.dropped`, … The handler gets the frame `{event, seq?, payload}`.
+   * `protocol_error`, `channel.dropped`, … The handler gets the frame `{event, seq?, payload}`;
+   * `session.turn_started` carries `{turn_id, driver, prompt}`, so every connection sees what
+   * was asked, whoever asked it.
    * @param {(frame: EventFrameText) => void} handler
    * @returns {Disposable}
    */
@@ -597,6 +612,7 @@ export class CarrierClient {
     this.#epoch = result.epoch ?? null;
     this.#established = true;
     this.#reconnectAttempt = 0;
+    this.#lastError = null;
     this.#setState(result.version_skew === true ? "version_skew" : "connected");
     const waiter = this.#connectWaiter;
     this.#connectWaiter = null;
@@ -621,6 +637,7 @@ export class CarrierClient {
     } else {
       this.#wanted = false;
       this.#established = false;
+      this.#lastError = closed;
       this.#setState("disconnected");
     }
   }
@@ -669,6 +686,7 @@ export class CarrierClient {
     const waiter = this.#connectWaiter;
     this.#connectWaiter = null;
     waiter?.reject(error);
+    this.#lastError = error;
     this.#setState("disconnected");
   }
 

@@ -55,6 +55,8 @@ impl Carrier {
             }
         }
         command.env("RUST_LOG", "info");
+        // Its runtime file stays out of the developer's runtime directory.
+        command.env("XDG_RUNTIME_DIR", logs.path());
         let mut child = command.spawn().expect("start carrier serve");
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
@@ -76,6 +78,13 @@ impl Carrier {
             _stdout: stdout,
             _logs: logs,
         }
+    }
+
+    /// Kills the server (SIGKILL, no graceful close) and waits until it is gone: to pages
+    /// connected to it, the carrier has vanished.
+    pub async fn kill(&mut self) {
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(WAIT, self.child.wait()).await;
     }
 
     /// The server's HTTP origin, e.g. `http://127.0.0.1:PORT`.

@@ -442,3 +442,31 @@ test("a handshake without an answer closes the socket and rejects connect()", as
   await assert.rejects(done, { code: "connection_closed" });
   assert.equal(client.state, "disconnected");
 });
+
+test("lastError says why the client stopped, also after a failed reconnect, and clears on success", async () => {
+  const { client, Fake, clock, socket } = await connected();
+  assert.equal(client.lastError, null);
+  socket.serverClose(1006);
+  assert.equal(client.state, "connecting", "an unexpected break is retried");
+  assert.equal(client.lastError, null, "still trying: nothing to report yet");
+  clock.fire(clock.reconnectTimers()[0]);
+  // The server came back with another token: the redial is refused with 1008, and no connect()
+  // call is waiting to hear it.
+  Fake.sockets[1].serverClose(1008, "unauthorized");
+  assert.equal(client.state, "disconnected");
+  assert.equal(client.lastError.code, "connection_closed");
+  assert.deepEqual(client.lastError.data, { code: 1008, reason: "unauthorized" });
+
+  const done = client.connect();
+  completeHandshake(Fake, 2);
+  await done;
+  assert.equal(client.lastError, null);
+
+  const failed = setup();
+  const attempt = failed.client.connect();
+  const refused = failed.Fake.sockets[0];
+  refused.serverOpen();
+  refused.serverSend({ id: refused.sentText()[0].id, error: { code: "version_incompatible", message: "major differs" } });
+  await assert.rejects(attempt, { code: "version_incompatible" });
+  assert.equal(failed.client.lastError.code, "version_incompatible");
+});

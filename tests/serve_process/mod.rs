@@ -49,6 +49,8 @@ pub struct Serve {
     pub pid: u32,
     pub port: u16,
     stderr: tempfile::NamedTempFile,
+    /// `XDG_RUNTIME_DIR` of this carrier: its runtime file stays out of the developer's.
+    _runtime: tempfile::TempDir,
 }
 
 /// `carrier serve` that exited before listening.
@@ -62,10 +64,12 @@ impl Serve {
     /// `carrier serve --port 0 --token test-token ARGS…`, up to its `listening` line.
     pub async fn start(args: &[&str]) -> Result<Serve, Refused> {
         let stderr = tempfile::NamedTempFile::new().expect("temp file");
+        let runtime = tempfile::tempdir().expect("runtime dir");
         let mut child = Command::new(env!("CARGO_BIN_EXE_carrier"))
             .args(["serve", "--port", "0", "--token", TOKEN])
             .args(args)
             .env("RUST_LOG", "info")
+            .env("XDG_RUNTIME_DIR", runtime.path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr.reopen().expect("reopen"))
@@ -94,6 +98,7 @@ impl Serve {
             pid,
             port,
             stderr,
+            _runtime: runtime,
         })
     }
 

@@ -9,12 +9,14 @@ use carrier::client::{
     Client, ClientError, ClientEvent, ConnectionState, Decision, HistoryEntry, ResumeOutcome,
     SessionEventKind,
 };
+use carrier::discovery::RuntimeDir;
 use carrier::protocol::Role;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 
 use super::{
-    closed_for_good, driver_name, explain, open, string_field, ConnectArgs, Failure, Session,
+    closed_for_good, driver_name, explain, open, resolve_target, string_field, ConnectArgs,
+    Failure, Session,
 };
 
 /// Stdin lines, read on a plain thread: a blocking read of a terminal cannot be cancelled, and
@@ -44,7 +46,12 @@ pub async fn connect_with(
     err: &mut impl Write,
 ) -> ExitCode {
     let role = args.observe.then_some(Role::Observe);
-    let session = match open(&args.url, args.token.as_deref(), role).await {
+    let runtime = RuntimeDir::for_user();
+    let target = match resolve_target(args.url.as_deref(), args.token.as_deref(), &runtime, err) {
+        Ok(target) => target,
+        Err(failure) => return failure.report(err),
+    };
+    let session = match open(&target.url, target.token.as_deref(), role).await {
         Ok(session) => session,
         Err(failure) => return failure.report(err),
     };
@@ -53,12 +60,12 @@ pub async fn connect_with(
         "connected to {} {} at {} (session {}, role {}); {CONSOLE_HELP}",
         session.info.server.name,
         session.info.server.version,
-        args.url,
+        target.url,
         session.info.session_id,
         session.info.role,
     );
     let mut console = Console {
-        url: args.url,
+        url: target.url,
         client: session.client.clone(),
         out,
         err,
@@ -314,10 +321,15 @@ impl<O: Write, E: Write> Console<'_, O, E> {
 
     fn on_session_event(&mut self, kind: SessionEventKind) {
         match kind {
-            SessionEventKind::TurnStarted { turn_id, driver } => {
+            SessionEventKind::TurnStarted {
+                turn_id,
+                driver,
+                prompt,
+            } => {
                 if self.our_turn.as_deref() != Some(turn_id.as_str()) {
+                    let asked = prompt.map(|p| format!(": {p}")).unwrap_or_default();
                     self.print_line(&format!(
-                        "[{} started turn {turn_id}]",
+                        "[{} started turn {turn_id}{asked}]",
                         driver_name(&driver)
                     ));
                 }

@@ -1,6 +1,7 @@
-//! `carrier doctor`: what is listening on the local ports, its versions and compatibility,
-//! and what to update.
+//! `carrier doctor`: what is listening on the local ports and what the runtime files list, its
+//! versions and compatibility, and what to update.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::ops::RangeInclusive;
@@ -8,30 +9,42 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use carrier::client::{probe_health, Compatibility, ErrorCode, Health, VersionRange};
+use carrier::discovery::{RuntimeDir, RuntimeEntry};
 use carrier::protocol::Role;
 use serde_json::{json, Value};
 
 use super::{explain, open_session, string_field, DoctorArgs};
 
-/// `carrier doctor` over `ports` on 127.0.0.1, with explicit output streams. Exits 0 when at
-/// least one carrier answered and every one checked is usable; 1 when none answered, or one is
-/// incompatible or refused the token.
+/// `carrier doctor` over `ports` on 127.0.0.1 and every carrier listed in `runtime`, with
+/// explicit output streams. Exits 0 when at least one carrier answered and every one checked is
+/// usable; 1 when none answered, one is incompatible or refused the token, or a runtime file
+/// names a port where no carrier answers.
 pub async fn doctor_with(
     args: DoctorArgs,
     ports: RangeInclusive<u16>,
+    runtime: &RuntimeDir,
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> ExitCode {
     let (first, last) = (*ports.start(), *ports.end());
-    let probes = ports.map(|port| async move {
+    let scan = runtime.scan();
+    for warning in &scan.warnings {
+        let _ = writeln!(err, "carrier: warning: {warning}");
+    }
+    // The default ports, and every port a runtime file names (e.g. a carrier on --port 0).
+    let mut targets: BTreeMap<u16, Option<RuntimeEntry>> = ports.map(|p| (p, None)).collect();
+    for entry in scan.carriers {
+        targets.insert(entry.port, Some(entry));
+    }
+    let probes = targets.into_iter().map(|(port, entry)| async move {
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-        (port, probe_health(addr, Duration::from_secs(2)).await)
+        (
+            port,
+            entry,
+            probe_health(addr, Duration::from_secs(2)).await,
+        )
     });
-    let found: Vec<(u16, Health)> = futures_util::future::join_all(probes)
-        .await
-        .into_iter()
-        .filter_map(|(port, health)| health.ok().map(|health| (port, health)))
-        .collect();
+    let found = futures_util::future::join_all(probes).await;
     let _ = writeln!(
         out,
         "this client: {} {}, protocol {} (oldest compatible {})",
@@ -42,18 +55,43 @@ pub async fn doctor_with(
     );
     let mut carriers = 0;
     let mut problems = 0;
-    for (port, health) in found {
-        match health {
-            Health::Other { status, .. } => {
+    for (port, entry, health) in found {
+        let listed = entry
+            .as_ref()
+            .map(|e| {
+                format!(
+                    ", pid {}, started {}, role {} (runtime file)",
+                    e.pid, e.started, e.role
+                )
+            })
+            .unwrap_or_default();
+        match (health, &entry) {
+            (Err(_), None) => {}
+            (Err(error), Some(entry)) => {
+                problems += 1;
                 let _ = writeln!(
                     out,
-                    "127.0.0.1:{port}: not a carrier (GET /healthz answered HTTP {status})"
+                    "127.0.0.1:{port}: the runtime file of pid {} names this port, but nothing answers ({error})",
+                    entry.pid
                 );
             }
-            Health::Carrier => {
+            (Ok(Health::Other { status, .. }), _) => {
+                if entry.is_some() {
+                    problems += 1;
+                }
+                let _ = writeln!(
+                    out,
+                    "127.0.0.1:{port}: not a carrier (GET /healthz answered HTTP {status}){listed}"
+                );
+            }
+            (Ok(Health::Carrier), _) => {
                 carriers += 1;
-                let _ = writeln!(out, "127.0.0.1:{port}: carrier server (healthz ok)");
-                match &args.token {
+                let _ = writeln!(out, "127.0.0.1:{port}: carrier server (healthz ok){listed}");
+                let token = entry
+                    .as_ref()
+                    .and_then(|e| e.token.as_deref())
+                    .or(args.token.as_deref());
+                match token {
                     None => {
                         let _ = writeln!(
                             out,
@@ -72,7 +110,8 @@ pub async fn doctor_with(
     if carriers == 0 {
         let _ = writeln!(
             err,
-            "carrier: no carrier server is listening on 127.0.0.1:{first}-{last}; start one with `carrier serve`"
+            "carrier: no carrier server is listening on 127.0.0.1:{first}-{last} or listed in {}; start one with `carrier serve`",
+            runtime.path().display()
         );
         return ExitCode::FAILURE;
     }

@@ -6,11 +6,23 @@ use std::process::ExitCode;
 use carrier::client::{ClientEvent, Decision, ResumeOutcome, SessionEventKind};
 use serde_json::json;
 
-use super::{closed_for_good, explain, open, string_field, Failure, SendArgs};
+use carrier::discovery::RuntimeDir;
+
+use super::{
+    closed_for_good, explain, open, resolve_target, string_field, Failure, SendArgs, Target,
+};
 
 /// `carrier send` with explicit output streams.
 pub async fn send_with(args: SendArgs, out: &mut impl Write, err: &mut impl Write) -> ExitCode {
-    match send_turn(&args, out, err).await {
+    let Some((url, prompt)) = args.target_and_prompt() else {
+        return Failure::usage("give the prompt to send: carrier send [URL] PROMPT").report(err);
+    };
+    let runtime = RuntimeDir::for_user();
+    let target = match resolve_target(url, args.token.as_deref(), &runtime, err) {
+        Ok(target) => target,
+        Err(failure) => return failure.report(err),
+    };
+    match send_turn(&args, &target, prompt, out, err).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => failure.report(err),
     }
@@ -18,6 +30,8 @@ pub async fn send_with(args: SendArgs, out: &mut impl Write, err: &mut impl Writ
 
 async fn send_turn(
     args: &SendArgs,
+    target: &Target,
+    prompt: &str,
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<(), Failure> {
@@ -26,12 +40,12 @@ async fn send_turn(
     } else {
         Decision::Deny
     };
-    let mut session = open(&args.url, args.token.as_deref(), None).await?;
+    let mut session = open(&target.url, target.token.as_deref(), None).await?;
     let submitted = session
         .client
-        .request("session.submit", json!({ "prompt": args.prompt }))
+        .request("session.submit", json!({ "prompt": prompt }))
         .await
-        .map_err(|error| explain(&args.url, &error))?;
+        .map_err(|error| explain(&target.url, &error))?;
     let turn = string_field(&submitted, "turn_id")
         .ok_or_else(|| Failure::runtime("the server's submit result has no turn_id"))?
         .to_owned();
@@ -72,7 +86,7 @@ async fn send_turn(
                                     json!({ "request_id": request_id, "decision": decision }),
                                 )
                                 .await
-                                .map_err(|error| explain(&args.url, &error))?;
+                                .map_err(|error| explain(&target.url, &error))?;
                         }
                         SessionEventKind::Error { turn_id: Some(turn_id), code, message }
                             if turn_id == turn =>
@@ -106,7 +120,7 @@ async fn send_turn(
                             return Ok(());
                         }
                     }
-                    ClientEvent::HandshakeFailed(error) => return Err(explain(&args.url, &error)),
+                    ClientEvent::HandshakeFailed(error) => return Err(explain(&target.url, &error)),
                     _ => {}
                 }
             }
@@ -114,7 +128,7 @@ async fn send_turn(
                 if state.is_none_or(closed_for_good) {
                     return Err(Failure::runtime(format!(
                         "the connection to {} closed before the turn completed",
-                        args.url
+                        target.url
                     )));
                 }
             }

@@ -5,30 +5,37 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 
-use super::{explain, open, string_field, Failure, StatusArgs};
+use carrier::discovery::RuntimeDir;
+
+use super::{explain, open, resolve_target, string_field, Failure, StatusArgs, Target};
 
 /// `carrier status` with explicit output streams.
 pub async fn status_with(args: StatusArgs, out: &mut impl Write, err: &mut impl Write) -> ExitCode {
-    match status(&args, out).await {
+    let runtime = RuntimeDir::for_user();
+    let target = match resolve_target(args.url.as_deref(), args.token.as_deref(), &runtime, err) {
+        Ok(target) => target,
+        Err(failure) => return failure.report(err),
+    };
+    match status(&args, &target, out).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => failure.report(err),
     }
 }
 
-async fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), Failure> {
-    let session = open(&args.url, args.token.as_deref(), None).await?;
+async fn status(args: &StatusArgs, target: &Target, out: &mut impl Write) -> Result<(), Failure> {
+    let session = open(&target.url, target.token.as_deref(), None).await?;
     let status = session
         .client
         .request("system.status", json!({}))
         .await
-        .map_err(|error| explain(&args.url, &error));
+        .map_err(|error| explain(&target.url, &error));
     session.client.disconnect().await;
     let mut status = status?;
     if args.json {
         let Some(fields) = status.as_object_mut() else {
             return Err(Failure::runtime("the server's status is not a JSON object"));
         };
-        fields.insert("url".into(), json!(args.url));
+        fields.insert("url".into(), json!(target.url));
         let _ = writeln!(out, "{status}");
         return Ok(());
     }
@@ -39,7 +46,7 @@ async fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), Failure> 
         "{} {} at {}",
         text(&server, "name"),
         text(&server, "version"),
-        args.url
+        target.url
     );
     let _ = writeln!(
         out,

@@ -1,0 +1,458 @@
+//! Runtime files: how a local client finds a running carrier without being given its URL and
+//! token (SPEC section 10, "Finding a running carrier").
+//!
+//! A carrier that advertises itself (`carrier serve` always does; a library host opts in with
+//! [`WsTransport::with_runtime_file`](crate::server::WsTransport::with_runtime_file)) writes one
+//! JSON file, `{pid, url, port, role, token, started}`, for as long as it runs, into
+//! `$XDG_RUNTIME_DIR/carrier/` or else a per-user directory under the OS temp dir
+//! (`/tmp/carrier-UID/`). The directory is 0700 and the file 0600, like Jupyter's runtime files,
+//! so only the same user can read the token there. The file is written atomically (a temporary
+//! file renamed into place) and removed when the carrier stops cleanly.
+//!
+//! Readers ([`RuntimeDir::scan`]) trust nothing they did not check:
+//! - a directory or file that another user owns or can write is ignored with a warning (it could
+//!   point a client, and its token, at someone else's server);
+//! - a file whose process is gone (a carrier that was killed) is ignored and removed;
+//! - a file larger than [`MAX_RUNTIME_FILE_BYTES`], or that does not parse, is ignored with a
+//!   warning and left alone.
+//!
+//! ```no_run
+//! use carrier::discovery::RuntimeDir;
+//!
+//! let scan = RuntimeDir::for_user().scan();
+//! for warning in &scan.warnings {
+//!     eprintln!("warning: {warning}");
+//! }
+//! for carrier in &scan.carriers {
+//!     println!("{} (pid {})", carrier.url, carrier.pid);
+//! }
+//! ```
+
+use std::fmt;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::Role;
+
+/// A runtime file is a few hundred bytes; anything much larger is not one of ours, and is not
+/// read into memory.
+pub const MAX_RUNTIME_FILE_BYTES: u64 = 64 * 1024;
+
+/// What a runtime file says about one running carrier.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeEntry {
+    /// The carrier's process id: the file is stale once this process is gone.
+    pub pid: u32,
+    /// Where clients connect, `ws://127.0.0.1:PORT/`.
+    pub url: String,
+    /// The bound port.
+    pub port: u16,
+    /// The most a connection may do on this listener.
+    pub role: Role,
+    /// The token clients present; `None` when the carrier is open or keeps its token elsewhere
+    /// (`--token-file`).
+    pub token: Option<String>,
+    /// When the carrier started listening (RFC 3339, UTC).
+    pub started: String,
+}
+
+impl fmt::Debug for RuntimeEntry {
+    // The token never reaches a log line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeEntry")
+            .field("pid", &self.pid)
+            .field("url", &self.url)
+            .field("port", &self.port)
+            .field("role", &self.role)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("started", &self.started)
+            .finish()
+    }
+}
+
+impl RuntimeEntry {
+    /// The entry for a carrier of this process listening on `port` now.
+    pub fn for_this_process(port: u16, role: Role, token: Option<String>) -> RuntimeEntry {
+        RuntimeEntry {
+            pid: std::process::id(),
+            url: format!("ws://127.0.0.1:{port}/"),
+            port,
+            role,
+            token,
+            started: rfc3339_utc(SystemTime::now()),
+        }
+    }
+
+    /// One line for a person: URL, pid and start time.
+    pub fn describe(&self) -> String {
+        format!("{} (pid {}, started {})", self.url, self.pid, self.started)
+    }
+}
+
+/// A runtime file could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeFileError {
+    /// The directory exists but cannot be trusted (another owner, writable by others, a link).
+    #[error("the runtime directory {path} is not safe to use: {reason}")]
+    UnsafeDirectory {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The file system refused.
+    #[error("cannot write the runtime file in {path}: {source}")]
+    Io {
+        /// The directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The directory runtime files live in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeDir {
+    path: PathBuf,
+}
+
+/// What [`RuntimeDir::scan`] found.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// The carriers whose process is running, oldest first.
+    pub carriers: Vec<RuntimeEntry>,
+    /// Files and directories ignored because they cannot be trusted or read, one sentence each.
+    pub warnings: Vec<String>,
+    /// Stale files (their process is gone) that were removed.
+    pub removed: Vec<PathBuf>,
+}
+
+/// The runtime file of a running carrier; dropping it removes the file.
+#[derive(Debug)]
+pub struct RuntimeFile {
+    path: PathBuf,
+}
+
+impl RuntimeFile {
+    /// Where the file is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for RuntimeFile {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_file(&self.path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(path = %self.path.display(), error = %e, "cannot remove the runtime file");
+            }
+        }
+    }
+}
+
+/// Files this process has published, so a second carrier in one process gets its own name.
+static PUBLISHED: AtomicU32 = AtomicU32::new(0);
+
+impl RuntimeDir {
+    /// `$XDG_RUNTIME_DIR/carrier` when that variable names an absolute path, else
+    /// `carrier-UID` in the OS temp dir.
+    pub fn for_user() -> RuntimeDir {
+        match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+            Some(base) if base.is_absolute() => RuntimeDir::at(base.join("carrier")),
+            _ => RuntimeDir::at(std::env::temp_dir().join(format!("carrier-{}", current_uid()))),
+        }
+    }
+
+    /// A directory of the caller's choosing (tests, or a host with its own layout).
+    pub fn at(path: impl Into<PathBuf>) -> RuntimeDir {
+        RuntimeDir { path: path.into() }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `entry` as `<pid>.json` (a second carrier of the same process: `<pid>-N.json`),
+    /// creating the directory 0700 if needed; the file is 0600 and appears whole or not at all.
+    pub fn publish(&self, entry: &RuntimeEntry) -> Result<RuntimeFile, RuntimeFileError> {
+        self.prepare()?;
+        let io = |source| RuntimeFileError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let n = PUBLISHED.fetch_add(1, Ordering::Relaxed);
+        let name = match n {
+            0 => format!("{}.json", entry.pid),
+            n => format!("{}-{n}.json", entry.pid),
+        };
+        let path = self.path.join(&name);
+        let temporary = self.path.join(format!(".{name}.tmp"));
+        let body = serde_json::to_vec_pretty(entry).map_err(|e| io(std::io::Error::other(e)))?;
+        let written = write_private(&temporary, &body)
+            // A file already at `path` names this pid, so its writer is gone: replace it.
+            .and_then(|()| std::fs::rename(&temporary, &path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(io(e));
+        }
+        Ok(RuntimeFile { path })
+    }
+
+    /// Creates the directory 0700, or checks the one that is there (tightening our own to 0700).
+    fn prepare(&self) -> Result<(), RuntimeFileError> {
+        let unsafe_dir = |reason: String| RuntimeFileError::UnsafeDirectory {
+            path: self.path.clone(),
+            reason,
+        };
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        if let Err(source) = builder.create(&self.path) {
+            return Err(RuntimeFileError::Io {
+                path: self.path.clone(),
+                source,
+            });
+        }
+        let meta =
+            std::fs::symlink_metadata(&self.path).map_err(|source| RuntimeFileError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        untrusted_dir(&meta).map_or(Ok(()), |reason| Err(unsafe_dir(reason)))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            if meta.permissions().mode() & 0o777 != 0o700 {
+                std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o700))
+                    .map_err(|source| RuntimeFileError::Io {
+                        path: self.path.clone(),
+                        source,
+                    })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads every runtime file: the carriers that run, warnings for what cannot be trusted,
+    /// and stale files removed. A missing directory is an empty scan.
+    pub fn scan(&self) -> Scan {
+        let mut scan = Scan::default();
+        let dir = self.path.display();
+        match std::fs::symlink_metadata(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return scan,
+            Err(e) => {
+                scan.warnings
+                    .push(format!("cannot read the runtime directory {dir}: {e}"));
+                return scan;
+            }
+            Ok(meta) => {
+                if let Some(reason) = untrusted_dir(&meta) {
+                    scan.warnings
+                        .push(format!("ignoring the runtime directory {dir}: it {reason}"));
+                    return scan;
+                }
+            }
+        }
+        let entries = match std::fs::read_dir(&self.path) {
+            Ok(entries) => entries,
+            Err(e) => {
+                scan.warnings
+                    .push(format!("cannot list the runtime directory {dir}: {e}"));
+                return scan;
+            }
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                name.ends_with(".json") && !name.starts_with('.')
+            })
+            .collect();
+        paths.sort();
+        for path in paths {
+            match read_entry(&path) {
+                Ok(entry) if process_alive(entry.pid) => scan.carriers.push(entry),
+                Ok(_) => match std::fs::remove_file(&path) {
+                    Ok(()) => scan.removed.push(path),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => scan.warnings.push(format!(
+                        "cannot remove the stale runtime file {}: {e}",
+                        path.display()
+                    )),
+                },
+                Err(reason) => scan.warnings.push(format!(
+                    "ignoring the runtime file {}: {reason}",
+                    path.display()
+                )),
+            }
+        }
+        scan.carriers
+            .sort_by(|a, b| (&a.started, a.pid, a.port).cmp(&(&b.started, b.pid, b.port)));
+        scan
+    }
+}
+
+/// Why a file is not a runtime file this user can trust, or what it says.
+fn read_entry(path: &Path) -> Result<RuntimeEntry, String> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| e.to_string())?;
+    if meta.file_type().is_symlink() {
+        return Err("it is a symbolic link".into());
+    }
+    if !meta.is_file() {
+        return Err("it is not a regular file".into());
+    }
+    if let Some(reason) = untrusted_owner_or_mode(&meta) {
+        return Err(format!("it {reason}"));
+    }
+    if meta.len() > MAX_RUNTIME_FILE_BYTES {
+        return Err(format!(
+            "it is {} bytes, more than a runtime file's {MAX_RUNTIME_FILE_BYTES}",
+            meta.len()
+        ));
+    }
+    let text = std::fs::read(path).map_err(|e| e.to_string())?;
+    let entry: RuntimeEntry =
+        serde_json::from_slice(&text).map_err(|e| format!("it is not a runtime file ({e})"))?;
+    if entry.url != format!("ws://127.0.0.1:{}/", entry.port) {
+        return Err(format!(
+            "its url {:?} is not ws://127.0.0.1:{}/",
+            crate::protocol::envelope::truncate(&entry.url, 80),
+            entry.port
+        ));
+    }
+    Ok(entry)
+}
+
+/// Writes a new file readable and writable by its owner only.
+fn write_private(path: &Path, body: &[u8]) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    file.write_all(body)?;
+    file.write_all(b"\n")?;
+    file.sync_all()
+}
+
+/// Why a directory cannot hold runtime files this user trusts (`None`: it can).
+fn untrusted_dir(meta: &std::fs::Metadata) -> Option<String> {
+    if meta.file_type().is_symlink() {
+        return Some("is a symbolic link".into());
+    }
+    if !meta.is_dir() {
+        return Some("is not a directory".into());
+    }
+    untrusted_owner_or_mode(meta)
+}
+
+#[cfg(unix)]
+fn untrusted_owner_or_mode(meta: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = current_uid();
+    if meta.uid() != uid {
+        return Some(format!(
+            "belongs to uid {}, not to you (uid {uid})",
+            meta.uid()
+        ));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o022 != 0 {
+        return Some(format!("can be written by other users (mode {mode:o})"));
+    }
+    None
+}
+
+#[cfg(not(unix))]
+fn untrusted_owner_or_mode(_meta: &std::fs::Metadata) -> Option<String> {
+    None
+}
+
+#[cfg(unix)]
+fn current_uid() -> u32 {
+    // SAFETY: getuid(2) has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+#[cfg(not(unix))]
+fn current_uid() -> u32 {
+    0
+}
+
+/// Whether a process with this id exists (signal 0 checks without sending anything; `EPERM`
+/// means it exists but belongs to someone else).
+#[cfg(unix)]
+fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill(2) with signal 0 performs only the existence and permission checks.
+    if unsafe { libc::kill(pid, 0) } == 0 {
+        return true;
+    }
+    std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(not(unix))]
+fn process_alive(_pid: u32) -> bool {
+    true
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for `time` (the Unix epoch for a clock set before it).
+fn rfc3339_utc(time: SystemTime) -> String {
+    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days as i64);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar
+/// (H. Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        assert_eq!(rfc3339_utc(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        let leap_day = UNIX_EPOCH + Duration::from_secs(951_782_400 + 3_723);
+        assert_eq!(rfc3339_utc(leap_day), "2000-02-29T01:02:03Z");
+        let later = UNIX_EPOCH + Duration::from_secs(1_735_689_599);
+        assert_eq!(rfc3339_utc(later), "2024-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn the_token_stays_out_of_debug_output() {
+        let entry = RuntimeEntry::for_this_process(7070, Role::Drive, Some("s3cret".into()));
+        assert!(!format!("{entry:?}").contains("s3cret"));
+    }
+}
