@@ -10,8 +10,11 @@
 //!   unmasked, unfragmented frames with control payloads of at most 125 bytes, ending at a frame
 //!   boundary, with at most one close frame and nothing after it;
 //! - a refused connection sends its 1008 close and nothing else;
-//! - for well-formed input the server's answers (echoes, `ok`, `too_large`, protocol errors,
-//!   pongs, channel echoes) are exactly the model's, in order; after the first invalid frame the
+//! - for well-formed input the server's data answers (echoes, `ok`, `too_large`, protocol
+//!   errors, channel echoes) are exactly the model's, in order; its pongs answer pings in the
+//!   order they were sent, possibly only the most recent of several (RFC 6455 §5.5.3: pongs owed
+//!   to a peer that does not read coalesce), and the last ping is always answered, before the
+//!   close; after the first invalid frame the
 //!   close code is one the contract names for that violation (1002 unmasked or mis-sequenced,
 //!   1007 invalid UTF-8, 1009 over the cap, 1008 binary before the handshake), and nothing the
 //!   server wrote after it;
@@ -204,7 +207,6 @@ enum Expect {
     /// The echo channel's copy of this frame, or — for anything that is not a frame for `echo`
     /// from a drive connection — a `protocol_error` event.
     Channel(Option<ChannelFrame>),
-    Pong(Vec<u8>),
 }
 
 /// How the model expects the connection to end.
@@ -223,6 +225,8 @@ struct Model {
     handshaken: bool,
     partial: Option<(u8, Vec<u8>)>,
     expect: Vec<Expect>,
+    /// Ping payloads, in order: the pongs must be a subsequence of them.
+    pings: Vec<Vec<u8>>,
 }
 
 fn close_code_allowed(code: u16) -> bool {
@@ -263,7 +267,7 @@ impl Model {
                 return Some(End::Close(violations));
             }
             match opcode {
-                9 => self.expect.push(Expect::Pong(payload.to_vec())),
+                9 => self.pings.push(payload.to_vec()),
                 8 => {
                     let code = match payload {
                         [hi, lo, ..] => u16::from_be_bytes([*hi, *lo]),
@@ -386,10 +390,6 @@ fn check(expect: &Expect, got: &ServerFrame) {
             assert_eq!(got.opcode, 1, "expected a protocol_error, got {got:?}");
             assert!(protocol_error_code(&got.payload).is_some(), "{got:?}");
         }
-        Expect::Pong(p) => {
-            assert_eq!(got.opcode, 10, "expected pong, got {got:?}");
-            assert_eq!(&got.payload, p);
-        }
     }
 }
 
@@ -467,21 +467,24 @@ async fn run(data: &[u8]) {
     writer.abort();
 
     let frames = parse_output(&out);
-    let (data_frames, close): (Vec<_>, Vec<_>) = frames
+    let (pongs, frames): (Vec<_>, Vec<_>) = frames
         .into_iter()
         .filter(|f| f.opcode != 9)
-        .partition(|f| f.opcode != 8);
+        .partition(|f| f.opcode == 10);
+    let (data_frames, close): (Vec<_>, Vec<_>) = frames.into_iter().partition(|f| f.opcode != 8);
     let close_code = close
         .first()
         .map(|c| u16::from_be_bytes([c.payload[0], c.payload[1]]));
 
     if refused {
         assert!(data_frames.is_empty(), "refused connection got {data_frames:?}");
+        assert!(pongs.is_empty(), "refused connection answered pings: {pongs:?}");
         assert_eq!(close_code, Some(1008));
         return;
     }
 
-    let mut model = Model { role, handshaken: false, partial: None, expect: Vec::new() };
+    let mut model =
+        Model { role, handshaken: false, partial: None, expect: Vec::new(), pings: Vec::new() };
     let mut end = None;
     for op in &ops {
         match op {
@@ -511,6 +514,23 @@ async fn run(data: &[u8]) {
     );
     for (e, got) in model.expect.iter().zip(&data_frames) {
         check(e, got);
+    }
+    // Each pong answers a ping, in order; none is answered twice.
+    let mut pings = model.pings.iter();
+    for pong in &pongs {
+        assert!(
+            pings.any(|p| *p == pong.payload),
+            "pong {:?} answers no ping in order (pings {:?})",
+            pong.payload,
+            model.pings
+        );
+    }
+    if !matches!(end, End::Unknown) && !model.pings.is_empty() {
+        assert_eq!(
+            pongs.last().map(|p| &p.payload),
+            model.pings.last(),
+            "the last ping went unanswered"
+        );
     }
     match end {
         End::Unknown => {}

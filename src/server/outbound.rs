@@ -81,6 +81,9 @@ impl OutItem {
     }
 }
 
+/// Pongs that may wait in one queue before new pings replace the newest of them.
+pub(crate) const MAX_PENDING_PONGS: usize = 16;
+
 /// Why a send did not queue its frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum DeliveryError {
@@ -104,9 +107,13 @@ pub enum FailReason {
 #[derive(Default)]
 struct Queue {
     items: VecDeque<OutItem>,
-    /// The pong owed for the most recent ping not yet answered: a newer ping replaces it (RFC
-    /// 6455 §5.5.3), so a peer that pings without reading costs one pong, not one per ping.
-    pong: Option<Bytes>,
+    /// Pongs in `items` the writer has not taken yet, and the index of the newest. Pongs keep
+    /// their place among the other frames, but past [`MAX_PENDING_PONGS`] a new ping replaces
+    /// the newest pending pong's payload instead (RFC 6455 §5.5.3 allows answering only the
+    /// most recent ping), so a peer that pings without reading costs a few pongs, not one per
+    /// ping.
+    pending_pongs: usize,
+    newest_pong: Option<usize>,
     /// Per lossy channel: bytes queued and frames dropped since the receiver was last told.
     lossy: Vec<LossyState>,
     /// No more frames are accepted (close queued, or failed).
@@ -271,6 +278,10 @@ impl Outbound {
                 }
             });
         }
+        if dropped > 0 && q.newest_pong.is_some() {
+            // Frames before it may have gone: find it again.
+            q.newest_pong = q.items.iter().rposition(|i| matches!(i, OutItem::Pong(_)));
+        }
         let state = &mut q.lossy[idx];
         state.queued_bytes = state.queued_bytes - freed + cost;
         state.dropped += dropped;
@@ -310,21 +321,32 @@ impl Outbound {
         Ok(())
     }
 
-    /// Answers a ping. Only the most recent unanswered ping is answered: a pong still queued is
-    /// replaced, so pongs owed to a peer that does not read never pile up.
+    /// Answers a ping, in its place among the queued frames. Past [`MAX_PENDING_PONGS`] unsent
+    /// pongs, the newest of them answers this ping instead (its payload is replaced), so pongs
+    /// owed to a peer that does not read never pile up.
     pub(crate) fn pong(&self, payload: Bytes) {
-        let cost = ITEM_OVERHEAD + payload.len();
         {
             let mut q = self.lock();
             if q.closed {
                 return;
             }
-            if let Some(old) = q.pong.replace(payload) {
-                self.inner
-                    .bytes
-                    .fetch_sub(ITEM_OVERHEAD + old.len(), Ordering::AcqRel);
+            let newest = q
+                .newest_pong
+                .filter(|_| q.pending_pongs >= MAX_PENDING_PONGS);
+            let added = payload.len();
+            if let Some(OutItem::Pong(old)) = newest.and_then(|i| q.items.get_mut(i)) {
+                let freed = old.len();
+                *old = payload;
+                self.inner.bytes.fetch_sub(freed, Ordering::AcqRel);
+                self.inner.bytes.fetch_add(added, Ordering::AcqRel);
+                return;
             }
-            self.inner.bytes.fetch_add(cost, Ordering::AcqRel);
+            q.items.push_back(OutItem::Pong(payload));
+            q.newest_pong = Some(q.items.len() - 1);
+            q.pending_pongs += 1;
+            self.inner
+                .bytes
+                .fetch_add(ITEM_OVERHEAD + added, Ordering::AcqRel);
         }
         self.inner.wake.notify_one();
     }
@@ -372,9 +394,10 @@ impl Outbound {
         let freed: usize = {
             let mut q = self.lock();
             q.closed = true;
-            let pong = q.pong.take().map_or(0, |p| ITEM_OVERHEAD + p.len());
-            let freed = q.items.iter().map(OutItem::cost).sum::<usize>() + pong;
+            let freed = q.items.iter().map(OutItem::cost).sum::<usize>();
             q.items.clear();
+            q.pending_pongs = 0;
+            q.newest_pong = None;
             q.lossy.clear();
             freed
         };
@@ -433,6 +456,8 @@ impl Outbound {
                     } else {
                         batch.extend(q.items.drain(..));
                     }
+                    q.pending_pongs = 0;
+                    q.newest_pong = None;
                     for s in q.lossy.iter_mut() {
                         s.queued_bytes = 0;
                         if s.dropped > 0 {
@@ -440,11 +465,6 @@ impl Outbound {
                             s.dropped = 0;
                         }
                     }
-                }
-                if let Some(pong) = q.pong.take() {
-                    // A control frame may go anywhere between data frames (after a close it is
-                    // simply not written).
-                    batch.push(OutItem::Pong(pong));
                 }
                 if !batch.is_empty() || q.closed {
                     return;
@@ -517,17 +537,40 @@ mod tests {
     }
 
     #[test]
-    fn pongs_coalesce_to_the_latest_ping() {
-        let out = Outbound::new(10 * ITEM_OVERHEAD);
+    fn pongs_keep_their_place_and_past_the_limit_the_newest_answers_the_latest_ping() {
+        let out = Outbound::new(100 * ITEM_OVERHEAD);
+        out.send_text(Bytes::from_static(b"before")).unwrap();
         for i in 0..1000u32 {
             out.pong(Bytes::from(i.to_be_bytes().to_vec()));
         }
-        assert_eq!(out.queued_bytes(), ITEM_OVERHEAD + 4);
-        out.send_text(Bytes::from_static(b"data")).unwrap();
+        out.send_text(Bytes::from_static(b"after")).unwrap();
+        assert_eq!(
+            out.queued_bytes(),
+            2 * ITEM_OVERHEAD + 11 + MAX_PENDING_PONGS * (ITEM_OVERHEAD + 4)
+        );
         let (mut batch, mut drops) = (Vec::new(), Vec::new());
         futures_util::FutureExt::now_or_never(out.next_batch(&mut batch, &mut drops)).unwrap();
+        let pongs: Vec<u32> = batch
+            .iter()
+            .filter_map(|i| match i {
+                OutItem::Pong(p) => Some(u32::from_be_bytes(p[..].try_into().unwrap())),
+                _ => None,
+            })
+            .collect();
+        // The first fifteen pings each get their pong; the sixteenth answers the latest.
+        let mut expected: Vec<u32> = (0..MAX_PENDING_PONGS as u32 - 1).collect();
+        expected.push(999);
+        assert_eq!(pongs, expected);
+        assert!(matches!(&batch[0], OutItem::Message { head, .. } if &head[..] == b"before"));
+        assert!(
+            matches!(batch.last(), Some(OutItem::Message { head, .. }) if &head[..] == b"after")
+        );
+        // Once the writer took them, pings are answered one by one again.
+        out.pong(Bytes::from_static(b"x"));
+        out.pong(Bytes::from_static(b"y"));
+        batch.clear();
+        futures_util::FutureExt::now_or_never(out.next_batch(&mut batch, &mut drops)).unwrap();
         assert_eq!(batch.len(), 2);
-        assert!(matches!(&batch[1], OutItem::Pong(p) if p[..] == 999u32.to_be_bytes()));
         assert_eq!(out.failure(), None);
     }
 
