@@ -99,6 +99,13 @@ async fn a_reply_at_the_cap_is_whole_and_one_byte_past_is_cut_and_marked() {
     let events = c.turn_events(&t).await;
     assert_eq!(completed(&events)["text"], "1234567");
     assert_eq!(completed(&events)["truncated"], true);
+
+    // An agent that cut its reply itself says so; the carrier keeps the mark.
+    let t = c.submit("own cut").await;
+    puppet.sink().finish_truncated("123", false).unwrap();
+    let events = c.turn_events(&t).await;
+    assert_eq!(completed(&events)["text"], "123");
+    assert_eq!(completed(&events)["truncated"], true);
 }
 
 #[tokio::test]
@@ -173,7 +180,8 @@ struct Seen {
     delta_bytes: usize,
     deltas: usize,
     largest_delta_frame: usize,
-    completed: Value,
+    /// Every other frame, in order; the last is the `turn_completed`.
+    others: Vec<Value>,
 }
 
 async fn read_turn(c: &mut Client) -> Seen {
@@ -181,7 +189,7 @@ async fn read_turn(c: &mut Client) -> Seen {
         delta_bytes: 0,
         deltas: 0,
         largest_delta_frame: 0,
-        completed: Value::Null,
+        others: Vec::new(),
     };
     loop {
         let msg = tokio::time::timeout(WAIT, c.ws.next())
@@ -203,8 +211,9 @@ async fn read_turn(c: &mut Client) -> Seen {
             continue;
         }
         let frame: Value = serde_json::from_str(&text).expect("JSON");
-        if frame["event"] == "session.turn_completed" {
-            seen.completed = frame["payload"].clone();
+        let done = frame["event"] == "session.turn_completed";
+        seen.others.push(frame);
+        if done {
             return seen;
         }
     }
@@ -235,7 +244,16 @@ async fn a_child_streaming_512_mib_in_one_turn_leaves_the_carrier_memory_bounded
     eprintln!(
         "512 MiB reply: VmRSS before {before} KiB, VmHWM after {peak} KiB (+{growth_mib} MiB)"
     );
-    assert!(c.stashed().is_empty() || c.stashed().iter().all(|f| f["id"] == id));
+    assert!(
+        growth_mib < 64,
+        "carrier grew by {growth_mib} MiB streaming 512 MiB (bound: 64 MiB)"
+    );
+    assert_eq!(seen.others.len(), 3, "{:?}", seen.others);
+    assert_eq!(seen.others[0]["id"], id, "the submit's answer first");
+    let turn_id = &seen.others[0]["result"]["turn_id"];
+    assert_eq!(seen.others[1]["event"], "session.turn_started");
+    let done = &seen.others[2]["payload"];
+    assert_eq!(&done["turn_id"], turn_id);
 
     // Every delta arrived whole: the stream plus the big delta, split at the cap.
     let big = prefix_of_stream(BIG_DELTA).len();
@@ -249,21 +267,13 @@ async fn a_child_streaming_512_mib_in_one_turn_leaves_the_carrier_memory_bounded
     // The completion: the child's 768 KiB text cut to the cap on a character boundary.
     let kept = prefix_of_stream(CAP);
     assert!(kept.len() < CAP, "the cap falls inside a character");
-    assert_eq!(seen.completed["truncated"], true);
-    assert_eq!(seen.completed["aborted"], false);
-    assert_eq!(
-        seen.completed["text"].as_str().map(str::len),
-        Some(kept.len())
-    );
-    assert!(seen.completed["text"] == kept.as_str());
+    assert_eq!(done["truncated"], true);
+    assert_eq!(done["aborted"], false);
+    assert_eq!(done["text"].as_str().map(str::len), Some(kept.len()));
+    assert!(done["text"] == kept.as_str());
     let entry = reply_entry(&mut c).await;
     assert_eq!(entry["truncated"], true);
     assert!(entry["text"] == kept.as_str());
-
-    assert!(
-        growth_mib < 64,
-        "carrier grew by {growth_mib} MiB streaming 512 MiB (bound: 64 MiB)"
-    );
 
     // The next turn works, and is not marked.
     let t = c.submit("small").await;
@@ -272,4 +282,39 @@ async fn a_child_streaming_512_mib_in_one_turn_leaves_the_carrier_memory_bounded
     assert_eq!(completed(&events)["text"], "abc");
     assert!(completed(&events).get("truncated").is_none());
     serve.finish().await;
+}
+
+#[tokio::test]
+async fn a_childs_own_truncated_mark_is_kept() {
+    let serve = Serve::with_agent(&python_agent("long_reply.py", ""), &[]).await;
+    let (mut c, _) = serve.client().await;
+    let t = c.submit("flagged").await;
+    let events = c.turn_events(&t).await;
+    assert_eq!(concat_deltas(&events), "abc");
+    assert_eq!(
+        (
+            &completed(&events)["text"],
+            &completed(&events)["truncated"]
+        ),
+        (&json!("ab"), &json!(true))
+    );
+    assert_eq!(reply_entry(&mut c).await["truncated"], true);
+    let t = c.submit("plain").await;
+    let events = c.turn_events(&t).await;
+    assert!(completed(&events).get("truncated").is_none());
+    serve.finish().await;
+}
+
+#[tokio::test]
+async fn serve_refuses_a_zero_max_reply_bytes_with_exit_2() {
+    let refused = match Serve::start(&["--max-reply-bytes", "0"]).await {
+        Ok(_) => panic!("serve started with --max-reply-bytes 0"),
+        Err(refused) => refused,
+    };
+    assert_eq!(refused.status.code(), Some(2), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("max_reply_bytes"),
+        "{}",
+        refused.stderr
+    );
 }

@@ -1,7 +1,8 @@
 """Streams a reply far longer than the carrier keeps: `session.submit {prompt: "N"}` streams N
 deltas of CHUNK (65,530 bytes of 1- to 4-byte characters), then one delta of BIG_DELTA bytes
 in a single line, then `turn_completed` with the first FINAL_BYTES of the stream as its text
-(the whole reply could not travel in one line). Any other prompt is answered "abc" in three
+(the whole reply could not travel in one line). `flagged` streams "abc" and ends with the
+text "ab" marked `truncated` by the child itself. Any other prompt is answered "abc" in three
 deltas. Lines are written raw UTF-8 (no \\u escapes), so a client can measure a delta by its
 frame."""
 
@@ -36,8 +37,10 @@ def delta(turn_id, text):
     return line({"event": "session.text_delta", "payload": {"turn_id": turn_id, "delta": text}})
 
 
-def completed(turn_id, text):
+def completed(turn_id, text, truncated=None):
     payload = {"turn_id": turn_id, "text": text, "aborted": False}
+    if truncated is not None:
+        payload["truncated"] = truncated
     return line({"event": "session.turn_completed", "payload": payload})
 
 
@@ -52,10 +55,10 @@ def stream(turn_id, count):
     write(completed(turn_id, final))
 
 
-def small(turn_id):
+def small(turn_id, flagged):
     for piece in ("a", "b", "c"):
         write(delta(turn_id, piece))
-    write(completed(turn_id, "abc"))
+    write(completed(turn_id, "ab", True) if flagged else completed(turn_id, "abc"))
 
 
 def submit(id, params):
@@ -64,7 +67,7 @@ def submit(id, params):
     if prompt.isdigit():
         target = lambda: stream(params["turn_id"], int(prompt))  # noqa: E731
     else:
-        target = lambda: small(params["turn_id"])  # noqa: E731
+        target = lambda: small(params["turn_id"], prompt == "flagged")  # noqa: E731
     threading.Thread(target=target, daemon=True).start()
 
 
