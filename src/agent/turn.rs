@@ -77,7 +77,8 @@ impl TurnSink {
         self.hub()?.session_error(&self.turn_id, code, message)
     }
 
-    /// Ends the turn normally with the full reply (`session.turn_completed`, `aborted: false`).
+    /// Ends the turn normally with the full reply (`session.turn_completed`, `aborted: false`);
+    /// the carrier keeps at most `max_reply_bytes` of it.
     pub fn complete(&self, text: &str) -> Result<(), TurnEnded> {
         self.finish(text, false)
     }
