@@ -466,6 +466,7 @@ async fn a_connection_dropped_mid_turn_resumes_without_losing_or_repeating_an_ev
                 turn_id,
                 text,
                 aborted,
+                ..
             } => Some((turn_id.clone(), text.clone(), *aborted)),
             _ => None,
         })

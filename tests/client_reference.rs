@@ -766,12 +766,14 @@ async fn a_gap_refetches_history_and_tells_the_application() {
                 HistoryEntry {
                     role: "user".into(),
                     text: "hi".into(),
-                    turn_id: Some("t1".into())
+                    turn_id: Some("t1".into()),
+                    truncated: false,
                 },
                 HistoryEntry {
                     role: "assistant".into(),
                     text: "echo: hi".into(),
-                    turn_id: Some("t1".into())
+                    turn_id: Some("t1".into()),
+                    truncated: false,
                 },
             ]
         }

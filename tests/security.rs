@@ -524,3 +524,189 @@ async fn token_file_is_owner_only_and_never_written_through_a_link() {
     assert_eq!(http_status(port, &req).await, Some(101));
     child.kill().await.ok();
 }
+
+/// A request with `method`, `target` and `version` on its request line, `Host: 127.0.0.1`,
+/// and the headers of a valid upgrade except those named in `drop` (lowercase), plus `extra`.
+fn request_line(
+    method: &str,
+    target: &str,
+    version: &str,
+    drop: &[&str],
+    extra: &[&str],
+) -> Vec<u8> {
+    let mut req = format!("{method} {target} {version}\r\n");
+    for (name, value) in [
+        ("host", "127.0.0.1"),
+        ("upgrade", "websocket"),
+        ("connection", "Upgrade"),
+        ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ("sec-websocket-version", "13"),
+    ] {
+        if !drop.contains(&name) {
+            req.push_str(&format!("{name}: {value}\r\n"));
+        }
+    }
+    for line in extra {
+        req.push_str(line);
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n");
+    req.into_bytes()
+}
+
+/// RFC 7230 §5.4: a second `Host` is a bad request; answering by the first one would let a
+/// request name a foreign host where a proxy or another parser reads the second.
+#[tokio::test]
+async fn two_host_headers_are_refused_with_400() {
+    let server = Server::default().await;
+    let (port, path) = (server.port, format!("/?token={}", server.token()));
+    for second in [
+        "Host: 127.0.0.1",
+        "Host: evil.example",
+        &format!("host: localhost:{port}"),
+    ] {
+        let req = request_line("GET", &path, "HTTP/1.1", &[], &[second]);
+        assert_eq!(http_status(port, &req).await, Some(400), "{second}");
+        let metrics = format!("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n{second}\r\n\r\n");
+        assert_eq!(
+            http_status(port, metrics.as_bytes()).await,
+            Some(400),
+            "/metrics, {second}"
+        );
+    }
+    let one = request_line("GET", &path, "HTTP/1.1", &[], &[]);
+    assert_eq!(http_status(port, &one).await, Some(101), "one Host is fine");
+}
+
+/// Admission judges one `Origin`; with two, which one a browser meant is unknowable.
+#[tokio::test]
+async fn two_origin_headers_are_refused_with_403() {
+    let server = Server::default().await;
+    let (port, path) = (server.port, format!("/?token={}", server.token()));
+    for pair in [
+        ["Origin: http://127.0.0.1", "Origin: http://127.0.0.1"],
+        ["Origin: http://localhost", "Origin: https://evil.example"],
+        ["Origin: https://evil.example", "Origin: http://localhost"],
+    ] {
+        let req = request_line("GET", &path, "HTTP/1.1", &[], &pair);
+        assert_eq!(http_status(port, &req).await, Some(403), "{pair:?}");
+    }
+    let one = request_line("GET", &path, "HTTP/1.1", &[], &["Origin: http://localhost"]);
+    assert_eq!(
+        http_status(port, &one).await,
+        Some(101),
+        "one loopback Origin is fine"
+    );
+    assert_eq!(server.transport.metrics().connections(), 1);
+}
+
+/// RFC 7230 §5.4: with an absolute-form target the authority in it stands for `Host`, so it
+/// passes the same DNS-rebinding check.
+#[tokio::test]
+async fn an_absolute_form_target_with_a_foreign_authority_is_refused_with_403() {
+    let server = Server::default().await;
+    let (port, token) = (server.port, server.token());
+    for target in [
+        format!("http://evil.example/?token={token}"),
+        format!("http://evil.example:{port}/?token={token}"),
+        format!("http://127.0.0.1@evil.example/?token={token}"),
+        format!("ws://evil.example/?token={token}"),
+    ] {
+        let req = request_line("GET", &target, "HTTP/1.1", &[], &[]);
+        assert_eq!(http_status(port, &req).await, Some(403), "{target}");
+    }
+    let metrics = format!(
+        "GET http://evil.example/metrics?token={token} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    );
+    assert_eq!(
+        http_status(port, metrics.as_bytes()).await,
+        Some(403),
+        "/metrics"
+    );
+    for target in [
+        format!("http://127.0.0.1:{port}/?token={token}"),
+        format!("http://localhost/?token={token}"),
+        format!("http://[::1]:{port}/?token={token}"),
+    ] {
+        let req = request_line("GET", &target, "HTTP/1.1", &[], &[]);
+        assert_eq!(
+            http_status(port, &req).await,
+            Some(101),
+            "{target}: a loopback authority"
+        );
+    }
+}
+
+/// RFC 6455 §4.1: the opening handshake is an HTTP/1.1 GET.
+#[tokio::test]
+async fn an_upgrade_over_http_1_0_is_refused_with_400() {
+    let server = Server::default().await;
+    let (port, path) = (server.port, format!("/?token={}", server.token()));
+    let req = request_line("GET", &path, "HTTP/1.0", &[], &[]);
+    assert_eq!(http_status(port, &req).await, Some(400));
+    assert_eq!(server.transport.metrics().connections(), 0);
+}
+
+#[tokio::test]
+async fn a_head_upgrade_is_refused_with_400() {
+    let server = Server::default().await;
+    let (port, path) = (server.port, format!("/?token={}", server.token()));
+    let req = request_line("HEAD", &path, "HTTP/1.1", &[], &[]);
+    assert_eq!(http_status(port, &req).await, Some(400));
+    assert_eq!(server.transport.metrics().connections(), 0);
+    // A HEAD without the upgrade is still an ordinary request.
+    let head = b"HEAD /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    assert_eq!(http_status(port, head).await, Some(200));
+}
+
+/// RFC 6455 §4.1: the key is a random 16-byte value, base64-encoded (24 characters). Every
+/// such key is accepted; anything else is a bad request.
+#[tokio::test]
+async fn a_sec_websocket_key_that_is_not_16_bytes_of_base64_is_refused_with_400() {
+    let server = Server::default().await;
+    let (port, path) = (server.port, format!("/?token={}", server.token()));
+    for key in [
+        "",
+        "short",
+        "dGhlIHNhbXBsZSBub25jZQ",
+        "dGhlIHNhbXBsZSBub25jZQ=",
+        "dGhlIHNhbXBsZSBub25jZSE=",
+        "dGhlIHNhbXBsZSBub25jZQ===",
+        "dGhlIHNhbXBsZSBub25j-_==",
+        "dGhlIHNhbXBsZSBub2 jZQ==",
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+    ] {
+        let line = format!("Sec-WebSocket-Key: {key}");
+        let req = request_line("GET", &path, "HTTP/1.1", &["sec-websocket-key"], &[&line]);
+        assert_eq!(http_status(port, &req).await, Some(400), "key {key:?}");
+    }
+    let missing = request_line("GET", &path, "HTTP/1.1", &["sec-websocket-key"], &[]);
+    assert_eq!(http_status(port, &missing).await, Some(400), "no key");
+    let two = request_line(
+        "GET",
+        &path,
+        "HTTP/1.1",
+        &[],
+        &["Sec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAA=="],
+    );
+    assert_eq!(http_status(port, &two).await, Some(400), "two keys");
+    assert_eq!(server.transport.metrics().connections(), 0);
+
+    // Valid keys of every shape: random ones, and the extremes of the alphabet.
+    let mut keys: Vec<String> = (0..32)
+        .map(|_| data_encoding::BASE64.encode(&rand::random::<[u8; 16]>()))
+        .collect();
+    keys.extend(
+        [
+            "AAAAAAAAAAAAAAAAAAAAAA==",
+            "/////////////////////w==",
+            "+++++++++++++++++++++w==",
+        ]
+        .map(String::from),
+    );
+    for key in keys {
+        let line = format!("Sec-WebSocket-Key: {key}");
+        let req = request_line("GET", &path, "HTTP/1.1", &["sec-websocket-key"], &[&line]);
+        assert_eq!(http_status(port, &req).await, Some(101), "key {key:?}");
+    }
+}

@@ -4,6 +4,8 @@
 use std::sync::Arc;
 
 use super::connection::{Io, State};
+use super::fit;
+use super::host::StartError;
 use super::hub::SessionHub;
 use super::reply::{internal, not_found, Reply};
 use super::session::{AgentAnswer, AgentCallError};
@@ -49,7 +51,8 @@ pub(crate) fn surface_role(io: &Io, _: &mut State, reply: &Reply<def::SurfaceRol
 /// The driver is always the host's identity for this listener; params cannot carry one.
 pub(crate) fn submit(io: &Io, st: &mut State, reply: &Reply<def::SessionSubmit>, p: SubmitParams) {
     if let Some(hub) = bound(st, reply) {
-        hub.submit(reply, p, DriverInfo::from(io.ctx.driver()));
+        let cap = io.ctx.limits().max_reply_bytes;
+        hub.submit(reply, p, DriverInfo::from(io.ctx.driver()), cap);
     }
 }
 
@@ -70,17 +73,23 @@ pub(crate) fn permission_respond(
     }
 }
 
-/// Served by the agent when it wants to (an agent process), else from the carrier's record.
+/// Served by the agent when it wants to (an agent process), else from the carrier's record:
+/// its newest entries that fit the connection's outbound budget.
 pub(crate) fn history(
-    _: &Io,
+    io: &Io,
     st: &mut State,
     reply: &Reply<def::SessionHistory>,
     p: HistoryParams,
 ) {
     if let Some(hub) = bound(st, reply) {
+        let budget = io
+            .ctx
+            .limits()
+            .queue_bytes
+            .saturating_sub(fit::ENVELOPE_BYTES);
         let local = {
             let hub = hub.clone();
-            move || hub.history(p.limit)
+            move || hub.history(p.limit, budget)
         };
         match hub.agent.history(p.limit) {
             None => reply.ok(&local()),
@@ -125,24 +134,80 @@ fn forward<M: MethodDef + 'static>(
     });
 }
 
+/// Answered in any state of the host's directory: titles are cut to `max_title_bytes`, and
+/// sessions that would take the answer past the connection's outbound budget are left out
+/// (the default session, listed first, is the last to go).
 pub(crate) fn sessions_list(io: &Io, _: &mut State, reply: &Reply<def::SessionsList>, _: Empty) {
-    reply.ok(&SessionsListResult {
-        sessions: io.host.summaries(),
-    });
+    let limits = io.ctx.limits();
+    let all = io.host.summaries(limits.max_title_bytes);
+    let budget = limits.queue_bytes.saturating_sub(fit::ENVELOPE_BYTES);
+    let (sessions, left_out) = fit::fit_front(all, budget);
+    if left_out > 0 {
+        tracing::warn!(
+            listed = sessions.len(),
+            left_out,
+            "sessions.list: the directory is larger than the outbound budget; the last \
+             sessions were left out"
+        );
+    }
+    reply.ok(&SessionsListResult { sessions });
 }
 
-/// Starts a session and binds this connection to it. A result that would not validate (an
-/// empty id from the host's directory) is never sent: the session is released and the
-/// requester gets `protocol_error` with `effect_state: "unknown"`.
+/// Starts a session and binds this connection to it, within the carrier's published bounds
+/// whatever the host's directory: a title over `max_title_bytes` is `invalid_params`, a
+/// directory already holding `max_sessions` is `limit_exceeded`. A result that would not
+/// validate (an empty id from the host's directory) is never sent: the session is released
+/// and the requester gets `protocol_error` with `effect_state: "unknown"`.
 pub(crate) fn sessions_start(
     io: &Io,
     st: &mut State,
     reply: &Reply<def::SessionsStart>,
     p: SessionsStartParams,
 ) {
-    let entry = match io.host.directory.start(p.title.as_deref()) {
+    let limits = io.ctx.limits();
+    let title_bytes = p.title.as_deref().map_or(0, str::len);
+    if title_bytes > limits.max_title_bytes {
+        return reply.err(
+            ErrorObject::new(
+                ErrorCode::ProtocolError,
+                format!(
+                    "invalid params for sessions.start: the title is {title_bytes} bytes, over \
+                     the {}-byte limit (limits.max_title_bytes)",
+                    limits.max_title_bytes
+                ),
+            )
+            .effect(EffectState::None)
+            .with_data(serde_json::json!({
+                "reason": "invalid_params",
+                "limit": limits.max_title_bytes,
+                "size": title_bytes,
+            })),
+        );
+    }
+    let started = io
+        .host
+        .start_session(p.title.as_deref(), limits.max_sessions);
+    let entry = match started {
         Ok(entry) => entry,
-        Err(e) => return reply.err(internal(format!("could not start a session: {e}"))),
+        Err(StartError::Full) => {
+            return reply.err(
+                ErrorObject::new(
+                    ErrorCode::LimitExceeded,
+                    format!(
+                        "the host already holds {} sessions (limits.max_sessions)",
+                        limits.max_sessions
+                    ),
+                )
+                .effect(EffectState::None)
+                .with_data(serde_json::json!({
+                    "limit": "max_sessions",
+                    "value": limits.max_sessions,
+                })),
+            )
+        }
+        Err(StartError::Host(e)) => {
+            return reply.err(internal(format!("could not start a session: {e}")))
+        }
     };
     let hub = (!entry.session_id.is_empty())
         .then(|| io.host.hub(&entry.session_id))

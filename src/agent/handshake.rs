@@ -133,6 +133,9 @@ pub(crate) fn handle(
             max_id_bytes: MAX_ID_BYTES as u64,
             resume_max_events: ring.max_events as u64,
             resume_max_bytes: ring.max_bytes as u64,
+            max_title_bytes: limits.max_title_bytes as u64,
+            max_sessions: limits.max_sessions as u64,
+            max_reply_bytes: limits.max_reply_bytes as u64,
         },
         resume: ResumeOutcome::New,
     };

@@ -83,6 +83,7 @@ mod tests {
             role: HistoryRole::User,
             text: text.to_owned(),
             turn_id: format!("t{turn}"),
+            truncated: None,
         }
     }
 

@@ -4,10 +4,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::directory::{SessionBinder, SessionDirectory};
+use super::directory::{SessionBinder, SessionDirectory, SessionEntry};
 use super::history::HistoryConfig;
 use super::hub::{RingConfig, SessionHub};
+use super::session::HostError;
 use super::usage::UsageReporter;
+use crate::protocol::envelope::truncate;
 use crate::protocol::features::{Feature, FeatureSet};
 use crate::protocol::methods::{SessionState, SessionSummary, UsageScope};
 use crate::protocol::version::VersionPair;
@@ -22,6 +24,17 @@ pub(crate) struct AgentHost {
     /// checked against ([`VersionPair::CURRENT`] unless the host configured another pair).
     pub(crate) protocol: VersionPair,
     hubs: Mutex<HashMap<String, Arc<SessionHub>>>,
+    /// Held across `sessions.start`'s count and start.
+    starting: Mutex<()>,
+}
+
+/// Why `sessions.start` made no session.
+#[derive(Debug)]
+pub(crate) enum StartError {
+    /// The directory already holds `max_sessions`.
+    Full,
+    /// The host's directory failed.
+    Host(HostError),
 }
 
 impl AgentHost {
@@ -41,6 +54,7 @@ impl AgentHost {
             history,
             protocol,
             hubs: Mutex::new(HashMap::new()),
+            starting: Mutex::new(()),
         }
     }
 
@@ -72,8 +86,23 @@ impl AgentHost {
         self.hubs().remove(session_id);
     }
 
-    /// `sessions.list`: the directory's sessions with their hubs' states.
-    pub(crate) fn summaries(&self) -> Vec<SessionSummary> {
+    /// `sessions.start` within `max_sessions`: the count and the start happen under one
+    /// lock, so concurrent starts cannot pass the bound together.
+    pub(crate) fn start_session(
+        &self,
+        title: Option<&str>,
+        max_sessions: usize,
+    ) -> Result<SessionEntry, StartError> {
+        let _one_at_a_time = self.starting.lock().unwrap_or_else(|e| e.into_inner());
+        if self.directory.list().len() >= max_sessions {
+            return Err(StartError::Full);
+        }
+        self.directory.start(title).map_err(StartError::Host)
+    }
+
+    /// `sessions.list`: the directory's sessions with their hubs' states, each title cut to
+    /// `max_title_bytes` (a host directory may hold longer ones).
+    pub(crate) fn summaries(&self, max_title_bytes: usize) -> Vec<SessionSummary> {
         let entries = self.directory.list();
         let hubs: Vec<Option<Arc<SessionHub>>> = {
             let map = self.hubs();
@@ -85,9 +114,13 @@ impl AgentHost {
         entries
             .into_iter()
             .zip(hubs)
-            .map(|(e, hub)| SessionSummary {
+            .map(|(mut e, hub)| SessionSummary {
                 session_id: e.session_id,
-                title: e.title,
+                title: {
+                    let kept = truncate(&e.title, max_title_bytes).len();
+                    e.title.truncate(kept);
+                    e.title
+                },
                 state: hub.map_or(SessionState::Idle, |h| h.state()),
             })
             .collect()

@@ -18,6 +18,7 @@ use crate::protocol::resume::{Replay, ResumeRing};
 use crate::server::{Connection, ConnectionId};
 
 use super::history::{History, HistoryConfig};
+use super::reply_text::ReplyText;
 use super::session::ProtocolSession;
 use super::usage::UsageReporter;
 
@@ -43,8 +44,8 @@ impl Default for RingConfig {
 pub(crate) struct RunningTurn {
     pub(crate) id: String,
     pub(crate) prompt: String,
-    /// Deltas streamed so far: the reply of an aborted turn.
-    pub(crate) text: String,
+    /// Deltas streamed so far, up to the reply cap: the reply of an aborted turn.
+    pub(crate) reply: ReplyText,
     /// Permission requests waiting for an answer.
     pub(crate) pending: Vec<String>,
 }
@@ -175,11 +176,16 @@ impl SessionHub {
         }
     }
 
-    /// `session.history`: the newest `limit` entries (all held when `None`), oldest first.
-    pub(crate) fn history(&self, limit: Option<u32>) -> HistoryResult {
-        HistoryResult {
-            entries: self.lock().history.newest(limit),
+    /// `session.history`: the newest `limit` entries (all held when `None`), oldest first,
+    /// as many as fit `budget` bytes of JSON (the history's byte bound counts text, not its
+    /// escaped form).
+    pub(crate) fn history(&self, limit: Option<u32>, budget: usize) -> HistoryResult {
+        let newest = self.lock().history.newest(limit);
+        let (entries, left_out) = super::fit::fit_back(newest, budget);
+        if left_out > 0 {
+            tracing::debug!(session = %self.id, left_out, "history answer fitted to the outbound budget");
         }
+        HistoryResult { entries }
     }
 
     /// Whether `turn_id` is the running turn.

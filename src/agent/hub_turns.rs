@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::hub::{HubState, RunningTurn, SessionHub};
 use super::reply::{not_found, Reply};
+use super::reply_text::{cut, pieces, ReplyText};
 use super::session::TurnStart;
 use super::turn::{TurnEnded, TurnSink};
 use super::usage::TurnRecord;
@@ -22,6 +23,15 @@ use crate::protocol::events::*;
 use crate::protocol::methods::{
     Empty, HistoryEntry, HistoryRole, PermissionRespondParams, SubmitParams, TurnIdResult,
 };
+
+/// The reply an agent ends its turn with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Completion<'a> {
+    /// The whole reply, as the agent has it (the carrier cuts it to the cap).
+    pub(crate) text: &'a str,
+    /// The agent already cut it.
+    pub(crate) truncated: bool,
+}
 
 /// A turn that has just ended, for the usage reporter.
 struct Ended {
@@ -33,12 +43,14 @@ struct Ended {
 
 impl SessionHub {
     /// `session.submit`: `busy` while a turn runs; otherwise reply `{turn_id}`, emit
-    /// `turn_started` with the host's driver identity, and start the agent.
+    /// `turn_started` with the host's driver identity, and start the agent. The carrier keeps
+    /// at most `max_reply_bytes` of the turn's reply.
     pub(crate) fn submit(
         self: &Arc<Self>,
         reply: &Reply<def::SessionSubmit>,
         params: SubmitParams,
         driver: DriverInfo,
+        max_reply_bytes: usize,
     ) {
         let turn_id = {
             let mut st = self.lock();
@@ -59,11 +71,12 @@ impl SessionHub {
                 role: HistoryRole::User,
                 text: params.prompt.clone(),
                 turn_id: turn_id.clone(),
+                truncated: None,
             });
             st.turn = Some(RunningTurn {
                 id: turn_id.clone(),
                 prompt: params.prompt.clone(),
-                text: String::new(),
+                reply: ReplyText::new(max_reply_bytes),
                 pending: Vec::new(),
             });
             reply.ok(&TurnIdResult {
@@ -166,16 +179,22 @@ impl SessionHub {
         Ok(f(self, &mut st))
     }
 
+    /// Keeps what fits of `delta` in the turn's reply and sends all of it, split into events
+    /// of at most the reply cap (a delta is never cut).
     pub(crate) fn turn_delta(&self, turn_id: &str, delta: &str) -> Result<(), TurnEnded> {
         self.with_turn(turn_id, |hub, st| {
-            if let Some(t) = st.turn.as_mut() {
-                t.text.push_str(delta);
-            }
-            let event = TextDelta {
-                turn_id: turn_id.to_owned(),
-                delta: delta.to_owned(),
+            let Some(turn) = st.turn.as_mut() else {
+                return;
             };
-            hub.emit(st, SessionEvent::TextDelta(event));
+            turn.reply.push(delta);
+            let cap = turn.reply.cap();
+            for piece in pieces(delta, cap) {
+                let event = TextDelta {
+                    turn_id: turn_id.to_owned(),
+                    delta: piece.to_owned(),
+                };
+                hub.emit(st, SessionEvent::TextDelta(event));
+            }
         })
     }
 
@@ -242,7 +261,7 @@ impl SessionHub {
     pub(crate) fn turn_finish(
         &self,
         turn_id: &str,
-        text: Option<&str>,
+        text: Option<Completion<'_>>,
         aborted: bool,
     ) -> Result<(), TurnEnded> {
         let ended = self.with_turn(turn_id, |hub, st| hub.end_turn(st, text, aborted))?;
@@ -252,19 +271,35 @@ impl SessionHub {
         Ok(())
     }
 
-    /// Takes the running turn, emits its `turn_completed` and records the reply in history.
-    fn end_turn(&self, st: &mut HubState, text: Option<&str>, aborted: bool) -> Option<Ended> {
+    /// Takes the running turn, emits its `turn_completed` and records the reply in history,
+    /// both cut to the reply cap.
+    fn end_turn(
+        &self,
+        st: &mut HubState,
+        text: Option<Completion<'_>>,
+        aborted: bool,
+    ) -> Option<Ended> {
         let turn = st.turn.take()?;
-        let reply = text.map_or(turn.text, str::to_owned);
+        let cap = turn.reply.cap();
+        let (reply, truncated) = match text {
+            None => turn.reply.into_parts(),
+            Some(done) => {
+                let (kept, cut) = cut(done.text, cap);
+                (kept.to_owned(), cut || done.truncated)
+            }
+        };
+        let truncated = truncated.then_some(true);
         st.history.push(HistoryEntry {
             role: HistoryRole::Assistant,
             text: reply.clone(),
             turn_id: turn.id.clone(),
+            truncated,
         });
         let completed = TurnCompleted {
             turn_id: turn.id.clone(),
             text: reply.clone(),
             aborted,
+            truncated,
         };
         self.emit(st, SessionEvent::TurnCompleted(completed));
         Some(Ended {

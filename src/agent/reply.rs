@@ -2,7 +2,7 @@
 
 use std::marker::PhantomData;
 
-use crate::protocol::catalog::MethodDef;
+use crate::protocol::catalog::{Effect, MethodDef};
 use crate::protocol::envelope::{encode_error, encode_result};
 use crate::protocol::error::{EffectState, ErrorCode, ErrorObject};
 use crate::server::{CarrierContext, Connection};
@@ -52,9 +52,7 @@ impl<M: MethodDef> Reply<M> {
 
     fn ok_value(&self, result: &serde_json::Value) {
         match encode_result(&self.id, result) {
-            Ok(frame) => {
-                let _ = self.conn.send_text(frame);
-            }
+            Ok(frame) => self.send_bounded(frame),
             Err(_) => self.err(invalid_result()),
         }
     }
@@ -63,14 +61,45 @@ impl<M: MethodDef> Reply<M> {
     /// `protocol_error` with `effect_state: "unknown"` instead.
     pub(crate) fn ok(&self, result: &M::Result) {
         match encode_result(&self.id, result) {
-            Ok(frame) => {
-                let _ = self.conn.send_text(frame);
-            }
+            Ok(frame) => self.send_bounded(frame),
             Err(e) => {
                 tracing::warn!(method = M::METHOD.name(), error = %e, "result failed to encode");
                 self.err(invalid_result());
             }
         }
+    }
+
+    /// The last guard of "no answer is larger than the connection's outbound budget": the
+    /// answers built from host data are fitted before (`super::fit`), so this only catches a
+    /// host or agent result that would fail the connection: the requester gets
+    /// `limit_exceeded` instead, and the connection lives.
+    fn send_bounded(&self, frame: bytes::Bytes) {
+        let budget = self.ctx.limits().queue_bytes;
+        if frame.len() <= budget {
+            let _ = self.conn.send_text(frame);
+            return;
+        }
+        tracing::warn!(
+            method = M::METHOD.name(),
+            size = frame.len(),
+            budget,
+            "result larger than the outbound budget; answered limit_exceeded"
+        );
+        let effect = match M::METHOD.spec().effect {
+            Effect::Read => EffectState::None,
+            Effect::Mutate => EffectState::Unknown,
+        };
+        self.err(
+            ErrorObject::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "the result ({} bytes) is larger than this connection's outbound budget",
+                    frame.len()
+                ),
+            )
+            .effect(effect)
+            .with_data(serde_json::json!({ "limit": "queue_bytes", "value": budget })),
+        );
     }
 
     /// Sends `{id, error}`. Protocol errors are counted.

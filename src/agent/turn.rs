@@ -5,6 +5,7 @@ use std::sync::{Arc, Weak};
 use serde_json::Value;
 
 use super::hub::SessionHub;
+use super::hub_turns::Completion;
 
 /// The turn this sink belongs to has ended (completed, aborted by a client, or the session is
 /// gone): the output was not recorded and the agent should stop working on it.
@@ -46,7 +47,8 @@ impl TurnSink {
         self.hub.upgrade().ok_or(TurnEnded)
     }
 
-    /// Streams the next piece of the reply (`session.text_delta`).
+    /// Streams the next piece of the reply (`session.text_delta`; a delta longer than
+    /// `max_reply_bytes` is sent as several, split at character boundaries).
     pub fn delta(&self, delta: &str) -> Result<(), TurnEnded> {
         self.hub()?.turn_delta(&self.turn_id, delta)
     }
@@ -75,14 +77,27 @@ impl TurnSink {
         self.hub()?.session_error(&self.turn_id, code, message)
     }
 
-    /// Ends the turn normally with the full reply (`session.turn_completed`, `aborted: false`).
+    /// Ends the turn normally with the full reply (`session.turn_completed`, `aborted: false`);
+    /// the carrier keeps at most `max_reply_bytes` of it.
     pub fn complete(&self, text: &str) -> Result<(), TurnEnded> {
         self.finish(text, false)
     }
 
-    /// Ends the turn with the given reply, aborted or not.
+    /// Ends the turn with the given reply, aborted or not. The carrier keeps at most
+    /// `max_reply_bytes` of it (the rest is cut and the turn marked `truncated`).
     pub fn finish(&self, text: &str, aborted: bool) -> Result<(), TurnEnded> {
-        self.hub()?.turn_finish(&self.turn_id, Some(text), aborted)
+        self.end(text, aborted, false)
+    }
+
+    /// Like [`TurnSink::finish`], for a reply the agent itself had to cut (e.g. to fit a
+    /// line): the turn is marked `truncated` whatever its length.
+    pub fn finish_truncated(&self, text: &str, aborted: bool) -> Result<(), TurnEnded> {
+        self.end(text, aborted, true)
+    }
+
+    fn end(&self, text: &str, aborted: bool, truncated: bool) -> Result<(), TurnEnded> {
+        let done = Completion { text, truncated };
+        self.hub()?.turn_finish(&self.turn_id, Some(done), aborted)
     }
 
     /// Ends the turn on a failure: `session.error {code, message}`, then an aborted

@@ -80,6 +80,9 @@ pub struct ServeArgs {
     /// Outbound bytes queued per connection before a slow reader is closed (1013).
     #[arg(long, env = "CARRIER_QUEUE_BYTES", default_value_t = 8 << 20)]
     queue_bytes: usize,
+    /// Bytes of one reply kept for `turn_completed.text` and history (more: `truncated`).
+    #[arg(long, env = "CARRIER_MAX_REPLY_BYTES", default_value_t = 1 << 20)]
+    max_reply_bytes: usize,
     /// Write the token to this new file (mode 0600) instead of printing it.
     #[arg(long, env = "CARRIER_TOKEN_FILE", conflicts_with = "open")]
     token_file: Option<PathBuf>,
@@ -125,6 +128,7 @@ impl ServeArgs {
                     carrier::server::config::DEFAULT_MAX_INBOUND.max(self.max_message_bytes),
                 ),
                 queue_bytes: self.queue_bytes,
+                max_reply_bytes: self.max_reply_bytes,
                 ..Limits::default()
             },
         }

@@ -43,6 +43,8 @@ pub enum ErrorCode {
     TooLarge,
     /// `not_found`: unknown session, turn or request id.
     NotFound,
+    /// `limit_exceeded`: the request would pass a published limit (e.g. `max_sessions`).
+    LimitExceeded,
     /// `internal`: a host or session failure.
     Internal,
     /// Any other code, as sent.
@@ -62,6 +64,7 @@ impl ErrorCode {
             ErrorCode::Busy => "busy",
             ErrorCode::TooLarge => "too_large",
             ErrorCode::NotFound => "not_found",
+            ErrorCode::LimitExceeded => "limit_exceeded",
             ErrorCode::Internal => "internal",
             ErrorCode::Other(code) => code,
         }
@@ -80,6 +83,7 @@ impl From<String> for ErrorCode {
             "busy" => ErrorCode::Busy,
             "too_large" => ErrorCode::TooLarge,
             "not_found" => ErrorCode::NotFound,
+            "limit_exceeded" => ErrorCode::LimitExceeded,
             "internal" => ErrorCode::Internal,
             _ => ErrorCode::Other(code),
         }

@@ -93,6 +93,10 @@ pub enum SessionEventKind {
         /// True when it was aborted (by `session.abort`, a timeout or an agent exit).
         #[serde(default)]
         aborted: bool,
+        /// True when `text` was cut to the server's `max_reply_bytes`; the deltas hold the
+        /// whole reply.
+        #[serde(default)]
+        truncated: bool,
     },
     /// `session.error`: something went wrong in the session.
     #[serde(rename = "session.error")]
@@ -181,6 +185,9 @@ pub struct HistoryEntry {
     /// The turn it belongs to.
     #[serde(default)]
     pub turn_id: Option<String>,
+    /// True when `text` is a reply the server cut to its `max_reply_bytes`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
 }
 
 /// Everything a [`Client`](super::Client) reports to [`on_event`](super::Client::on_event)
@@ -243,6 +250,29 @@ mod tests {
             &json!({"turn_id": "t1", "text": "echo: hi", "aborted": false}),
         );
         assert_eq!(done.turn_id(), Some("t1"));
+        assert!(matches!(
+            done,
+            SessionEventKind::TurnCompleted {
+                truncated: false,
+                ..
+            }
+        ));
+        let cut = SessionEventKind::parse(
+            "session.turn_completed",
+            &json!({"turn_id": "t1", "text": "ec", "aborted": false, "truncated": true}),
+        );
+        assert!(matches!(
+            cut,
+            SessionEventKind::TurnCompleted {
+                truncated: true,
+                ..
+            }
+        ));
+        let entry: HistoryEntry = serde_json::from_value(
+            json!({"role": "assistant", "text": "ec", "turn_id": "t1", "truncated": true}),
+        )
+        .unwrap();
+        assert!(entry.truncated);
     }
 
     #[test]

@@ -25,6 +25,9 @@ pub enum ErrorCode {
     TooLarge,
     /// Unknown session, turn or request id.
     NotFound,
+    /// The request would pass a bound published in the handshake `limits`
+    /// (`data: {limit, value}`: the limit's name and its value).
+    LimitExceeded,
     /// A host or session failure.
     Internal,
 }
@@ -42,6 +45,7 @@ impl ErrorCode {
             ErrorCode::Busy => "busy",
             ErrorCode::TooLarge => "too_large",
             ErrorCode::NotFound => "not_found",
+            ErrorCode::LimitExceeded => "limit_exceeded",
             ErrorCode::Internal => "internal",
         }
     }

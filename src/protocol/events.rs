@@ -74,10 +74,14 @@ pub struct PermissionResolved {
 pub struct TurnCompleted {
     /// The turn.
     pub turn_id: String,
-    /// The whole reply (what was streamed, when aborted).
+    /// The whole reply (what was streamed, when aborted), at most `limits.max_reply_bytes`.
     pub text: String,
     /// Whether it was aborted.
     pub aborted: bool,
+    /// `true` when `text` was cut to `limits.max_reply_bytes` (the deltas hold all of it);
+    /// absent otherwise. An agent process may set it on a reply it cut itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<bool>,
 }
 
 /// `session.error`: something went wrong in the session.

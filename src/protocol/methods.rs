@@ -111,6 +111,12 @@ pub struct LimitsInfo {
     pub resume_max_events: u64,
     /// Bytes held per session for resume.
     pub resume_max_bytes: u64,
+    /// The longest `sessions.start` title, in bytes (`invalid_params` above it).
+    pub max_title_bytes: u64,
+    /// Sessions the host may hold; `sessions.start` past it is `limit_exceeded`.
+    pub max_sessions: u64,
+    /// Bytes of a reply kept in `turn_completed.text` and history (more is `truncated`).
+    pub max_reply_bytes: u64,
 }
 
 /// `system.handshake` result.
@@ -252,10 +258,13 @@ pub enum HistoryRole {
 pub struct HistoryEntry {
     /// Who said it.
     pub role: HistoryRole,
-    /// What was said.
+    /// What was said (a reply: at most `limits.max_reply_bytes`).
     pub text: String,
     /// The turn it belongs to.
     pub turn_id: String,
+    /// `true` when `text` is a reply cut to `limits.max_reply_bytes`; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<bool>,
 }
 
 /// `session.history` result.

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::protocol::Role;
 
-/// Every limit of SPEC section 3 and 8. All are published in the handshake result.
+/// Every limit of SPEC sections 3, 5 and 8. All are published in the handshake result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Soft limit on one text message: larger ones are answered `too_large`, the socket stays open.
@@ -32,6 +32,14 @@ pub struct Limits {
     pub stop_grace: Duration,
     /// Time allowed to receive the HTTP upgrade request's headers.
     pub header_timeout: Duration,
+    /// Longest `sessions.start` title, in bytes (`invalid_params` above it). `sessions.list`
+    /// cuts any longer title a host directory holds to this length.
+    pub max_title_bytes: usize,
+    /// Sessions the directory may hold: `sessions.start` past it is `limit_exceeded`.
+    pub max_sessions: usize,
+    /// Bytes of one reply the carrier keeps (`turn_completed.text` and the history entry);
+    /// more is cut at a character boundary and marked `truncated`.
+    pub max_reply_bytes: usize,
 }
 
 impl Default for Limits {
@@ -47,6 +55,9 @@ impl Default for Limits {
             pong_timeout: Duration::from_secs(20),
             stop_grace: Duration::from_secs(3),
             header_timeout: Duration::from_secs(10),
+            max_title_bytes: 256,
+            max_sessions: 64,
+            max_reply_bytes: 1 << 20,
         }
     }
 }
@@ -196,6 +207,11 @@ impl CarrierConfig {
         if l.max_connections == 0 || l.queue_bytes == 0 {
             return Err(ConfigError::BadLimit(
                 "max_connections and queue_bytes must be positive",
+            ));
+        }
+        if l.max_title_bytes == 0 || l.max_sessions == 0 || l.max_reply_bytes == 0 {
+            return Err(ConfigError::BadLimit(
+                "max_title_bytes, max_sessions and max_reply_bytes must be positive",
             ));
         }
         Ok(())

@@ -104,6 +104,9 @@ fn handle<B: Send + 'static>(mut req: Request<B>, shared: Arc<Shared>) -> Respon
             "request head too large\n",
         );
     }
+    if let Some((status, why)) = super::http_strict::check(&req, &shared.policy) {
+        return plain(status, why);
+    }
     let path = req.uri().path();
     if path == "/healthz" {
         return text(StatusCode::OK, "application/json", r#"{"status":"ok"}"#);

@@ -30,6 +30,14 @@
 //! (`--agent-timeout-ms`, default 30 s), emit `session.turn_completed` to end each turn, stop a
 //! turn on `session.abort`, and **exit when its stdin closes**.
 //!
+//! Long replies: a line is at most [`DEFAULT_MAX_LINE_BYTES`] (1 MiB); a longer one is dropped
+//! whole as it streams by (never buffered), so it is lost — for a `turn_completed`, the turn
+//! keeps running until a client aborts it. A child with a long reply streams it in deltas of
+//! any size under the line cap (the carrier forwards each one whole, split into events of at
+//! most `max_reply_bytes`) and ends the turn with a `turn_completed` whose `text` fits a line;
+//! when that text is not the whole reply it adds `"truncated": true`. The carrier keeps at
+//! most `max_reply_bytes` of the text either way, cutting it (and marking it) when longer.
+//!
 //! Failures: a submit not answered in time ends the turn with `session.error {code:
 //! "agent_timeout"}` and an aborted `turn_completed` (the child is sent `session.abort`); a
 //! read not answered in time fails with `internal` / `effect_state: "unknown"`; a child that

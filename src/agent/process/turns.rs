@@ -184,7 +184,10 @@ impl Supervisor {
             },
             SessionEvent::TurnCompleted(e) if ours(&e.turn_id) => {
                 self.take_turn(&turn_id);
-                sink.finish(&e.text, e.aborted)
+                match e.truncated {
+                    Some(true) => sink.finish_truncated(&e.text, e.aborted),
+                    _ => sink.finish(&e.text, e.aborted),
+                }
             }
             _ => return drop_other_turn(name),
         };

@@ -93,7 +93,7 @@ async fn send_turn(
                         {
                             let _ = writeln!(err, "carrier: session error {code}: {message}");
                         }
-                        SessionEventKind::TurnCompleted { turn_id, text, aborted }
+                        SessionEventKind::TurnCompleted { turn_id, text, aborted, .. }
                             if turn_id == turn =>
                         {
                             finish(&printed, &text, out);
