@@ -84,6 +84,18 @@ async fn handshaken_raw(port: u16) -> Raw {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routing_an_inbound_1_mib_frame_to_a_handler_does_not_copy_the_payload() {
+    route_without_copy(MIB, 1).await;
+}
+
+/// From 4 MiB a message is received into a mapping of its own (its memory returns to the OS when
+/// dropped): no large heap allocation at all, and no copy of the payload onto the heap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routing_an_inbound_5_mib_frame_to_a_handler_does_not_copy_the_payload() {
+    route_without_copy(5 * MIB, 0).await;
+}
+
+/// Routes one `size`-byte payload to a handler and checks the large heap allocations made.
+async fn route_without_copy(size: usize, expected_large: usize) {
     let _serial = SERIAL.lock().await;
     let s = Server::default().await;
     let handle = s
@@ -97,7 +109,7 @@ async fn routing_an_inbound_1_mib_frame_to_a_handler_does_not_copy_the_payload()
         }
     });
     let mut raw = handshaken_raw(s.port).await;
-    let payload: Vec<u8> = (0..MIB).map(|i| (i % 253) as u8).collect();
+    let payload: Vec<u8> = (0..size).map(|i| (i % 253) as u8).collect();
     let message = channel_frame::encode_binary("bulk", 0, Bytes::from(payload.clone()))
         .unwrap()
         .to_vec();
@@ -111,11 +123,14 @@ async fn routing_an_inbound_1_mib_frame_to_a_handler_does_not_copy_the_payload()
         .expect("payload");
     let large = stop_counting();
 
-    assert_eq!(got.len(), MIB);
+    assert_eq!(got.len(), size);
     assert!(got[..] == payload[..], "payload intact");
-    // The one large allocation is the read buffer the frame is received into; the handler's
-    // `Bytes` is a slice of it. A copy anywhere on the way would make it two.
-    assert_eq!(large, 1, "large allocations while routing a 1 MiB frame");
+    // Under 4 MiB the one large allocation is the buffer the frame is received into; the
+    // handler's `Bytes` is a slice of it. A copy anywhere on the way would make it two.
+    assert_eq!(
+        large, expected_large,
+        "large allocations while routing a {size}-byte frame"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

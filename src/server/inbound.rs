@@ -90,8 +90,9 @@ impl InboundBudget {
 /// Freed heap memory stays resident in the allocator's arenas (one per thread), so with heap
 /// buffers the resident size under many large messages grew to well past the budget (87 MiB
 /// against 64 MiB in `tests/core_bounds.rs`); a mapping is returned to the OS when dropped
-/// (61 MiB there).
-pub(crate) const MAP_MIN: usize = 1 << 20;
+/// (61 MiB there). Smaller messages stay on the heap, where a buffer is reused without page
+/// faults (a 1 MiB echo costs no mapping).
+pub(crate) const MAP_MIN: usize = 4 << 20;
 
 /// The buffer one message is received into: exactly the memory its permits pay for.
 pub(crate) enum MessageBuf {
