@@ -50,6 +50,11 @@ static GLOBAL: Live = Live;
 /// The counter is process-wide: the tests take turns.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Held for a whole test, so no other test allocates while one measures.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn live() -> isize {
     LIVE.load(Ordering::SeqCst)
 }
@@ -60,7 +65,6 @@ fn fill(
     budget: usize,
     mut send: impl FnMut(&Outbound, usize) -> Result<(), DeliveryError>,
 ) -> (isize, usize, usize) {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let out = Outbound::new(budget);
     let before = live();
     let mut frames = 0;
@@ -94,6 +98,7 @@ fn fill(
 
 #[test]
 fn small_responses_are_charged_at_least_their_heap() {
+    let _serial = serial();
     // `system.ping` answers: the frame a client that pipelines pings and never reads piles up.
     let (heap, charged, frames) = fill(8 << 20, |out, i| {
         let frame = encode_result(&format!("p{i}"), &json!({})).unwrap();
@@ -108,6 +113,7 @@ fn small_responses_are_charged_at_least_their_heap() {
 
 #[test]
 fn session_events_are_charged_at_least_their_heap() {
+    let _serial = serial();
     for delta in [1usize, 100, 1000, 20_000] {
         let text = "w".repeat(delta);
         let (heap, charged, frames) = fill(4 << 20, |out, i| {
@@ -128,6 +134,7 @@ fn session_events_are_charged_at_least_their_heap() {
 
 #[test]
 fn channel_frames_are_charged_at_least_their_heap() {
+    let _serial = serial();
     for size in [0usize, 10, 4096, 100_000] {
         let (heap, charged, frames) = fill(4 << 20, |out, i| {
             let frame = channel_frame::encode_binary("mic", i as u32, Bytes::from(vec![7u8; size]))

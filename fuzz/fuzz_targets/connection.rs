@@ -515,9 +515,10 @@ async fn run(data: &[u8]) {
     for (e, got) in model.expect.iter().zip(&data_frames) {
         check(e, got);
     }
-    // Each pong answers a ping, in order; none is answered twice.
+    // Each pong answers a ping, in order; none is answered twice. (After raw bytes the model
+    // does not know what the server parsed, as for the data answers.)
     let mut pings = model.pings.iter();
-    for pong in &pongs {
+    for pong in pongs.iter().filter(|_| !matches!(end, End::Unknown)) {
         assert!(
             pings.any(|p| *p == pong.payload),
             "pong {:?} answers no ping in order (pings {:?})",
