@@ -3,7 +3,8 @@
 //! path through `/console` — connect, stream a turn, abort one, answer permission prompts, upload
 //! a file; several pages on one session (an observer sees every prompt live, Send and Abort follow
 //! turns another page started); what a wrong token and a vanished carrier look like — plus the
-//! proof that a page from a foreign origin cannot open the socket.
+//! proof that a page from a foreign origin cannot open the socket; and a page that imports
+//! `/client.js` and runs a turn through a transport object of its own.
 //!
 //! A missing browser is installed on first use where the tests may (root or passwordless sudo,
 //! `.ci/install-browser.sh`); elsewhere these tests fail, never skip. Every wait is bounded by
@@ -457,6 +458,138 @@ async fn a_file_is_uploaded_on_the_files_channel(page: &Page, inbox: &Path) {
     assert!(refused.as_str().unwrap().contains("exists"), "{refused}");
     assert!(std::fs::read(inbox.join("notes 2024.bin")).unwrap() == bytes);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_js_runs_a_turn_over_a_custom_transport_in_chromium() {
+    let inbox = tempfile::tempdir().unwrap();
+    let carrier = Carrier::start(inbox.path()).await;
+    let browser = Chromium::launch(&[]).await;
+    let page = browser.new_page().await;
+    page.add_log("carrier serve stderr", carrier.stderr.clone());
+    // Any page of the carrier's origin will do: the script imports /client.js from it.
+    page.navigate(&format!("{}/healthz", carrier.http())).await;
+    page.eval(&format!(
+        "window.outcome = null; ({CUSTOM_TRANSPORT_TURN})({}, {}, {}).then( \
+           (r) => (window.outcome = r), (e) => (window.outcome = {{ error: String(e && e.stack || e) }}))",
+        js(&format!("ws://127.0.0.1:{}/", carrier.port)),
+        js(&carrier.token),
+        js(CUSTOM_PROMPT),
+    ))
+    .await
+    .unwrap();
+    let outcome = page
+        .wait_for("the turn over the custom transport", "window.outcome")
+        .await;
+    assert!(outcome.get("error").is_none(), "{outcome}");
+    assert_eq!(outcome["isWsTransport"], false, "{outcome}");
+    assert_eq!(outcome["sameTransport"], true, "{outcome}");
+    assert_eq!(outcome["state"], "connected", "{outcome}");
+    let expected = format!("echo: {CUSTOM_PROMPT}");
+    assert_eq!(outcome["deltas"], expected.as_str(), "{outcome}");
+    assert_eq!(outcome["completed"]["text"], expected.as_str(), "{outcome}");
+    assert_eq!(outcome["started"]["prompt"], CUSTOM_PROMPT, "{outcome}");
+    // Every frame went through the page's own transport, the handshake first.
+    let log: Vec<String> = outcome["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        log.first().map(String::as_str),
+        Some("out system.handshake"),
+        "{log:?}"
+    );
+    assert!(log.contains(&"out session.submit".to_owned()), "{log:?}");
+    assert!(
+        log.iter().filter(|l| *l == "in session.text_delta").count() >= 4,
+        "{log:?}"
+    );
+    let errors = page.page_errors();
+    assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
+}
+
+const CUSTOM_PROMPT: &str = "a turn over a transport the page wrote itself";
+
+/// A page script: a transport object written only against the Transport contract, over the
+/// browser's own WebSocket (no WsTransport), under a CarrierClient imported from /client.js,
+/// driving one prompt turn. Resolves with what it saw.
+const CUSTOM_TRANSPORT_TURN: &str = r#"async (url, token, prompt) => {
+  const { CarrierClient, WsTransport } = await import("/client.js");
+  const log = [];
+  const messageHandlers = new Set();
+  const stateHandlers = new Set();
+  let socket = null;
+  const transport = {
+    state: "disconnected",
+    lastClose: null,
+    setState(next) {
+      const previous = transport.state;
+      if (previous === next) return;
+      transport.state = next;
+      for (const handler of [...stateHandlers]) handler(next, previous);
+    },
+    connect() {
+      return new Promise((resolve, reject) => {
+        transport.setState("connecting");
+        socket = new WebSocket(url, [token]);
+        socket.binaryType = "arraybuffer";
+        socket.onopen = () => { transport.setState("connected"); resolve(); };
+        socket.onmessage = (e) => {
+          let frame;
+          if (typeof e.data === "string") {
+            try { frame = JSON.parse(e.data); } catch { return; }
+            log.push(`in ${frame.event ?? "response"}`);
+          } else {
+            frame = new Uint8Array(e.data);
+            log.push("in binary");
+          }
+          for (const handler of [...messageHandlers]) handler(frame);
+        };
+        socket.onclose = (e) => {
+          transport.lastClose = { code: e.code, reason: e.reason };
+          transport.setState("disconnected");
+          reject(new Error(`closed ${e.code}`));
+        };
+      });
+    },
+    disconnect() { socket?.close(1000); transport.setState("disconnected"); return Promise.resolve(); },
+    send(frame) {
+      if (transport.state !== "connected") throw new Error("not connected");
+      const binary = frame instanceof Uint8Array;
+      log.push(`out ${binary ? "binary" : frame.method ?? "response"}`);
+      socket.send(binary ? frame : JSON.stringify(frame));
+    },
+    onMessage(handler) { messageHandlers.add(handler); return { dispose: () => messageHandlers.delete(handler) }; },
+    onStateChange(handler) { stateHandlers.add(handler); return { dispose: () => stateHandlers.delete(handler) }; },
+  };
+  const client = new CarrierClient(transport, { clientName: "custom-transport-page" });
+  const events = [];
+  client.onEvent((frame) => events.push(frame));
+  await client.connect();
+  const { turn_id } = await client.request("session.submit", { prompt });
+  await new Promise((resolve, reject) => {
+    const check = setInterval(() => {
+      if (events.some((e) => e.event === "session.turn_completed" && e.payload.turn_id === turn_id)) {
+        clearInterval(check);
+        resolve();
+      }
+    }, 20);
+    setTimeout(() => { clearInterval(check); reject(new Error("no turn_completed within 15 s")); }, 15000);
+  });
+  const ofTurn = events.filter((e) => e.payload?.turn_id === turn_id);
+  const outcome = {
+    isWsTransport: transport instanceof WsTransport,
+    sameTransport: client.transport === transport,
+    state: client.state,
+    started: ofTurn.find((e) => e.event === "session.turn_started")?.payload,
+    deltas: ofTurn.filter((e) => e.event === "session.text_delta").map((e) => e.payload.delta).join(""),
+    completed: ofTurn.find((e) => e.event === "session.turn_completed")?.payload,
+    log,
+  };
+  await client.disconnect();
+  return outcome;
+}"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn page_from_a_foreign_origin_cannot_open_the_socket() {

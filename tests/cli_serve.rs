@@ -285,6 +285,29 @@ fn console_and_client_module_are_served() {
         .to_ascii_lowercase()
         .contains("content-type: text/javascript"));
     assert!(js.contains("export class CarrierClient"));
+    // Every module the served client imports (relatively, so against the carrier's root) is
+    // served too, byte for byte the package's file: a page needs no build step.
+    let mut modules = vec!["client.js".to_string()];
+    let mut seen = 0;
+    while seen < modules.len() {
+        let name = modules[seen].clone();
+        seen += 1;
+        let response = get(&format!("/{name}"));
+        assert!(response.starts_with("HTTP/1.1 200"), "/{name}: {response}");
+        let body = response.split_once("\r\n\r\n").unwrap().1;
+        let package =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("js").join(&name))
+                .unwrap();
+        assert_eq!(body, package, "/{name} is js/{name}");
+        for import in body.split("from \"./").skip(1) {
+            let target = import.split('"').next().unwrap().to_string();
+            if !modules.contains(&target) {
+                modules.push(target);
+            }
+        }
+    }
+    assert!(modules.len() >= 4, "{modules:?}");
+    assert!(get("/package.json").starts_with("HTTP/1.1 404"));
     let page = get("/console");
     assert!(page.starts_with("HTTP/1.1 200") && page.contains("/client.js"));
 }

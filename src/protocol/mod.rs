@@ -8,6 +8,7 @@
 //! - [`catalog`] — the method catalog, the single source of every method and event name.
 //! - [`methods`] / [`events`] — the params, result and event payload types.
 //! - [`schema`] — the JSON Schemas generated from the catalog, and the check CI runs.
+//! - [`typescript`] — the same types as TypeScript declarations, for the JavaScript package.
 //! - [`channel_frame`] — the binary channel-frame codec (SPEC section 7), zero-copy.
 //! - [`error`] — error codes, error objects and the `protocol_error` event.
 //! - [`resume`] — the bounded per-session ring of recent events used for resume.
@@ -22,6 +23,7 @@ pub mod methods;
 pub mod resume;
 pub mod role;
 pub mod schema;
+pub mod typescript;
 pub mod version;
 
 pub use role::Role;

@@ -1,5 +1,5 @@
 //! The HTTP face of the carrier: `GET /` upgrades (after admission), `/healthz`, `/metrics`,
-//! `/console` and `/client.js`. [`CarrierService`] is also what a host mounts in its own
+//! `/console` and the JavaScript client (`/client.js` and the modules it imports). [`CarrierService`] is also what a host mounts in its own
 //! hyper or axum server.
 
 use std::convert::Infallible;
@@ -22,8 +22,18 @@ use super::shared::Shared;
 /// The response body type of every carrier response.
 pub type Body = Full<Bytes>;
 
-const CLIENT_JS: &str = include_str!("../web/client.js");
 const CONSOLE_HTML: &str = include_str!("../web/console.html");
+
+/// The JavaScript package (`js/`), served file by file with no build step: `/client.js` is its
+/// browser entry (it re-exports the whole public API) and imports the others by relative path,
+/// so a page resolves them all against the carrier's root.
+const CLIENT_MODULES: &[(&str, &str)] = &[
+    ("/client.js", include_str!("../../js/client.js")),
+    ("/transport.js", include_str!("../../js/transport.js")),
+    ("/frames.js", include_str!("../../js/frames.js")),
+    ("/errors.js", include_str!("../../js/errors.js")),
+    ("/internal.js", include_str!("../../js/internal.js")),
+];
 
 /// A `tower::Service` (and hyper service) answering every carrier route, with the same admission
 /// as the carrier's own listener. Cheap to clone.
@@ -134,8 +144,10 @@ fn handle<B: Send + 'static>(mut req: Request<B>, shared: Arc<Shared>) -> Respon
         ),
         "/metrics" => metrics(&req, &shared),
         "/console" => text(StatusCode::OK, "text/html; charset=utf-8", CONSOLE_HTML),
-        "/client.js" => text(StatusCode::OK, "text/javascript", CLIENT_JS),
-        _ => plain(StatusCode::NOT_FOUND, "not found\n"),
+        _ => match CLIENT_MODULES.iter().find(|(route, _)| *route == path) {
+            Some((_, module)) => text(StatusCode::OK, "text/javascript", *module),
+            None => plain(StatusCode::NOT_FOUND, "not found\n"),
+        },
     }
 }
 

@@ -4,8 +4,9 @@
 //! - [`config`] — [`CarrierConfig`], [`Limits`] and their validation.
 //! - [`admission`] — the one function that decides who may connect.
 //! - [`listener`] — binding 127.0.0.1 with port retry, the accept loop.
-//! - [`http`] — routes (`/`, `/healthz`, `/metrics`, `/console`, `/client.js`) and the mountable
-//!   [`CarrierService`]; `http_strict` — the RFC 7230/6455 rules checked before any route.
+//! - [`http`] — routes (`/`, `/healthz`, `/metrics`, `/console`, `/client.js` and its modules)
+//!   and the mountable [`CarrierService`]; `http_strict` — the RFC 7230/6455 rules checked
+//!   before any route.
 //! - `connection` — the per-connection reader and its single writer.
 //! - [`outbound`] — the byte-bounded queue with its latched failure.
 //! - [`profile`] — the seam to whatever rides on text frames ([`TextProfile`]).

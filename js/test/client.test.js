@@ -1,67 +1,25 @@
-// Proves CarrierClient keeps the SPEC 10/11 client contract (handshake, correlation, drops, preflight, resume, dedupe, backoff) on a fake socket and clock.
+// CarrierClient keeps the SPEC 10/11 client contract (handshake first, correlation, drops,
+// preflight, resume, dedupe, backoff) built from a URL on a fake socket and clock, and over any
+// object that keeps the Transport contract.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { CarrierClient, decodeChannelFrame, encodeChannelFrame, RECONNECT_DELAYS_MS } from "../../src/web/client.js";
+import { CarrierClient, decodeChannelFrame, encodeChannelFrame, RECONNECT_DELAYS_MS } from "../client.js";
+import { fakeWebSocketClass } from "../testing/fake-socket.js";
 
 const URL_ = "ws://127.0.0.1:7070/";
 const TOKEN = "a".repeat(64);
 const REQUEST_TIMEOUT_MS = 99_000; // distinct from every backoff delay, so timers are told apart
 
-/** A fresh fake WebSocket class; every instance is recorded in `Fake.sockets`. */
-function fakeWebSocketClass() {
-  class Fake extends EventTarget {
-    static sockets = [];
-    constructor(url, protocols) {
-      super();
-      this.url = url;
-      this.protocols = protocols;
-      this.readyState = 0;
-      this.bufferedAmount = 0;
-      this.sent = [];
-      this.closedByClient = null;
-      Fake.sockets.push(this);
-    }
-    send(data) {
-      if (this.readyState !== 1) throw new Error("not open");
-      this.sent.push(data);
-    }
-    close(code = 1000, reason = "") {
-      this.closedByClient = { code, reason };
-      this.readyState = 3;
-    }
-    // -- test side --
-    serverOpen() {
-      this.readyState = 1;
-      this.dispatchEvent(new Event("open"));
-    }
-    serverSend(frame) {
-      const data = typeof frame === "string" || frame instanceof ArrayBuffer ? frame : JSON.stringify(frame);
-      this.dispatchEvent(new MessageEvent("message", { data }));
-    }
-    serverClose(code = 1006, reason = "") {
-      this.readyState = 3;
-      this.dispatchEvent(Object.assign(new Event("close"), { code, reason }));
-    }
-    sentText() {
-      return this.sent.filter((d) => typeof d === "string").map((d) => JSON.parse(d));
-    }
-    lastRequest() {
-      return this.sentText().at(-1);
-    }
-  }
-  return Fake;
-}
-
 /** A clock the test advances by hand. */
 function fakeTimers() {
   const timers = [];
   return {
-    setTimeoutImpl: (fn, ms) => {
+    setTimeout: (fn, ms) => {
       const timer = { fn, ms, done: false };
       timers.push(timer);
       return timer;
     },
-    clearTimeoutImpl: (timer) => {
+    clearTimeout: (timer) => {
       if (timer) timer.done = true;
     },
     pending: () => timers.filter((t) => !t.done),
@@ -78,10 +36,10 @@ function setup(options = {}) {
   const clock = fakeTimers();
   const client = new CarrierClient(URL_, {
     token: TOKEN,
-    WebSocketImpl: Fake,
+    WebSocket: Fake,
     requestTimeoutMs: REQUEST_TIMEOUT_MS,
-    setTimeoutImpl: clock.setTimeoutImpl,
-    clearTimeoutImpl: clock.clearTimeoutImpl,
+    setTimeout: clock.setTimeout,
+    clearTimeout: clock.clearTimeout,
     ...options,
   });
   return { client, Fake, clock };
@@ -151,7 +109,7 @@ test("observe role is asked for in the URL, never the token", () => {
   const url = new URL(Fake.sockets[0].url);
   assert.equal(url.searchParams.get("role"), "observe");
   assert.equal(url.searchParams.get("token"), null);
-  assert.throws(() => new CarrierClient(URL_, { role: "admin", WebSocketImpl: Fake }), TypeError);
+  assert.throws(() => new CarrierClient(URL_, { role: "admin", WebSocket: Fake }), TypeError);
 });
 
 test("requests are correlated by unique string ids, in any response order", async () => {
@@ -431,16 +389,18 @@ test("a request from the server is answered with method_not_found", async () => 
   });
 });
 
-test("a handshake without an answer closes the socket and rejects connect()", async () => {
+test("a handshake without an answer rejects connect() with timeout and stops the transport", async () => {
   const { client, Fake, clock } = setup();
   const done = client.connect();
   const socket = Fake.sockets[0];
   socket.serverOpen();
   clock.fire(clock.pending().find((t) => t.ms === REQUEST_TIMEOUT_MS));
-  assert.equal(socket.closedByClient.reason, "handshake timeout");
-  socket.serverClose(1000);
-  await assert.rejects(done, { code: "connection_closed" });
+  await assert.rejects(done, { code: "timeout" });
+  assert.equal(socket.closedByClient.code, 1000);
   assert.equal(client.state, "disconnected");
+  assert.equal(client.transport.state, "disconnected");
+  assert.equal(client.lastError.code, "timeout");
+  assert.equal(clock.reconnectTimers().length, 0);
 });
 
 test("lastError says why the client stopped, also after a failed reconnect, and clears on success", async () => {
@@ -469,4 +429,181 @@ test("lastError says why the client stopped, also after a failed reconnect, and 
   refused.serverSend({ id: refused.sentText()[0].id, error: { code: "version_incompatible", message: "major differs" } });
   await assert.rejects(attempt, { code: "version_incompatible" });
   assert.equal(failed.client.lastError.code, "version_incompatible");
+});
+
+// -- over any Transport ---------------------------------------------------------------------------
+
+/**
+ * The smallest object that keeps the Transport contract, with the server played by the test:
+ * what an extension's own transport looks like to CarrierClient.
+ */
+function memoryTransport() {
+  const messageHandlers = new Set();
+  const stateHandlers = new Set();
+  const transport = {
+    state: "disconnected",
+    lastClose: null,
+    sent: [],
+    connects: 0,
+    async connect() {
+      transport.connects += 1;
+      transport.setState("connecting");
+      transport.setState("connected");
+    },
+    async disconnect() {
+      transport.setState("disconnected");
+    },
+    send(frame) {
+      if (transport.state !== "connected") throw Object.assign(new Error("not connected"), { code: "not_connected" });
+      transport.sent.push(frame instanceof Uint8Array ? frame : structuredClone(frame));
+    },
+    onMessage(handler) {
+      messageHandlers.add(handler);
+      return { dispose: () => messageHandlers.delete(handler) };
+    },
+    onStateChange(handler) {
+      stateHandlers.add(handler);
+      return { dispose: () => stateHandlers.delete(handler) };
+    },
+    // -- test side --
+    setState(next) {
+      const previous = transport.state;
+      if (previous === next) return;
+      transport.state = next;
+      for (const handler of [...stateHandlers]) handler(next, previous);
+    },
+    deliver(frame) {
+      for (const handler of [...messageHandlers]) handler(frame);
+    },
+    text() {
+      return transport.sent.filter((f) => !(f instanceof Uint8Array));
+    },
+  };
+  return transport;
+}
+
+async function onMemory(options = {}, result = HANDSHAKE_RESULT) {
+  const transport = memoryTransport();
+  const clock = fakeTimers();
+  const client = new CarrierClient(transport, {
+    requestTimeoutMs: REQUEST_TIMEOUT_MS,
+    setTimeout: clock.setTimeout,
+    clearTimeout: clock.clearTimeout,
+    ...options,
+  });
+  const done = client.connect();
+  await new Promise((resolve) => setImmediate(resolve));
+  const [handshake] = transport.text();
+  transport.deliver({ id: handshake.id, result });
+  await done;
+  return { client, transport, handshake };
+}
+
+test("over a custom transport: the handshake is the first frame and requests are correlated", async () => {
+  const { client, transport, handshake } = await onMemory();
+  assert.equal(transport.connects, 1);
+  assert.equal(handshake.method, "system.handshake");
+  assert.equal(client.state, "connected");
+  assert.equal(client.transport, transport);
+  const submitted = client.request("session.submit", { prompt: "hi" });
+  const request = transport.text().at(-1);
+  assert.deepEqual([request.method, request.params], ["session.submit", { prompt: "hi" }]);
+  transport.deliver({ id: request.id, result: { turn_id: "t1" } });
+  assert.deepEqual(await submitted, { turn_id: "t1" });
+
+  const events = [];
+  client.onEvent((frame) => events.push(frame.payload.delta));
+  transport.deliver(delta(1, "echo:"));
+  transport.deliver(delta(1, "echo:"));
+  transport.deliver(delta(2, " hi"));
+  assert.deepEqual(events, ["echo:", " hi"]);
+
+  assert.equal(client.sendChannelEvent("ui", "resize", { w: 1 }), 0);
+  const frame = decodeChannelFrame(transport.sent.at(-1));
+  assert.deepEqual([frame.channel, frame.event, frame.payload], ["ui", "resize", { w: 1 }]);
+  const inbound = [];
+  client.onChannel("ui", (f) => inbound.push(f.event));
+  transport.deliver(encodeChannelFrame({ kind: "event", channel: "ui", seq: 5, event: "focus", payload: null }));
+  assert.deepEqual(inbound, ["focus"]);
+});
+
+test("a transport that is already open gets the handshake at once; one without the methods is refused", async () => {
+  const transport = memoryTransport();
+  await transport.connect();
+  const client = new CarrierClient(transport, { requestTimeoutMs: 1000 });
+  const done = client.connect();
+  assert.equal(transport.connects, 1, "not connected twice");
+  const [handshake] = transport.text();
+  assert.equal(handshake.method, "system.handshake");
+  transport.deliver({ id: handshake.id, result: HANDSHAKE_RESULT });
+  await done;
+  assert.throws(() => new CarrierClient({ send() {} }), TypeError);
+  assert.throws(() => new CarrierClient(memoryTransport(), { token: "t" }), TypeError);
+});
+
+test("a transport that redials is resumed, with each typed outcome", async () => {
+  const { client, transport } = await onMemory();
+  const seen = [];
+  client.onEvent((frame) => seen.push(frame.seq));
+  transport.deliver(delta(1, "a"));
+  transport.deliver(delta(2, "b"));
+  const pending = client.request("system.ping");
+  transport.setState("connecting");
+  await assert.rejects(pending, { code: "connection_closed", effectState: "unknown" });
+  assert.equal(client.state, "connecting");
+
+  // gap: events 3..4 are lost, the seq line continues.
+  transport.setState("connected");
+  let handshake = transport.text().at(-1);
+  assert.deepEqual(handshake.params.resume, { session_id: "s1", epoch: "e1", after_seq: 2 });
+  transport.deliver({ id: handshake.id, result: { ...HANDSHAKE_RESULT, resume: { outcome: "gap", from: 3, to: 4 } } });
+  assert.equal(client.state, "connected");
+  assert.deepEqual(client.handshakeResult.resume, { outcome: "gap", from: 3, to: 4 });
+  for (const seq of [2, 5]) transport.deliver(delta(seq, "c"));
+  assert.deepEqual(seen, [1, 2, 5]);
+
+  // reset: the server restarted; numbering starts over.
+  transport.setState("connecting");
+  transport.setState("connected");
+  handshake = transport.text().at(-1);
+  assert.deepEqual(handshake.params.resume, { session_id: "s1", epoch: "e1", after_seq: 5 });
+  transport.deliver({ id: handshake.id, result: { ...HANDSHAKE_RESULT, epoch: "e2", resume: { outcome: "reset" } } });
+  assert.equal(client.lastSeq, 0);
+  transport.deliver(delta(1, "d"));
+  assert.deepEqual(seen, [1, 2, 5, 1]);
+
+  // The transport gives up (a refusal): the client stops and says why.
+  transport.lastClose = { code: 1008, reason: "unauthorized" };
+  transport.setState("disconnected");
+  assert.equal(client.state, "disconnected");
+  assert.deepEqual(client.lastError.data, { code: 1008, reason: "unauthorized" });
+});
+
+test("a break before the first handshake completes fails connect() and stops the transport", async () => {
+  const transport = memoryTransport();
+  const client = new CarrierClient(transport, { requestTimeoutMs: 1000 });
+  const done = client.connect();
+  await new Promise((resolve) => setImmediate(resolve));
+  transport.lastClose = { code: 1011, reason: "internal" };
+  transport.setState("connecting");
+  await assert.rejects(done, { code: "connection_closed", data: { code: 1011, reason: "internal" } });
+  assert.equal(client.state, "disconnected");
+  assert.equal(transport.state, "disconnected", "the client told the transport to stop redialling");
+});
+
+test("role observe refuses drive methods and channel sends locally, sending nothing", async () => {
+  for (const [options, granted] of [[{ role: "observe" }, "drive"], [{}, "observe"]]) {
+    const { client, transport } = await onMemory(options, { ...HANDSHAKE_RESULT, role: granted });
+    const before = transport.sent.length;
+    await assert.rejects(client.request("session.submit", { prompt: "hi" }), (err) => {
+      assert.equal(err.code, "forbidden");
+      assert.equal(err.effectState, "none");
+      assert.deepEqual(err.data, { least_role: "drive", role: "observe" });
+      return true;
+    });
+    assert.throws(() => client.sendChannelBinary("mic", new Uint8Array(1)), { code: "forbidden" });
+    assert.equal(transport.sent.length, before);
+    client.request("session.history", { limit: 1 }).catch(() => {});
+    assert.equal(transport.text().at(-1).method, "session.history", "observe methods still go out");
+  }
 });

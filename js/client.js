@@ -1,0 +1,714 @@
+/**
+ * carrier's JavaScript client: the handshake layer over any {@link Transport}.
+ *
+ * `CarrierClient` speaks the agent protocol on text frames (SPEC sections 4–6) and the payload
+ * channels on binary frames (section 7). It sends the handshake first on every new connection,
+ * correlates requests with their responses (with timeouts), delivers session events once each
+ * (deduplicated by `seq`) and resumes the session after the transport reconnects. Requests that
+ * need a feature the server lacks fail locally with `unsupported_feature` and send nothing.
+ *
+ * This module is also the entry the carrier serves at `GET /client.js`, so it re-exports the
+ * whole public API (transport, frames, errors): a page needs one import.
+ *
+ * Behaviour the SPEC leaves open, decided here:
+ * - The client is `connecting` until its handshake completes on the transport's open pipe;
+ *   `disconnected` means it stopped trying (disconnect(), a refused token or role, a refused
+ *   handshake, a failed first connect, a handshake without an answer).
+ * - Only a break after a successful handshake waits for the transport's reconnect; a break
+ *   before the first handshake completes rejects `connect()` and stops.
+ * - Requests need a completed handshake (`not_connected` otherwise, nothing queued); on a break,
+ *   outstanding requests reject with `connection_closed` and `effectState: "unknown"`.
+ * - The `seq` line restarts (dedupe floor 0) when the handshake does not resume the same session
+ *   (`new` / `reset`) and when `sessions.start` / `sessions.switch` binds another session.
+ * - Outbound channel seq numbering restarts at 0 on every new connection.
+ * - Feature preflight trusts an explicit `features[name]` boolean; a feature the server does not
+ *   list is judged by comparing its `protocol_version` with the one that introduced the feature.
+ * - `role: "observe"` (asked for) or an observe grant makes the client refuse drive-role
+ *   methods and channel sends locally with `forbidden`, sending nothing.
+ *
+ * @example
+ * import { CarrierClient } from "/client.js";
+ * const client = new CarrierClient("ws://127.0.0.1:7070/", { token });
+ * client.onEvent((frame) => console.log(frame.event, frame.payload));
+ * await client.connect();
+ * const { turn_id } = await client.request("session.submit", { prompt: "hi" });
+ *
+ * @module carrier-client/client
+ */
+
+import { CarrierError } from "./errors.js";
+import { decodeChannelFrame, encodeChannelFrame, MAX_CHANNEL_SEQ } from "./frames.js";
+import { asBytes, deferred, emit, isObject, subscribe } from "./internal.js";
+import { WsTransport } from "./transport.js";
+
+export { CarrierError } from "./errors.js";
+export { ChannelFrameError, decodeChannelFrame, encodeChannelFrame, MAX_CHANNEL_SEQ } from "./frames.js";
+export { CLOSE_POLICY_VIOLATION, RECONNECT_DELAYS_MS, WsTransport } from "./transport.js";
+
+/** Protocol version this client speaks. */
+export const PROTOCOL_VERSION = "1.0";
+/** Oldest server protocol this client still works with. */
+export const MIN_COMPATIBLE_PROTOCOL = "1.0";
+/** Version reported in the handshake's `client` field (the package's version). */
+export const CLIENT_VERSION = "0.1.0";
+
+/**
+ * Every method of the Rust method catalog with its least role and the protocol feature it needs
+ * (`null`: core protocol). A Rust test (`tests/js_client.rs`) checks this table against the
+ * catalog, so the two cannot drift.
+ * @type {Readonly<Record<string, Readonly<{leastRole: "observe" | "drive", feature: string | null}>>>}
+ */
+export const METHOD_CATALOG = Object.freeze({
+  "system.handshake": Object.freeze({ leastRole: "observe", feature: null }),
+  "system.ping": Object.freeze({ leastRole: "observe", feature: null }),
+  "system.status": Object.freeze({ leastRole: "observe", feature: null }),
+  "surface.role": Object.freeze({ leastRole: "observe", feature: null }),
+  "session.submit": Object.freeze({ leastRole: "drive", feature: null }),
+  "session.abort": Object.freeze({ leastRole: "drive", feature: null }),
+  "session.permission.respond": Object.freeze({ leastRole: "drive", feature: "permissions" }),
+  "session.history": Object.freeze({ leastRole: "observe", feature: null }),
+  "session.status": Object.freeze({ leastRole: "observe", feature: null }),
+  "sessions.list": Object.freeze({ leastRole: "observe", feature: "sessions" }),
+  "sessions.start": Object.freeze({ leastRole: "drive", feature: "sessions" }),
+  "sessions.switch": Object.freeze({ leastRole: "observe", feature: "sessions" }),
+  "channels.list": Object.freeze({ leastRole: "observe", feature: "channels" }),
+  "usage.report": Object.freeze({ leastRole: "observe", feature: null }),
+});
+
+/**
+ * The protocol version that introduced each optional feature (checked against the Rust
+ * catalog like {@link METHOD_CATALOG}).
+ * @type {Readonly<Record<string, string>>}
+ */
+export const FEATURE_PROTOCOLS = Object.freeze({
+  sessions: "1.0",
+  resume: "1.0",
+  permissions: "1.0",
+  channels: "1.0",
+  "usage.session": "1.0",
+  "usage.personal": "1.0",
+  "usage.stored": "1.0",
+});
+
+/**
+ * Methods that need an optional protocol feature, with the protocol version that introduced it:
+ * what feature preflight consults before sending a request. Derived from the catalog.
+ * @type {Readonly<Record<string, {feature: string, requiredProtocol: string}>>}
+ */
+export const METHOD_FEATURES = Object.freeze(
+  Object.fromEntries(
+    Object.entries(METHOD_CATALOG)
+      .filter(([, spec]) => spec.feature !== null)
+      .map(([method, { feature }]) => [
+        method,
+        Object.freeze({ feature: /** @type {string} */ (feature), requiredProtocol: FEATURE_PROTOCOLS[feature ?? ""] }),
+      ]),
+  ),
+);
+
+/**
+ * @typedef {"disconnected" | "connecting" | "connected" | "version_skew"} ConnectionState
+ * @typedef {{dispose(): void}} Disposable
+ * @typedef {{event: string, seq?: number, payload?: unknown}} EventFrameText
+ * @typedef {import("./transport.js").Transport} Transport
+ * @typedef {import("./frames.js").ChannelFrame} ChannelFrame
+ */
+
+/**
+ * @typedef {object} CarrierClientOptions
+ * @property {string} [token] URL form only: sent as the WebSocket subprotocol, never in the URL;
+ *   omit for an `--open` carrier
+ * @property {"drive" | "observe"} [role] `observe`: ask for the read-only role (URL form:
+ *   `?role=observe`) and refuse drive-role requests locally
+ * @property {boolean} [reconnect=true] URL form only: reconnect and resume after a break
+ * @property {any} [WebSocket] URL form only: the WebSocket class (default `globalThis.WebSocket`)
+ * @property {number} [requestTimeoutMs=30000] a request (or handshake) without a response by
+ *   then rejects with `timeout`
+ * @property {string} [clientName="carrier-web"] the handshake's `client.name`
+ * @property {(fn: () => void, ms: number) => unknown} [setTimeout] timer hook (tests)
+ * @property {(handle: any) => void} [clearTimeout] timer hook (tests)
+ * @property {Record<string, {feature: string, requiredProtocol: string}>} [methodFeatures]
+ *   overrides {@link METHOD_FEATURES}
+ */
+
+const TRANSPORT_METHODS = ["connect", "disconnect", "send", "onMessage", "onStateChange"];
+const ROLE_RANK = { observe: 0, drive: 1 };
+
+/**
+ * One client session with a carrier: request correlation, session events (deduplicated by
+ * `seq`), payload channels, resume after the transport reconnects.
+ */
+export class CarrierClient {
+  /** @type {Transport} */
+  #transport;
+  /** @type {"drive" | "observe" | undefined} */
+  #role;
+  #requestTimeoutMs;
+  #clientName;
+  #setTimeout;
+  #clearTimeout;
+  #methodFeatures;
+
+  /** @type {ConnectionState} */
+  #state = "disconnected";
+  /** True from connect() until disconnect() or a failure that reconnecting cannot fix. */
+  #wanted = false;
+  /** A handshake succeeded since connect(): only then does a break wait for the reconnect. */
+  #established = false;
+  /** @type {ReturnType<typeof deferred> | null} */
+  #connectWaiter = null;
+  /** @type {{id: string, timer: unknown} | null} the handshake in flight */
+  #handshake = null;
+  /** A handshake went out since connect(): a break before it completes is a failed connect. */
+  #handshakeStarted = false;
+
+  /** @type {any} */
+  #handshakeResult = null;
+  /** @type {CarrierError | null} why the client last stopped trying; null once connected */
+  #lastError = null;
+  /** @type {string | null} */
+  #sessionId = null;
+  /** @type {string | null} */
+  #epoch = null;
+  /** Highest session-event seq delivered for #sessionId; 0 when none. */
+  #lastSeq = 0;
+
+  #nextRequestNumber = 1;
+  /** @type {Map<string, {method: string, resolve: Function, reject: Function, timer: unknown}>} */
+  #pending = new Map();
+  /** Next outbound seq per channel; numbering restarts on every new connection. */
+  #channelSeq = new Map();
+
+  #eventHandlers = new Set();
+  #stateHandlers = new Set();
+  /** @type {Map<string, Set<Function>>} */
+  #channelHandlers = new Map();
+
+  /**
+   * @param {string | URL | Transport} target the carrier's WebSocket URL (e.g.
+   *   `ws://127.0.0.1:7070/`, dialled by a {@link WsTransport} the client builds), or any object
+   *   that keeps the {@link Transport} contract
+   * @param {CarrierClientOptions} [options]
+   * @throws {TypeError} for an unknown role, a URL that does not parse, an object that is not a
+   *   transport, or URL-only options given with a transport
+   */
+  constructor(target, options = {}) {
+    const {
+      token,
+      role,
+      reconnect = true,
+      WebSocket,
+      requestTimeoutMs = 30_000,
+      clientName = "carrier-web",
+      setTimeout = (fn, ms) => globalThis.setTimeout(fn, ms),
+      clearTimeout = (handle) => globalThis.clearTimeout(handle),
+      methodFeatures = METHOD_FEATURES,
+    } = options;
+    if (role !== undefined && role !== "drive" && role !== "observe") {
+      throw new TypeError(`role must be "drive" or "observe", not ${JSON.stringify(role)}`);
+    }
+    if (typeof target === "string" || target instanceof URL) {
+      const url = new URL(target);
+      if (role === "observe") url.searchParams.set("role", "observe");
+      this.#transport = new WsTransport(url, { token, reconnect, WebSocket, setTimeout, clearTimeout });
+    } else if (isTransport(target)) {
+      if (token !== undefined || WebSocket !== undefined) {
+        throw new TypeError("token and WebSocket belong to the transport: pass them to it, not to CarrierClient");
+      }
+      this.#transport = target;
+    } else {
+      throw new TypeError(`CarrierClient needs a URL or a transport (an object with ${TRANSPORT_METHODS.join(", ")})`);
+    }
+    this.#role = role;
+    this.#requestTimeoutMs = requestTimeoutMs;
+    this.#clientName = clientName;
+    this.#setTimeout = setTimeout;
+    this.#clearTimeout = clearTimeout;
+    this.#methodFeatures = methodFeatures;
+    this.#transport.onStateChange((state) => this.#onTransportState(state));
+    this.#transport.onMessage((frame) => this.#onFrame(frame));
+  }
+
+  /** The transport this client runs over. */
+  get transport() {
+    return this.#transport;
+  }
+
+  /** @returns {ConnectionState} */
+  get state() {
+    return this.#state;
+  }
+
+  /** The latest `system.handshake` result (its `resume` says what the last resume did). */
+  get handshakeResult() {
+    return this.#handshakeResult;
+  }
+
+  /**
+   * Why the client last went `disconnected` on its own — a refused token (`connection_closed`
+   * with `data.code` 1008), a server that is gone (`data.code` 1006), `version_incompatible`, … —
+   * so a page can say what to do even when no `connect()` call is waiting (a failed reconnect).
+   * `null` after a successful handshake; `disconnected` after `disconnect()`.
+   * @returns {CarrierError | null}
+   */
+  get lastError() {
+    return this.#lastError;
+  }
+
+  /** Highest session-event `seq` delivered for the current session (0 when none yet). */
+  get lastSeq() {
+    return this.#lastSeq;
+  }
+
+  /** The session this connection is bound to, as last reported by the server. */
+  get sessionId() {
+    return this.#sessionId;
+  }
+
+  /** Bytes queued by the transport but not yet sent (for pacing large channel uploads). */
+  get bufferedAmount() {
+    return this.#transport.bufferedAmount ?? 0;
+  }
+
+  /**
+   * Connects the transport (if it is not open yet) and performs the handshake. After an earlier
+   * connection it asks to resume the last session, so `connect()` after `disconnect()`
+   * continues where the client left off.
+   * @returns {Promise<any>} the handshake result
+   * @throws {CarrierError} `version_incompatible` or another handshake error, `timeout`, or
+   *   `connection_closed` when the pipe closed before the handshake completed
+   */
+  connect() {
+    if (this.#connectWaiter) return this.#connectWaiter.promise;
+    if (this.#isReady()) return Promise.resolve(this.#handshakeResult);
+    const waiter = deferred();
+    this.#connectWaiter = waiter;
+    this.#wanted = true;
+    this.#established = false;
+    this.#setState("connecting");
+    const transportState = this.#transport.state;
+    if (transportState === "connected") {
+      this.#sendHandshake();
+    } else if (transportState === "disconnected") {
+      this.#transport.connect().catch((err) => {
+        if (this.#connectWaiter !== waiter) return;
+        this.#shutDown(err instanceof CarrierError ? err : this.#closedError(String(err?.message ?? err)));
+      });
+    }
+    return waiter.promise;
+  }
+
+  /**
+   * Disconnects the transport and stops. Outstanding requests reject with `disconnected`.
+   * @returns {Promise<void>}
+   */
+  disconnect() {
+    this.#shutDown(new CarrierError("disconnected", "the client disconnected", { effectState: "unknown" }));
+    return Promise.resolve();
+  }
+
+  /**
+   * Sends a request and resolves with its `result`.
+   * @param {string} method e.g. `session.submit`
+   * @param {object} [params]
+   * @returns {Promise<any>}
+   * @throws {CarrierError} the server's error (`code`, `data`, `effectState`), or a local one:
+   *   `unsupported_feature` or `forbidden` (nothing was sent), `not_connected`, `timeout`,
+   *   `connection_closed`
+   */
+  request(method, params) {
+    if (typeof method !== "string" || method.length === 0) {
+      return Promise.reject(new TypeError("method must be a non-empty string"));
+    }
+    if (method === "system.handshake") {
+      return Promise.reject(new TypeError("the client performs system.handshake itself"));
+    }
+    if (!this.#isReady()) {
+      return Promise.reject(new CarrierError("not_connected", `cannot send ${method}: not connected`, { effectState: "none" }));
+    }
+    const refused = this.#roleGuard(method, METHOD_CATALOG[method]?.leastRole) ?? this.#preflight(method);
+    if (refused) return Promise.reject(refused);
+    return this.#call(method, params);
+  }
+
+  /**
+   * Subscribes to every inbound text event: `session.*` (deduplicated by `seq`),
+   * `protocol_error`, `channel.dropped`, … The handler gets the frame `{event, seq?, payload}`;
+   * `session.turn_started` carries `{turn_id, driver, prompt}`, so every connection sees what
+   * was asked, whoever asked it.
+   * @param {(frame: EventFrameText) => void} handler
+   * @returns {Disposable}
+   */
+  onEvent(handler) {
+    return subscribe(this.#eventHandlers, handler);
+  }
+
+  /**
+   * Subscribes to state changes; the handler gets `(state, previousState)`.
+   * @param {(state: ConnectionState, previous: ConnectionState) => void} handler
+   * @returns {Disposable}
+   */
+  onStateChange(handler) {
+    return subscribe(this.#stateHandlers, handler);
+  }
+
+  /**
+   * Subscribes to decoded inbound frames of one channel; `"*"` receives every channel.
+   * @param {string} channel
+   * @param {(frame: ChannelFrame) => void} handler
+   * @returns {Disposable}
+   */
+  onChannel(channel, handler) {
+    let handlers = this.#channelHandlers.get(channel);
+    if (!handlers) {
+      handlers = new Set();
+      this.#channelHandlers.set(channel, handlers);
+    }
+    return subscribe(handlers, handler);
+  }
+
+  /**
+   * Sends an event frame on a declared channel.
+   * @param {string} channel
+   * @param {string} event
+   * @param {unknown} [payload]
+   * @returns {number} the seq the frame carried
+   * @throws {CarrierError} `not_connected`, `forbidden`; {@link ChannelFrameError} for an
+   *   unencodable frame
+   */
+  sendChannelEvent(channel, event, payload) {
+    return this.#sendChannelFrame({ kind: "event", channel, event, payload });
+  }
+
+  /**
+   * Sends opaque bytes on a declared binary channel.
+   * @param {string} channel
+   * @param {Uint8Array | ArrayBuffer | ArrayBufferView} bytes
+   * @returns {number} the seq the frame carried
+   * @throws {CarrierError} `not_connected`, `forbidden`; {@link ChannelFrameError} for an
+   *   unencodable frame
+   */
+  sendChannelBinary(channel, bytes) {
+    return this.#sendChannelFrame({ kind: "binary", channel, payload: asBytes(bytes) });
+  }
+
+  // -- connection lifecycle ------------------------------------------------------------------
+
+  #isReady() {
+    return this.#state === "connected" || this.#state === "version_skew";
+  }
+
+  /** @param {ConnectionState} next */
+  #setState(next) {
+    const previous = this.#state;
+    if (previous === next) return;
+    this.#state = next;
+    emit(this.#stateHandlers, next, previous);
+  }
+
+  /** @param {import("./transport.js").TransportState} state */
+  #onTransportState(state) {
+    if (!this.#wanted) return;
+    if (state === "connected") {
+      // A new pipe: the handshake is its first frame.
+      this.#sendHandshake();
+      return;
+    }
+    const closed = this.#closedError();
+    this.#clearHandshake();
+    this.#rejectPending(closed);
+    if (state === "connecting" && this.#established) {
+      // The transport redials; the next `connected` resumes the session.
+      this.#setState("connecting");
+    } else if (state === "disconnected" || this.#handshakeStarted) {
+      this.#shutDown(closed);
+    }
+  }
+
+  #sendHandshake() {
+    this.#channelSeq.clear();
+    /** @type {Record<string, unknown>} */
+    const params = {
+      protocol_version: PROTOCOL_VERSION,
+      min_compatible_protocol: MIN_COMPATIBLE_PROTOCOL,
+      client: { name: this.#clientName, version: CLIENT_VERSION },
+    };
+    if (this.#sessionId !== null && this.#epoch !== null) {
+      params.resume = { session_id: this.#sessionId, epoch: this.#epoch, after_seq: this.#lastSeq };
+    }
+    const id = this.#newRequestId();
+    const timer = this.#setTimeout(() => {
+      if (this.#handshake?.id !== id) return;
+      this.#handshake = null;
+      this.#shutDown(new CarrierError("timeout", `the carrier did not answer the handshake within ${this.#requestTimeoutMs} ms`, {
+        effectState: "unknown",
+      }));
+    }, this.#requestTimeoutMs);
+    this.#handshake = { id, timer };
+    this.#handshakeStarted = true;
+    try {
+      this.#transport.send({ id, method: "system.handshake", params });
+    } catch (err) {
+      this.#shutDown(err instanceof CarrierError ? err : this.#closedError(String(err?.message ?? err)));
+    }
+  }
+
+  #onHandshakeResponse(frame) {
+    this.#clearHandshake();
+    if (frame.error !== undefined) {
+      // version_incompatible (or any refusal of the handshake itself) will not change on retry.
+      this.#shutDown(toCarrierError(frame.error));
+      return;
+    }
+    const result = isObject(frame.result) ? frame.result : {};
+    const outcome = result.resume?.outcome;
+    const sameSession = result.session_id === this.#sessionId && result.epoch === this.#epoch;
+    // Only a resumed (or gapped) session continues the old seq numbering.
+    if (!(sameSession && (outcome === "resumed" || outcome === "gap"))) this.#lastSeq = 0;
+    this.#handshakeResult = result;
+    this.#sessionId = typeof result.session_id === "string" ? result.session_id : null;
+    this.#epoch = typeof result.epoch === "string" ? result.epoch : null;
+    this.#established = true;
+    this.#lastError = null;
+    this.#setState(result.version_skew === true ? "version_skew" : "connected");
+    const waiter = this.#connectWaiter;
+    this.#connectWaiter = null;
+    waiter?.resolve(result);
+  }
+
+  #clearHandshake() {
+    if (this.#handshake !== null) {
+      this.#clearTimeout(this.#handshake.timer);
+      this.#handshake = null;
+    }
+  }
+
+  /** @param {string} [detail] */
+  #closedError(detail) {
+    const close = this.#transport.lastClose ?? { code: 1006, reason: detail ?? "" };
+    const reason = close.reason ? `: ${close.reason}` : "";
+    return new CarrierError("connection_closed", `connection closed (${close.code}${reason})`, {
+      data: { code: close.code, reason: close.reason },
+      effectState: "unknown",
+    });
+  }
+
+  /** Stops for good (until the next connect()): transport down, no timers, nothing pending. */
+  #shutDown(error) {
+    this.#wanted = false;
+    this.#established = false;
+    this.#handshakeStarted = false;
+    this.#clearHandshake();
+    this.#rejectPending(error);
+    const waiter = this.#connectWaiter;
+    this.#connectWaiter = null;
+    waiter?.reject(error);
+    this.#lastError = error;
+    if (this.#transport.state !== "disconnected") {
+      this.#transport.disconnect().catch(() => {});
+    }
+    this.#setState("disconnected");
+  }
+
+  // -- requests ------------------------------------------------------------------------------
+
+  #newRequestId() {
+    return `c${this.#nextRequestNumber++}`;
+  }
+
+  /**
+   * @param {string} what
+   * @param {string | undefined} leastRole
+   * @returns {CarrierError | null} the local `forbidden` error when this client may not do it
+   */
+  #roleGuard(what, leastRole) {
+    const granted = this.#handshakeResult?.role === "observe" ? "observe" : "drive";
+    const asked = this.#role ?? "drive";
+    const effective = ROLE_RANK[asked] < ROLE_RANK[granted] ? asked : granted;
+    if (leastRole === undefined || ROLE_RANK[effective] >= ROLE_RANK[leastRole]) return null;
+    return new CarrierError("forbidden", `${what} needs the ${leastRole} role; this client has the ${effective} role`, {
+      effectState: "none",
+      data: { least_role: leastRole, role: effective },
+    });
+  }
+
+  /** @returns {CarrierError | null} the local `unsupported_feature` error, if the server lacks it */
+  #preflight(method) {
+    const need = this.#methodFeatures[method];
+    if (!need) return null;
+    const serverProtocol = String(this.#handshakeResult?.protocol_version ?? "0.0");
+    const announced = this.#handshakeResult?.features?.[need.feature];
+    // An explicit flag wins; a server that does not list the feature is judged by its version.
+    const available = typeof announced === "boolean" ? announced : compareVersions(serverProtocol, need.requiredProtocol) >= 0;
+    if (available) return null;
+    return new CarrierError("unsupported_feature", `${method} needs the server feature "${need.feature}"`, {
+      effectState: "none",
+      data: {
+        feature: need.feature,
+        component: "server",
+        required_protocol: need.requiredProtocol,
+        actual_protocol: serverProtocol,
+        recovery: `update the carrier server to protocol ${need.requiredProtocol} or later`,
+      },
+    });
+  }
+
+  #call(method, params) {
+    const id = this.#newRequestId();
+    return new Promise((resolve, reject) => {
+      const timer = this.#setTimeout(() => {
+        if (this.#pending.delete(id)) {
+          reject(new CarrierError("timeout", `${method} got no response within ${this.#requestTimeoutMs} ms`, {
+            effectState: "unknown",
+          }));
+        }
+      }, this.#requestTimeoutMs);
+      this.#pending.set(id, { method, resolve, reject, timer });
+      try {
+        this.#transport.send({ id, method, params: params ?? {} });
+      } catch (err) {
+        this.#pending.delete(id);
+        this.#clearTimeout(timer);
+        reject(err instanceof CarrierError ? err : new CarrierError("connection_closed", `cannot send ${method}: ${err.message}`, {
+          effectState: "none",
+        }));
+      }
+    });
+  }
+
+  #onResponse(frame) {
+    if (frame.id === this.#handshake?.id) {
+      this.#onHandshakeResponse(frame);
+      return;
+    }
+    const pending = this.#pending.get(frame.id);
+    if (!pending) {
+      console.warn(`carrier: dropped a response for unknown request id ${JSON.stringify(frame.id)}`);
+      return;
+    }
+    this.#pending.delete(frame.id);
+    this.#clearTimeout(pending.timer);
+    if (frame.error !== undefined) {
+      pending.reject(toCarrierError(frame.error));
+      return;
+    }
+    this.#noteSessionBinding(pending.method, frame.result);
+    pending.resolve(frame.result);
+  }
+
+  /** After sessions.start / sessions.switch the connection follows another session's seq line. */
+  #noteSessionBinding(method, result) {
+    if (method !== "sessions.start" && method !== "sessions.switch") return;
+    const sessionId = result?.session_id;
+    if (typeof sessionId === "string" && sessionId !== this.#sessionId) {
+      this.#sessionId = sessionId;
+      this.#lastSeq = 0;
+    }
+  }
+
+  #rejectPending(error) {
+    const pending = [...this.#pending.values()];
+    this.#pending.clear();
+    for (const entry of pending) {
+      this.#clearTimeout(entry.timer);
+      entry.reject(error);
+    }
+  }
+
+  /** The server sends no requests today; answer any so the peer is not left waiting. */
+  #answerRequest(frame) {
+    try {
+      this.#transport.send({
+        id: frame.id,
+        error: { code: "method_not_found", message: `this client does not serve ${frame.method}`, effect_state: "none" },
+      });
+    } catch {
+      // The pipe closed meanwhile; the peer's request dies with it.
+    }
+  }
+
+  // -- inbound -------------------------------------------------------------------------------
+
+  /** @param {import("./transport.js").InboundFrame} frame */
+  #onFrame(frame) {
+    if (!this.#wanted) return;
+    if (frame instanceof Uint8Array) {
+      this.#onBinary(frame);
+    } else if (typeof frame.event === "string") {
+      this.#onEventFrame(frame);
+    } else if (typeof frame.id === "string" && typeof frame.method === "string") {
+      this.#answerRequest(frame);
+    } else if (typeof frame.id === "string" && ("result" in frame || "error" in frame)) {
+      this.#onResponse(frame);
+    } else {
+      console.warn("carrier: dropped a text frame that is not a valid envelope");
+    }
+  }
+
+  #onEventFrame(frame) {
+    if (typeof frame.seq === "number") {
+      // Session events: replays after a resume may repeat what was already delivered.
+      if (frame.seq <= this.#lastSeq) return;
+      this.#lastSeq = frame.seq;
+    }
+    emit(this.#eventHandlers, frame);
+  }
+
+  /** @param {Uint8Array} bytes */
+  #onBinary(bytes) {
+    let frame;
+    try {
+      frame = decodeChannelFrame(bytes);
+    } catch (err) {
+      console.warn(`carrier: dropped an inbound binary frame: ${err.message}`);
+      return;
+    }
+    emit(this.#channelHandlers.get(frame.channel) ?? new Set(), frame);
+    emit(this.#channelHandlers.get("*") ?? new Set(), frame);
+  }
+
+  // -- channels ------------------------------------------------------------------------------
+
+  #sendChannelFrame(frame) {
+    if (!this.#isReady()) {
+      throw new CarrierError("not_connected", `cannot send on channel ${frame.channel}: not connected`, {
+        effectState: "none",
+      });
+    }
+    const refused = this.#roleGuard(`sending on channel ${frame.channel}`, "drive");
+    if (refused) throw refused;
+    const seq = this.#channelSeq.get(frame.channel) ?? 0;
+    const bytes = encodeChannelFrame({ ...frame, seq });
+    this.#transport.send(bytes);
+    this.#channelSeq.set(frame.channel, seq === MAX_CHANNEL_SEQ ? 0 : seq + 1);
+    return seq;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers
+// ---------------------------------------------------------------------------------------------
+
+/** @param {any} value */
+function isTransport(value) {
+  return value !== null && typeof value === "object" && TRANSPORT_METHODS.every((name) => typeof value[name] === "function");
+}
+
+/** @param {unknown} error the wire `error` object */
+function toCarrierError(error) {
+  const wire = isObject(error) ? error : {};
+  const code = typeof wire.code === "string" ? wire.code : "internal";
+  const message = typeof wire.message === "string" && wire.message ? wire.message : code;
+  return new CarrierError(code, message, { data: wire.data, effectState: wire.effect_state });
+}
+
+/**
+ * Compares "MAJOR.MINOR" strings numerically.
+ * @param {string} a
+ * @param {string} b
+ */
+function compareVersions(a, b) {
+  const [aMajor = 0, aMinor = 0] = a.split(".").map((part) => Number.parseInt(part, 10) || 0);
+  const [bMajor = 0, bMinor = 0] = b.split(".").map((part) => Number.parseInt(part, 10) || 0);
+  return aMajor - bMajor || aMinor - bMinor;
+}

@@ -1,0 +1,100 @@
+//! `carrier schema --check DIR --ts FILE` against copies of the committed files: passes on
+//! them as committed, fails (exit 1, naming the file) when the TypeScript declarations are
+//! edited, missing, or when a JSON Schema is stale; `--out --ts` writes both.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn carrier(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_carrier"))
+        .arg("schema")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn committed(path: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn copy_schemas(to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(committed("schemas")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn check_fails_on_an_edited_or_missing_typescript_file_and_passes_on_the_committed_one() {
+    let scratch = tempfile::tempdir().unwrap();
+    let schemas = scratch.path().join("schemas");
+    let wire = scratch.path().join("wire.d.ts");
+    copy_schemas(&schemas);
+    std::fs::copy(committed("js/wire.d.ts"), &wire).unwrap();
+    let check = || {
+        carrier(&[
+            "--check".as_ref(),
+            schemas.as_os_str(),
+            "--ts".as_ref(),
+            wire.as_os_str(),
+        ])
+    };
+
+    let ok = check();
+    assert!(ok.status.success(), "{ok:?}");
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("TypeScript declarations"));
+
+    // A hand edit: the submit params lose their prompt.
+    let text = std::fs::read_to_string(&wire).unwrap();
+    let edited = text.replacen("  prompt: string;\n", "  prompt?: string;\n", 1);
+    assert_ne!(
+        edited, text,
+        "the committed file declares SubmitParams.prompt"
+    );
+    std::fs::write(&wire, edited).unwrap();
+    let stale = check();
+    assert_eq!(stale.status.code(), Some(1), "{stale:?}");
+    let stderr = String::from_utf8_lossy(&stale.stderr);
+    assert!(
+        stderr.contains("stale") && stderr.contains("wire.d.ts"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--ts"), "says how to regenerate: {stderr}");
+
+    std::fs::remove_file(&wire).unwrap();
+    let missing = check();
+    assert_eq!(missing.status.code(), Some(1), "{missing:?}");
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("missing"));
+
+    // --out --ts writes it again, and then the check passes.
+    let out = carrier(&[
+        "--out".as_ref(),
+        schemas.as_os_str(),
+        "--ts".as_ref(),
+        wire.as_os_str(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        std::fs::read(&wire).unwrap(),
+        std::fs::read(committed("js/wire.d.ts")).unwrap()
+    );
+    assert!(check().status.success());
+}
+
+#[test]
+fn a_stale_json_schema_still_fails_the_check_beside_a_current_typescript_file() {
+    let scratch = tempfile::tempdir().unwrap();
+    let schemas = scratch.path().join("schemas");
+    copy_schemas(&schemas);
+    std::fs::write(schemas.join("system.ping.params.json"), "{}\n").unwrap();
+    let wire = committed("js/wire.d.ts");
+    let out = carrier(&[
+        "--check".as_ref(),
+        schemas.as_os_str(),
+        "--ts".as_ref(),
+        wire.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("system.ping.params.json"));
+}
