@@ -106,6 +106,11 @@ export type ErrorCode =
   | "too_large"
   /** Unknown session, turn or request id. */
   | "not_found"
+  /**
+   * The request would pass a bound published in the handshake `limits`
+   * (`data: {limit, value}`: the limit's name and its value).
+   */
+  | "limit_exceeded"
   /** A host or session failure. */
   | "internal";
 
@@ -176,8 +181,10 @@ export interface HandshakeResult {
 export interface HistoryEntry {
   /** Who said it. */
   role: HistoryRole;
-  /** What was said. */
+  /** What was said (a reply: at most `limits.max_reply_bytes`). */
   text: string;
+  /** `true` when `text` is a reply cut to `limits.max_reply_bytes`; absent otherwise. */
+  truncated?: boolean | null;
   /** The turn it belongs to. */
   turn_id: string;
 }
@@ -213,8 +220,14 @@ export interface LimitsInfo {
   max_inbound_bytes: number;
   /** Hard cap on any message (close 1009 above it). */
   max_message_bytes: number;
+  /** Bytes of a reply kept in `turn_completed.text` and history (more is `truncated`). */
+  max_reply_bytes: number;
+  /** Sessions the host may hold; `sessions.start` past it is `limit_exceeded`. */
+  max_sessions: number;
   /** Soft limit on a text message (`too_large` above it). */
   max_text_bytes: number;
+  /** The longest `sessions.start` title, in bytes (`invalid_params` above it). */
+  max_title_bytes: number;
   /** Server ping interval, in milliseconds. */
   ping_interval_ms: number;
   /** Time allowed for a pong, in milliseconds. */
@@ -445,8 +458,13 @@ export interface TextDelta {
 export interface TurnCompleted {
   /** Whether it was aborted. */
   aborted: boolean;
-  /** The whole reply (what was streamed, when aborted). */
+  /** The whole reply (what was streamed, when aborted), at most `limits.max_reply_bytes`. */
   text: string;
+  /**
+   * `true` when `text` was cut to `limits.max_reply_bytes` (the deltas hold all of it);
+   * absent otherwise. An agent process may set it on a reply it cut itself.
+   */
+  truncated?: boolean | null;
   /** The turn. */
   turn_id: string;
 }
