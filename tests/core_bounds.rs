@@ -452,3 +452,48 @@ async fn sixteen_clients_sending_15_mib_at_once_stay_within_the_inbound_budget()
     );
     serve.finish().await;
 }
+
+/// Opens `n` TCP connections to `port` that never send a byte (bounded: `n` sockets, closed when
+/// dropped).
+async fn idle_sockets(port: u16, n: usize) -> Vec<TcpStream> {
+    let mut socks = Vec::with_capacity(n);
+    for _ in 0..n {
+        match tokio::time::timeout(common::WAIT, TcpStream::connect(("127.0.0.1", port))).await {
+            Ok(Ok(s)) => socks.push(s),
+            _ => break, // the accept backlog is full: enough
+        }
+    }
+    socks
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_tcp_connections_cost_a_bounded_amount_and_never_lock_clients_out() {
+    // A token-less process opens connections and sends nothing. Each used to hold ~10 KiB for
+    // the 10 s header timeout, without limit, and once the carrier ran out of file descriptors
+    // no client got in. Now at most 512 wait for their request; the oldest makes room.
+    let serve = Serve::start(&[]).await.expect("serve");
+    let memory = Memory { pid: serve.pid };
+    let baseline = memory.baseline();
+    let idle = idle_sockets(serve.port, 3000).await;
+    assert_eq!(idle.len(), 3000);
+    still_serves(&serve).await;
+    let growth = memory.peak_growth_mib(baseline);
+    assert!(
+        growth < 12.0,
+        "resident memory grew by {growth:.1} MiB for 3000 idle sockets"
+    );
+    drop(idle);
+    serve.finish().await;
+
+    // With few descriptors: 400 idle sockets would take them all.
+    let serve = Serve::start_with_fd_limit(Some(256), &[])
+        .await
+        .expect("serve with 256 descriptors");
+    let idle = idle_sockets(serve.port, 400).await;
+    assert!(idle.len() >= 300, "only {} sockets connected", idle.len());
+    for _ in 0..10 {
+        still_serves(&serve).await;
+    }
+    drop(idle);
+    serve.finish().await;
+}

@@ -1,12 +1,14 @@
 //! Binding 127.0.0.1 with port retry, and the accept loop.
 
+use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 use super::http::CarrierService;
 use super::shared::Shared;
@@ -53,6 +55,43 @@ pub async fn bind_loopback(port: u16, max_retries: u16) -> Result<TcpListener, B
     })
 }
 
+/// HTTP connections (before an upgrade, or kept alive between requests) one transport holds
+/// at once. Each holds a task and hyper's read buffer (about 10 KiB) for up to the header
+/// timeout, and anyone on the machine can open them without a token; past this many, the
+/// oldest one that is not answering a request is dropped to make room. A client that means it
+/// sends its request at once, so it is never the oldest idle one for long.
+pub(crate) const MAX_HTTP_CONNECTIONS: usize = 512;
+
+/// One accepted HTTP connection's place in the accept loop's list.
+#[derive(Default)]
+struct HttpSlot {
+    /// Its task ended (upgraded, closed, timed out): gone from the list.
+    ended: AtomicBool,
+    /// A request is being answered: not to be dropped.
+    busy: AtomicBool,
+    evict: Notify,
+}
+
+impl HttpSlot {
+    fn idle(&self) -> bool {
+        !self.busy.load(Ordering::Acquire)
+    }
+}
+
+/// Drops the oldest idle connection of `open` (forgetting ended ones first). `false` if none.
+fn evict_oldest_idle(open: &mut VecDeque<Arc<HttpSlot>>) -> bool {
+    open.retain(|s| !s.ended.load(Ordering::Acquire));
+    match open.iter().position(|s| s.idle()) {
+        Some(i) => {
+            if let Some(slot) = open.remove(i) {
+                slot.evict.notify_one();
+            }
+            true
+        }
+        None => false,
+    }
+}
+
 /// Accepts connections until `shutdown` flips to true.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
@@ -62,6 +101,7 @@ pub(crate) async fn accept_loop(
     let service = CarrierService {
         shared: shared.clone(),
     };
+    let mut open: VecDeque<Arc<HttpSlot>> = VecDeque::new();
     loop {
         let accepted = tokio::select! {
             _ = shutdown.changed() => break,
@@ -70,17 +110,37 @@ pub(crate) async fn accept_loop(
         let (stream, _) = match accepted {
             Ok(pair) => pair,
             Err(e) => {
-                // EMFILE and friends: back off briefly instead of spinning.
+                // EMFILE and friends: make room by dropping the oldest connection that has not
+                // sent a request (clients that did are served), then back off briefly instead
+                // of spinning.
                 tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                let pause = if evict_oldest_idle(&mut open) { 5 } else { 50 };
+                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
                 continue;
             }
         };
         let _ = stream.set_nodelay(true);
+        open.retain(|s| !s.ended.load(Ordering::Acquire));
+        if open.len() >= MAX_HTTP_CONNECTIONS {
+            evict_oldest_idle(&mut open);
+        }
+        let slot = Arc::new(HttpSlot::default());
+        open.push_back(slot.clone());
         let service = service.clone();
         let header_timeout = shared.limits.header_timeout;
         let mut stop = shutdown.clone();
         tokio::spawn(async move {
+            let answering = slot.clone();
+            let service = hyper::service::service_fn(move |req| {
+                answering.busy.store(true, Ordering::Release);
+                let response = hyper::service::Service::call(&service, req);
+                let answering = answering.clone();
+                async move {
+                    let r = response.await;
+                    answering.busy.store(false, Ordering::Release);
+                    r
+                }
+            });
             let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout)
@@ -88,13 +148,29 @@ pub(crate) async fn accept_loop(
                 .serve_connection(TokioIo::new(stream), service)
                 .with_upgrades();
             tokio::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => if let Err(e) = r { tracing::debug!(error = %e, "http connection ended") },
-                _ = stop.changed() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
+            loop {
+                tokio::select! {
+                    r = conn.as_mut() => {
+                        if let Err(e) = r {
+                            tracing::debug!(error = %e, "http connection ended");
+                        }
+                        break;
+                    }
+                    // A request may have arrived since it was chosen: then it is answered.
+                    _ = slot.evict.notified() => {
+                        if slot.idle() {
+                            tracing::debug!("idle http connection dropped: too many open");
+                            break;
+                        }
+                    }
+                    _ = stop.changed() => {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = conn.await;
+                        break;
+                    }
                 }
             }
+            slot.ended.store(true, Ordering::Release);
         });
     }
 }

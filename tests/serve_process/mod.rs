@@ -63,9 +63,24 @@ pub struct Refused {
 impl Serve {
     /// `carrier serve --port 0 --token test-token ARGS…`, up to its `listening` line.
     pub async fn start(args: &[&str]) -> Result<Serve, Refused> {
+        Serve::start_with_fd_limit(None, args).await
+    }
+
+    /// [`Serve::start`] with the process's open-file limit lowered to `fds` (through the
+    /// shell's `ulimit`, which then `exec`s the carrier: the pid stays the carrier's).
+    pub async fn start_with_fd_limit(fds: Option<u32>, args: &[&str]) -> Result<Serve, Refused> {
         let stderr = tempfile::NamedTempFile::new().expect("temp file");
         let runtime = tempfile::tempdir().expect("runtime dir");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_carrier"))
+        let mut command = match fds {
+            None => Command::new(env!("CARGO_BIN_EXE_carrier")),
+            Some(n) => {
+                let mut c = Command::new("sh");
+                c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\"")])
+                    .arg(env!("CARGO_BIN_EXE_carrier"));
+                c
+            }
+        };
+        let mut child = command
             .args(["serve", "--port", "0", "--token", TOKEN])
             .args(args)
             .env("RUST_LOG", "info")
