@@ -61,7 +61,14 @@ export type DeliveryClass =
    * Live media: past the channel's per-connection budget the oldest queued frames of the
    * channel are dropped and the receiver gets `channel.dropped {channel, count}`.
    */
-  | "lossy";
+  | "lossy"
+  /**
+   * Large transfers: reliable and in order, but written only when nothing else waits for the
+   * connection, within a window per connection ([`ChannelDescriptor::bulk_window`]) outside
+   * its byte budget. Senders wait for room ([`ChannelHandle::send_bulk_to`]) instead of
+   * failing a slow reader.
+   */
+  | "bulk";
 
 /**
  * Who drives a turn: the identity the host configured for the listener, never a client's

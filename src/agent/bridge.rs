@@ -181,7 +181,7 @@ where
         }
         let mut items = std::mem::take(&mut batch).into_iter();
         for item in items.by_ref() {
-            let cost = item.cost();
+            out.written(&item);
             let (frame, last) = match item {
                 OutItem::Message {
                     kind: MessageKind::Text,
@@ -199,15 +199,14 @@ where
                 _ => (None, false),
             };
             let sent = frame.map_or(Ok(()), &mut send);
-            out.written(cost);
             if let Err(e) = sent {
                 tracing::debug!(error = %e, "bridge send failed");
                 out.fail_once(FailReason::WriteError);
-                out.written(items.map(|i| i.cost()).sum());
+                items.for_each(|i| out.written(&i));
                 return;
             }
             if last {
-                out.written(items.map(|i| i.cost()).sum());
+                items.for_each(|i| out.written(&i));
                 return;
             }
         }

@@ -58,7 +58,8 @@ pub fn drain(out: &Outbound) -> usize {
     if !taken {
         return 0;
     }
-    let bytes: usize = batch.iter().map(|item| item.cost()).sum();
-    out.written(bytes);
+    for item in &batch {
+        out.written(item);
+    }
     batch.len()
 }

@@ -411,7 +411,6 @@ async fn write_loop(
         }
         let mut closing = false;
         for item in batch.drain(..) {
-            let cost = item.cost();
             let result = match &item {
                 OutItem::Message {
                     kind, head, body, ..
@@ -423,6 +422,12 @@ async fn write_loop(
                     };
                     w.frame(op, &[head, body]).await
                 }
+                OutItem::Bulk(f) => {
+                    shared
+                        .metrics
+                        .outbound(MessageKind::Binary, f.head.len() + f.body.len());
+                    w.frame(Opcode::Binary, &[&f.head, &f.body]).await
+                }
                 OutItem::Ping(p) => w.frame(Opcode::Ping, &[p]).await,
                 OutItem::Pong(p) => w.frame(Opcode::Pong, &[p]).await,
                 OutItem::Close { code, reason } => {
@@ -431,7 +436,7 @@ async fn write_loop(
                         .await
                 }
             };
-            out.written(cost);
+            out.written(&item);
             if result.is_err() {
                 out.fail_once(FailReason::WriteError);
                 break 'run false;

@@ -16,6 +16,7 @@
 pub mod admission;
 #[doc(hidden)]
 pub mod bench_support;
+mod bulk;
 pub mod config;
 mod connection;
 pub mod context;
@@ -41,6 +42,6 @@ pub use outbound::{close_code, DeliveryError, Outbound, ITEM_OVERHEAD};
 pub use profile::{Attachment, Connection, ConnectionId, TextProfile, TextSession};
 pub use registry::{
     ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, DeliveryClass, Inbound,
-    InboundBody,
+    InboundBody, DEFAULT_BULK_WINDOW,
 };
 pub use transport::{mint_token, LifecycleError, RuntimeFileOptions, WsTransport};

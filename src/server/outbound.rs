@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 use tokio::sync::Notify;
 
+use super::bulk::{BulkFrame, BulkLane};
+
 /// WebSocket close codes the carrier uses.
 pub mod close_code {
     /// Normal closure.
@@ -54,6 +56,8 @@ pub(crate) enum OutItem {
         /// The lossy channel this frame belongs to, if any: lossy frames may be dropped.
         lossy: Option<Arc<str>>,
     },
+    /// A frame of a bulk channel (always binary), from the bulk lane.
+    Bulk(BulkFrame),
     Ping(Bytes),
     Pong(Bytes),
     Close {
@@ -75,6 +79,7 @@ impl OutItem {
         ITEM_OVERHEAD
             + match self {
                 OutItem::Message { head, body, .. } => head.len() + body.len(),
+                OutItem::Bulk(f) => return f.cost(),
                 OutItem::Ping(p) | OutItem::Pong(p) => p.len(),
                 OutItem::Close { reason, .. } => 2 + reason.len(),
             }
@@ -93,6 +98,10 @@ pub enum DeliveryError {
     /// The queue was already past its byte budget; the connection has been failed (1013).
     #[error("the reader is too slow: outbound queue over its byte budget; connection failed")]
     Overflow,
+    /// The bulk channel's window on this connection is full; nothing was queued. Wait for room
+    /// (the async bulk sends do) or try again later.
+    #[error("the bulk channel's window on this connection is full")]
+    WindowFull,
 }
 
 /// How a connection ended, reported once by the latched cleanup.
@@ -116,6 +125,8 @@ struct Queue {
     newest_pong: Option<usize>,
     /// Per lossy channel: bytes queued and frames dropped since the receiver was last told.
     lossy: Vec<LossyState>,
+    /// Bulk frames, apart from the rest and written only when nothing else waits.
+    bulk: BulkLane,
     /// No more frames are accepted (close queued, or failed).
     closed: bool,
 }
@@ -156,6 +167,8 @@ struct OutboundInner {
     on_fail: Mutex<Option<Cleanup>>,
     /// Wakes tasks waiting in [`Outbound::failed`].
     failed_notify: Notify,
+    /// Wakes bulk senders waiting for room: a bulk frame was written, or the connection closed.
+    bulk_room: Notify,
 }
 
 impl Outbound {
@@ -171,6 +184,7 @@ impl Outbound {
                 fail_reason: Mutex::new(None),
                 on_fail: Mutex::new(None),
                 failed_notify: Notify::new(),
+                bulk_room: Notify::new(),
             }),
         }
     }
@@ -310,6 +324,9 @@ impl Outbound {
             }
             q.closed |= closing;
             q.items.push_back(item);
+            if closing {
+                self.inner.bulk_room.notify_waiters();
+            }
             // Counted before the lock is released, so before the writer can take the item and
             // release its bytes. Counting after the unlock let the writer's subtraction come
             // first: the counter wrapped below zero for a moment, and a concurrent send saw a
@@ -376,6 +393,7 @@ impl Outbound {
     pub(crate) fn shut(&self) {
         self.lock().closed = true;
         self.inner.wake.notify_one();
+        self.inner.bulk_room.notify_waiters();
     }
 
     /// Fails the connection: the first call latches, drops everything queued, stops accepting
@@ -396,6 +414,7 @@ impl Outbound {
             q.closed = true;
             let freed = q.items.iter().map(OutItem::cost).sum::<usize>();
             q.items.clear();
+            q.bulk.clear();
             q.pending_pongs = 0;
             q.newest_pong = None;
             q.lossy.clear();
@@ -413,6 +432,7 @@ impl Outbound {
         }
         self.inner.wake.notify_one();
         self.inner.failed_notify.notify_waiters();
+        self.inner.bulk_room.notify_waiters();
         true
     }
 
@@ -436,8 +456,64 @@ impl Outbound {
         }
     }
 
-    /// Waits until something is queued (or the connection failed), then takes the whole batch.
-    /// The batch's bytes stay counted until [`Outbound::written`] releases them.
+    /// Queues a frame of a bulk channel whose window on this connection is `window` bytes: taken
+    /// while the channel's queued bytes are under the window (so it holds at most the window plus
+    /// one frame), refused with [`DeliveryError::WindowFull`] otherwise. Bulk bytes are not
+    /// part of the connection's budget.
+    pub(crate) fn send_bulk(&self, frame: BulkFrame, window: usize) -> Result<(), DeliveryError> {
+        {
+            let mut q = self.lock();
+            if q.closed {
+                return Err(DeliveryError::Closed);
+            }
+            q.bulk
+                .push(frame, window)
+                .map_err(|_| DeliveryError::WindowFull)?;
+        }
+        self.inner.wake.notify_one();
+        Ok(())
+    }
+
+    /// Resolves once `channel` has room in its window here, or with [`DeliveryError::Closed`]
+    /// once the connection takes no more frames. Room may be gone again by the time the caller
+    /// sends (another sender): [`Outbound::send_bulk`] then says so and the caller waits again.
+    pub(crate) async fn bulk_room(
+        &self,
+        channel: &str,
+        window: usize,
+    ) -> Result<(), DeliveryError> {
+        loop {
+            let notified = self.inner.bulk_room.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a release in between is not missed.
+            notified.as_mut().enable();
+            {
+                let q = self.lock();
+                if q.closed {
+                    return Err(DeliveryError::Closed);
+                }
+                if q.bulk.has_room(channel, window) {
+                    return Ok(());
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Whether `channel` has room in its window here now.
+    pub(crate) fn bulk_has_room(&self, channel: &str, window: usize) -> bool {
+        self.lock().bulk.has_room(channel, window)
+    }
+
+    /// Bytes of bulk channel `channel` queued on this connection (its window's fill).
+    pub fn bulk_queued_bytes(&self, channel: &str) -> usize {
+        self.lock().bulk.queued(channel)
+    }
+
+    /// Waits until something is queued (or the connection failed), then takes a batch: every
+    /// other frame queued, or while bulk frames wait, at most [`super::bulk::BULK_EVERY`] frames
+    /// of which one is bulk (a bulk frame alone when nothing else waits). The batch's bytes stay
+    /// counted until [`Outbound::written`] releases them.
     pub(crate) async fn next_batch(
         &self,
         batch: &mut Vec<OutItem>,
@@ -446,26 +522,7 @@ impl Outbound {
         loop {
             {
                 let mut q = self.lock();
-                if !q.items.is_empty() {
-                    if batch.is_empty() {
-                        // Hand the queue's own buffer to the writer (O(1) when contiguous, which
-                        // it is after the first batch) and leave the queue unallocated, so an
-                        // idle connection holds no queue memory (issue 7). The next push
-                        // allocates a small buffer again.
-                        *batch = Vec::from(std::mem::take(&mut q.items));
-                    } else {
-                        batch.extend(q.items.drain(..));
-                    }
-                    q.pending_pongs = 0;
-                    q.newest_pong = None;
-                    for s in q.lossy.iter_mut() {
-                        s.queued_bytes = 0;
-                        if s.dropped > 0 {
-                            drops.push((s.channel.clone(), s.dropped));
-                            s.dropped = 0;
-                        }
-                    }
-                }
+                take_batch(&mut q, batch, drops);
                 if !batch.is_empty() || q.closed {
                     return;
                 }
@@ -474,9 +531,73 @@ impl Outbound {
         }
     }
 
-    /// Releases the bytes of items the writer has handed to the socket.
-    pub(crate) fn written(&self, bytes: usize) {
-        self.inner.bytes.fetch_sub(bytes, Ordering::AcqRel);
+    /// Releases what an item the writer has handed to the socket held: its bytes of the
+    /// budget, or its room in a bulk window (waking the senders waiting for it).
+    pub(crate) fn written(&self, item: &OutItem) {
+        match item {
+            OutItem::Bulk(f) => {
+                self.lock().bulk.released(&f.channel, f.cost());
+                self.inner.bulk_room.notify_waiters();
+            }
+            other => {
+                self.inner.bytes.fetch_sub(other.cost(), Ordering::AcqRel);
+            }
+        }
+    }
+}
+
+/// Moves the next batch from the queue into `batch` (see [`Outbound::next_batch`]).
+fn take_batch(q: &mut Queue, batch: &mut Vec<OutItem>, drops: &mut Vec<(Arc<str>, u64)>) {
+    let waiting = q.items.len();
+    let (with_bulk, take) = q.bulk.plan(waiting);
+    if let Some(frame) = q.bulk.took(with_bulk, take) {
+        batch.push(OutItem::Bulk(frame));
+    }
+    if take == 0 {
+        return;
+    }
+    if take == waiting {
+        if batch.is_empty() {
+            // Hand the queue's own buffer to the writer (O(1) when contiguous, which it is
+            // after the first batch) and leave the queue unallocated, so an idle connection
+            // holds no queue memory (issue 7). The next push allocates a small buffer again.
+            *batch = Vec::from(std::mem::take(&mut q.items));
+        } else {
+            batch.extend(q.items.drain(..));
+        }
+        q.pending_pongs = 0;
+        q.newest_pong = None;
+        for s in q.lossy.iter_mut() {
+            s.queued_bytes = 0;
+        }
+    } else {
+        let from = batch.len();
+        batch.extend(q.items.drain(..take));
+        for item in &batch[from..] {
+            match item {
+                OutItem::Pong(_) => q.pending_pongs = q.pending_pongs.saturating_sub(1),
+                OutItem::Message { lossy: Some(c), .. } => {
+                    if let Some(s) = q.lossy.iter_mut().find(|s| s.channel == *c) {
+                        s.queued_bytes = s.queued_bytes.saturating_sub(item.cost());
+                    }
+                }
+                _ => {}
+            }
+        }
+        q.newest_pong = q.newest_pong.and_then(|i| i.checked_sub(take));
+    }
+    for s in q.lossy.iter_mut() {
+        if s.dropped > 0 {
+            drops.push((s.channel.clone(), s.dropped));
+            s.dropped = 0;
+        }
+    }
+    // A graceful close: the bulk frames still queued go out before it.
+    if matches!(batch.last(), Some(OutItem::Close { .. })) && !q.bulk.is_empty() {
+        if let Some(close) = batch.pop() {
+            batch.extend(q.bulk.drain_all().into_iter().map(OutItem::Bulk));
+            batch.push(close);
+        }
     }
 }
 
@@ -612,7 +733,7 @@ mod tests {
                         out.next_batch(&mut batch, &mut drops),
                     );
                     for item in batch.drain(..) {
-                        out.written(item.cost());
+                        out.written(&item);
                     }
                 }
             })

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
+use super::bulk::BulkFrame;
 use super::connection::send_protocol_error;
 use super::outbound::DeliveryError;
 use super::profile::{Connection, ConnectionId};
@@ -39,7 +40,15 @@ pub enum DeliveryClass {
     /// Live media: past the channel's per-connection budget the oldest queued frames of the
     /// channel are dropped and the receiver gets `channel.dropped {channel, count}`.
     Lossy,
+    /// Large transfers: reliable and in order, but written only when nothing else waits for the
+    /// connection, within a window per connection ([`ChannelDescriptor::bulk_window`]) outside
+    /// its byte budget. Senders wait for room ([`ChannelHandle::send_bulk_to`]) instead of
+    /// failing a slow reader.
+    Bulk,
 }
+
+/// Default per-connection window of a bulk channel: 1 MiB.
+pub const DEFAULT_BULK_WINDOW: usize = 1 << 20;
 
 /// A channel as the host declares it (and as `channels.list` and the handshake show it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -53,6 +62,15 @@ pub struct ChannelDescriptor {
     /// Outbound delivery class.
     #[serde(default)]
     pub delivery: DeliveryClass,
+    /// Bytes of a bulk channel's frames queued per connection before senders wait (the host's
+    /// setting; not on the wire). Default [`DEFAULT_BULK_WINDOW`].
+    #[serde(skip, default = "default_bulk_window")]
+    #[schemars(skip)]
+    pub bulk_window: usize,
+}
+
+fn default_bulk_window() -> usize {
+    DEFAULT_BULK_WINDOW
 }
 
 impl ChannelDescriptor {
@@ -63,7 +81,14 @@ impl ChannelDescriptor {
             events: events.iter().map(|e| e.to_string()).collect(),
             binary,
             delivery: DeliveryClass::Reliable,
+            bulk_window: DEFAULT_BULK_WINDOW,
         }
+    }
+
+    /// Sets a bulk channel's window per connection (at least 1 byte).
+    pub fn bulk_window(mut self, bytes: usize) -> Self {
+        self.bulk_window = bytes.max(1);
+        self
     }
 
     /// Sets the delivery class.
@@ -107,6 +132,13 @@ pub enum ChannelError {
     /// The frame could not be encoded.
     #[error(transparent)]
     Encode(#[from] ChannelFrameError),
+    /// A synchronous send on a bulk channel whose window is full (on the connection, or on one
+    /// of the receivers of a broadcast): nothing was queued. The async sends wait instead.
+    #[error("channel {0:?}: the bulk window is full; nothing was queued")]
+    WindowFull(String),
+    /// A bulk send was made on a channel that is not `bulk`.
+    #[error("channel {0:?} is not a bulk channel")]
+    NotBulk(String),
     /// The connection did not take the frame (closed, or failed as a slow reader).
     #[error(transparent)]
     Delivery(#[from] DeliveryError),
@@ -154,6 +186,9 @@ struct ChannelEntry {
     seq: AtomicU32,
     /// Held while a frame is numbered and queued, so every receiver sees seqs in order.
     send_lock: Mutex<()>,
+    /// Held by a bulk send from numbering its frame until every receiver has queued it, across
+    /// the waits for room, so a bulk channel's frames keep their order on every connection.
+    bulk_order: tokio::sync::Mutex<()>,
     closed: AtomicBool,
     sink: Mutex<Option<Arc<Sink>>>,
     /// Connections that have sent on this channel: told when they disconnect.
@@ -190,6 +225,7 @@ impl ChannelRegistry {
             descriptor,
             seq: AtomicU32::new(0),
             send_lock: Mutex::new(()),
+            bulk_order: tokio::sync::Mutex::new(()),
             closed: AtomicBool::new(false),
             sink: Mutex::new(None),
             senders: DashSet::new(),
@@ -515,7 +551,144 @@ impl ChannelHandle {
                 frame.head.clone(),
                 frame.body.clone(),
             ),
+            DeliveryClass::Bulk => conn.outbound().send_bulk(
+                BulkFrame {
+                    channel: self.entry.name.clone(),
+                    head: frame.head.clone(),
+                    body: frame.body.clone(),
+                },
+                self.entry.descriptor.bulk_window,
+            ),
         }
+    }
+
+    fn is_bulk(&self) -> bool {
+        self.entry.descriptor.delivery == DeliveryClass::Bulk
+    }
+
+    fn window(&self) -> usize {
+        self.entry.descriptor.bulk_window
+    }
+
+    fn has_room(&self, conn: &Connection) -> bool {
+        conn.outbound()
+            .bulk_has_room(&self.entry.name, self.window())
+    }
+
+    /// The synchronous sends of a bulk channel: refused with [`ChannelError::WindowFull`] (and
+    /// nothing queued) when a receiver's window is full, or while an async bulk send of this
+    /// channel waits for room (it holds the channel's order).
+    fn sync_bulk(&self, receivers: &[Connection], body: &FrameBody) -> Result<u32, ChannelError> {
+        let full = || ChannelError::WindowFull(self.name().to_string());
+        let _bulk = self.entry.bulk_order.try_lock().map_err(|_| full())?;
+        let _order = self.order();
+        if !receivers.iter().all(|c| self.has_room(c) || !c.is_open()) {
+            return Err(full());
+        }
+        let (seq, frame) = self.number_and_encode(body)?;
+        for conn in receivers {
+            let _ = self.queue(conn, &frame);
+        }
+        Ok(seq)
+    }
+
+    /// Sends `body` to one connection of a bulk channel, waiting while the channel's window on
+    /// that connection is full, and returns the frame's seq once it is queued. Errors when the
+    /// connection closes before there is room ([`DeliveryError::Closed`]), or when the channel
+    /// is not bulk. Cancel-safe: dropping the future before it resolves queues nothing.
+    ///
+    /// Streaming a file in 64 KiB frames at the pace the client reads it:
+    ///
+    /// ```no_run
+    /// # async fn stream(handle: carrier::server::ChannelHandle, to: carrier::server::ConnectionId)
+    /// # -> Result<(), Box<dyn std::error::Error>> {
+    /// use tokio::io::AsyncReadExt;
+    /// let mut file = tokio::fs::File::open("model.bin").await?;
+    /// let mut chunk = vec![0u8; 64 * 1024];
+    /// loop {
+    ///     let n = file.read(&mut chunk).await?;
+    ///     if n == 0 {
+    ///         break;
+    ///     }
+    ///     let body = carrier::protocol::channel_frame::FrameBody::Binary(
+    ///         bytes::Bytes::copy_from_slice(&chunk[..n]),
+    ///     );
+    ///     handle.send_bulk_to(to, body).await?; // waits while the window is full
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_bulk_to(
+        &self,
+        connection: ConnectionId,
+        body: FrameBody,
+    ) -> Result<u32, ChannelError> {
+        self.check(&body)?;
+        if !self.is_bulk() {
+            return Err(ChannelError::NotBulk(self.name().to_string()));
+        }
+        let conn = self
+            .registry()
+            .and_then(|r| r.sink(connection))
+            .ok_or(ChannelError::UnknownConnection(connection))?;
+        loop {
+            // The wait for room holds nothing: sends to other connections go on meanwhile.
+            conn.outbound()
+                .bulk_room(&self.entry.name, self.window())
+                .await?;
+            // Numbered and queued at once, so this connection sees the channel's seqs in order
+            // (a broadcast part way through its receivers holds `bulk_order` until done).
+            let _bulk = self.entry.bulk_order.lock().await;
+            let _order = self.order();
+            if !self.has_room(&conn) {
+                continue; // another sender took the room first: wait again
+            }
+            let (seq, frame) = self.number_and_encode(&body)?;
+            self.queue(&conn, &frame)?;
+            return Ok(seq);
+        }
+    }
+
+    /// Sends `body` to every handshaken connection (but `except`) of a bulk channel, encoded
+    /// once, waiting for each receiver's window in turn; receivers that close meanwhile are
+    /// skipped. Returns the frame's seq once every receiver has queued it. Dropping the future
+    /// part way leaves the frame queued on the receivers that had room until then.
+    pub async fn broadcast_bulk_except(
+        &self,
+        except: Option<ConnectionId>,
+        body: FrameBody,
+    ) -> Result<u32, ChannelError> {
+        self.check(&body)?;
+        if !self.is_bulk() {
+            return Err(ChannelError::NotBulk(self.name().to_string()));
+        }
+        let _bulk = self.entry.bulk_order.lock().await;
+        let (seq, frame) = {
+            let _order = self.order();
+            self.number_and_encode(&body)?
+        };
+        for conn in self.sinks().iter().filter(|c| Some(c.id()) != except) {
+            if conn
+                .outbound()
+                .bulk_room(&self.entry.name, self.window())
+                .await
+                .is_ok()
+            {
+                let _ = self.queue(conn, &frame);
+            }
+        }
+        Ok(seq)
+    }
+
+    /// [`Self::broadcast_bulk_except`] to every handshaken connection.
+    pub async fn broadcast_bulk(&self, body: FrameBody) -> Result<u32, ChannelError> {
+        self.broadcast_bulk_except(None, body).await
+    }
+
+    /// Bytes of this (bulk) channel queued on `connection` now: at most the window plus one
+    /// frame.
+    pub fn bulk_queued_bytes(&self, connection: ConnectionId) -> Option<usize> {
+        let conn = self.registry().and_then(|r| r.sink(connection))?;
+        Some(conn.outbound().bulk_queued_bytes(&self.entry.name))
     }
 
     /// Sends to every handshaken connection; the frame is encoded once. Returns its seq.
@@ -554,6 +727,15 @@ impl ChannelHandle {
     /// lock so every receiver sees this channel's seqs in order.
     fn fan_out(&self, except: Option<ConnectionId>, body: FrameBody) -> Result<u32, ChannelError> {
         self.check(&body)?;
+        if self.is_bulk() {
+            let receivers: Vec<Connection> = self
+                .sinks()
+                .iter()
+                .filter(|c| Some(c.id()) != except)
+                .cloned()
+                .collect();
+            return self.sync_bulk(&receivers, &body);
+        }
         let _order = self.order();
         let (seq, frame) = self.number_and_encode(&body)?;
         for sink in self.sinks().iter() {
@@ -584,6 +766,9 @@ impl ChannelHandle {
             .registry()
             .and_then(|r| r.sink(connection))
             .ok_or(ChannelError::UnknownConnection(connection))?;
+        if self.is_bulk() {
+            return self.sync_bulk(std::slice::from_ref(&conn), &body);
+        }
         let _order = self.order();
         let (seq, frame) = self.number_and_encode(&body)?;
         self.queue(&conn, &frame)?;
