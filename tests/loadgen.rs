@@ -91,3 +91,103 @@ async fn non_loopback_targets_are_refused_before_any_connection() {
         Err(LoadError::Target(TargetError::NotLoopback(_)))
     ));
 }
+
+/// A plain WebSocket echo server on loopback (tokio-tungstenite, not the carrier). With
+/// `swap_pairs`, it sends each pair of messages back in reverse order: a broken server.
+async fn tungstenite_echo(swap_pairs: bool) -> String {
+    use futures_util::{SinkExt, StreamExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("ws://{}/", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(tcp).await else {
+                    return;
+                };
+                let mut held = None;
+                while let Some(Ok(msg)) = ws.next().await {
+                    if !(msg.is_binary() || msg.is_text()) {
+                        continue;
+                    }
+                    if swap_pairs {
+                        match held.take() {
+                            None => held = Some(msg),
+                            Some(first) => {
+                                if ws.send(msg).await.is_err() || ws.send(first).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    } else if ws.send(msg).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test]
+async fn windowed_runs_keep_sixteen_in_flight_against_the_carrier_and_a_plain_echo_server() {
+    let (transport, url) = carrier().await;
+    let channel = Plan {
+        window: 16,
+        ..plan(Mode::Channel, &url, 3, 200, 1024)
+    };
+    let report = run(&channel).await.expect("channel run");
+    assert_eq!(report.errors, 0, "{:?}", report.first_error);
+    assert_eq!(report.completed, 600);
+    transport.stop().await;
+
+    let echo = tungstenite_echo(false).await;
+    for binary in [true, false] {
+        let raw = Plan {
+            window: 16,
+            binary,
+            token: None,
+            ..plan(Mode::Raw, &echo, 4, 300, 1024)
+        };
+        let report = run(&raw).await.expect("raw run");
+        assert_eq!(report.errors, 0, "{:?}", report.first_error);
+        assert_eq!(report.completed, 1200);
+    }
+}
+
+#[tokio::test]
+async fn a_windowed_run_reports_echoes_that_come_back_out_of_order() {
+    let echo = tungstenite_echo(true).await;
+    let raw = Plan {
+        window: 16,
+        binary: true,
+        token: None,
+        warmup: 0,
+        ..plan(Mode::Raw, &echo, 1, 100, 64)
+    };
+    let report = run(&raw).await.expect("raw run");
+    assert_eq!(report.errors, 1);
+    assert_eq!(report.completed, 0, "the first echo is message 1, not 0");
+    let error = report.first_error.unwrap_or_default();
+    assert!(error.contains("reordered or lost"), "{error}");
+}
+
+#[tokio::test]
+async fn windows_are_bounded_and_only_for_echo_modes() {
+    for (mode, window) in [
+        (Mode::Raw, 0),
+        (Mode::Raw, 1025),
+        (Mode::Rpc, 4),
+        (Mode::Fanout, 2),
+    ] {
+        let p = Plan {
+            window,
+            ..plan(mode, "ws://127.0.0.1:9/", 1, 10, 64)
+        };
+        assert!(
+            matches!(run(&p).await, Err(LoadError::Plan(_))),
+            "{mode:?} with window {window}"
+        );
+    }
+}

@@ -46,6 +46,9 @@ pub struct BenchArgs {
     /// raw: send binary messages instead of text.
     #[arg(long)]
     pub binary: bool,
+    /// channel and raw modes: messages in flight per connection (pipelined; 1 = closed loop).
+    #[arg(long, default_value_t = 1)]
+    pub window: usize,
     /// Channel name (default: echo; fanout: relay).
     #[arg(long)]
     pub channel: Option<String>,
@@ -70,6 +73,7 @@ impl BenchArgs {
             size: self.size,
             warmup: self.warmup,
             binary: self.binary,
+            window: self.window,
             channel: self.channel.clone(),
             max_duration: Duration::from_secs(self.duration_secs),
             server_pid: self.server_pid,

@@ -66,6 +66,8 @@ pub const MAX_CONNECTIONS: usize = 10_000;
 pub const MAX_TOTAL_MESSAGES: usize = 20_000_000;
 /// The largest message (the carrier's default hard cap).
 pub const MAX_SIZE: usize = 16 << 20;
+/// The most messages in flight per connection (`--window`).
+pub const MAX_WINDOW: usize = 1024;
 /// The longest a run may last.
 pub const MAX_DURATION: Duration = Duration::from_secs(600);
 
@@ -113,6 +115,9 @@ pub struct Plan {
     pub warmup: usize,
     /// `raw`: send binary instead of text.
     pub binary: bool,
+    /// `channel` and `raw`: messages in flight per connection (1: one round trip at a time).
+    /// Each echo must come back in send order, with the index its message carried.
+    pub window: usize,
     /// Channel name for `channel` / `fanout` / `idle`.
     pub channel: Option<String>,
     /// The run stops (and reports `timed_out`) after this long.
@@ -138,6 +143,7 @@ impl Plan {
             size: 64,
             warmup: 0,
             binary: false,
+            window: 1,
             channel: None,
             max_duration: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
@@ -171,6 +177,12 @@ impl Plan {
             return bad(&format!(
                 "connections × (messages + warmup) must be at most {MAX_TOTAL_MESSAGES}"
             ));
+        }
+        if self.window == 0 || self.window > MAX_WINDOW {
+            return bad(&format!("window must be 1..={MAX_WINDOW}"));
+        }
+        if self.window > 1 && !matches!(self.mode, Mode::Channel | Mode::Raw) {
+            return bad("--window applies to the channel and raw modes");
         }
         if self.size > MAX_SIZE {
             return bad(&format!("size must be at most {MAX_SIZE} bytes"));
