@@ -55,7 +55,8 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     allowed_origins: Vec<String>,
-    /// A payload channel NAME:KIND[:ARG], KIND = echo | relay | files:DIR. Repeatable.
+    /// A payload channel NAME:KIND[:ARG], KIND = echo | relay | files:DIR; echo and relay take
+    /// `:bulk` for the bulk delivery class (NAME:echo:bulk). Repeatable.
     #[arg(long = "channel", env = "CARRIER_CHANNELS", value_delimiter = ',')]
     channels: Vec<ChannelSpec>,
     /// Host an external agent process speaking the envelope as JSON lines on stdin/stdout.
