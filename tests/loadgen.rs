@@ -19,6 +19,7 @@ async fn carrier() -> (WsTransport, String) {
     channels::echo::mount(transport.registry(), "echo").expect("echo");
     channels::relay::mount(transport.registry(), "relay").expect("relay");
     transport.start().await.expect("start");
+    channels::echo::mount_bulk(transport.registry(), "bulk").expect("bulk echo");
     let url = format!("ws://127.0.0.1:{}/", transport.bound_port().expect("port"));
     (transport, url)
 }
@@ -190,4 +191,46 @@ async fn windows_are_bounded_and_only_for_echo_modes() {
             "{mode:?} with window {window}"
         );
     }
+}
+
+#[tokio::test]
+async fn mixed_runs_measure_pings_idle_and_beside_a_transfer_on_bulk_and_reliable_channels() {
+    let (transport, url) = carrier().await;
+    for channel in ["bulk", "echo"] {
+        let p = Plan {
+            size: 64 * 1024,
+            transfer_bytes: 8 << 20,
+            window: 16,
+            channel: Some(channel.into()),
+            ..plan(Mode::Mixed, &url, 2, 0, 64 * 1024)
+        };
+        let report = run(&p).await.expect("mixed run");
+        assert_eq!(report.errors, 0, "{channel}: {:?}", report.first_error);
+        let mixed = report.mixed.expect("mixed figures");
+        assert_eq!(mixed.idle_pings, 2 * carrier::loadgen::IDLE_PINGS as u64);
+        assert_eq!(mixed.transfer_bytes, 2 * (8 << 20), "{channel}");
+        assert!(mixed.idle.p50_us <= mixed.idle.p99_us);
+        let line: serde_json::Value = serde_json::from_str(&report.to_json()).expect("json");
+        assert!(
+            line["mixed"]["during_transfer"]["p99_us"].is_number(),
+            "{line}"
+        );
+    }
+    // The reader's pace is honoured: 2 MiB at 4 MiB/s takes about half a second, so the
+    // measured rate is at most the asked one (a bound, not a timing assertion on the server).
+    let p = Plan {
+        size: 64 * 1024,
+        transfer_bytes: 2 << 20,
+        read_rate: Some(4 << 20),
+        ..plan(Mode::Mixed, &url, 1, 0, 64 * 1024)
+    };
+    let report = run(&p).await.expect("paced run");
+    assert_eq!(report.errors, 0, "{:?}", report.first_error);
+    let mixed = report.mixed.expect("mixed");
+    assert!(
+        mixed.transfer_mb_per_s <= 4.0 * 1.048_576 * 1.05,
+        "{}",
+        mixed.transfer_mb_per_s
+    );
+    transport.stop().await;
 }

@@ -54,7 +54,7 @@ impl Script {
                     size: plan.size,
                 }
             }
-            Mode::Raw | Mode::IdleRaw | Mode::Fanout => {
+            Mode::Raw | Mode::IdleRaw | Mode::Fanout | Mode::Mixed => {
                 let binary = plan.binary || plan.mode == Mode::IdleRaw;
                 Script::Raw {
                     payload: vec![b'x'; plan.size],
@@ -284,6 +284,7 @@ pub(crate) async fn run(
         first_error: None,
         memory: None,
         server_cpu: None,
+        mixed: None,
     };
     for task in tasks {
         match task.await {
