@@ -4,7 +4,7 @@ use carrier::server::{
     ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, DeliveryClass, Inbound,
 };
 
-use crate::channels::echo::{body_of, BULK_INBOUND_FRAMES};
+use super::echo::{body_of, BULK_INBOUND_FRAMES};
 
 /// Registers a relay channel named `name` (any event, binary).
 pub fn mount(registry: &ChannelRegistry, name: &str) -> Result<ChannelHandle, ChannelError> {

@@ -28,6 +28,7 @@
 //! draining have timeouts, and the child is stopped when the parent ends (its stdin closes).
 
 #[path = "../channels/echo.rs"]
+#[allow(dead_code)] // the soak mounts only the reliable echo
 mod echo;
 
 use std::alloc::{GlobalAlloc, Layout, System};
