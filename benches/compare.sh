@@ -84,8 +84,11 @@ start_server() { # kind
     carrier | carrier-before)
       local bin=target/release/carrier
       [ "$kind" = carrier-before ] && bin=$BEFORE_BIN
+      local more=()
+      # The before build may predate bulk channels.
+      [ "$kind" = carrier ] && more=(--channel bulk:echo:bulk)
       CARRIER_TOKEN=$TOKEN RUST_LOG=warn "${SERVER_PIN[@]}" "$bin" serve --port 0 \
-        --channel echo:echo --channel relay:relay >"$out" 2>"$OUT/server-$kind.err" &
+        --channel echo:echo --channel relay:relay "${more[@]}" >"$out" 2>"$OUT/server-$kind.err" &
       ;;
     fastws) "${SERVER_PIN[@]}" target/baselines/release/fws-echo 0 >"$out" 2>/dev/null & ;;
     fastws-tuned) "${SERVER_PIN[@]}" target/baselines/release/fws-echo 0 --tuned >"$out" 2>/dev/null & ;;
@@ -117,6 +120,14 @@ run_one() {
   extra+=(--server-pid "$SPID")
   local line perf_pid="" perf_out=$OUT/perf-$scenario-$server.csv
   if [ "$run" = 0 ]; then
+    # Without warm-up, so every message counted is a message the report completed.
+    local args=() skip=0 a
+    for a in "$@"; do
+      if [ "$skip" = 1 ]; then skip=0; continue; fi
+      if [ "$a" = --warmup ]; then skip=1; continue; fi
+      args+=("$a")
+    done
+    set -- "${args[@]}"
     perf stat -x, -e 'syscalls:sys_enter_*' -p "$SPID" -o "$perf_out" 2>/dev/null &
     perf_pid=$!
     sleep 0.5 # perf attaches before the load starts
@@ -161,7 +172,7 @@ scenario() { # NAME SERVER:ARGS... — runs every server RUNS times, order alter
   local name=$1
   shift
   local specs=("$@") run i
-  if [ -n "${BEFORE_BIN:-}" ]; then
+  if [ -n "${BEFORE_BIN:-}" ] && [ "${NO_BEFORE:-0}" != 1 ]; then
     for spec in "$@"; do
       case $spec in carrier:*) specs+=("carrier-before:${spec#carrier:}") ;; esac
     done
@@ -217,6 +228,13 @@ scenario pipe1k \
   "carrier:--mode channel --window 16 -c 100 -m $MPIPE -s 1024 --warmup 32" \
   "fastws-tuned:--mode raw --binary --window 16 -c 100 -m $MPIPE -s 1024 --warmup 32" \
   "fastws:--mode raw --binary --window 16 -c 100 -m $MPIPE -s 1024 --warmup 32"
+# Mixed (SPEC section 12): ping latency idle and beside a 256 MiB transfer on the same
+# connection, on a bulk echo channel and, for contrast, the reliable (FIFO) one.
+MIXB=$((256 << 20)); [ "$QUICK" = 1 ] && MIXB=$((16 << 20))
+NO_BEFORE=1 scenario mixed \
+  "carrier:--mode mixed -c 1 -s 65536 --window 16 --transfer-bytes $MIXB --channel bulk"
+NO_BEFORE=1 scenario mixed-fifo \
+  "carrier:--mode mixed -c 1 -s 65536 --window 16 --transfer-bytes $MIXB --channel echo"
 SYSCALLS_SAVED=$SYSCALLS
 SYSCALLS=0 # memory runs: syscall counts say nothing there
 scenario idle \
@@ -286,7 +304,6 @@ labels = {
     "bin1m": "1 conn × 1 MiB binary (carrier: `channel` echo)",
     "fanout64k": "1 → 100 fan-out of 64 KiB (carrier: `fanout` on relay; baselines: 1 conn × 64 KiB echo)",
     "pipe1k": "100 conns × 16 in flight × 1 KiB binary (`--window 16`; carrier: `channel` echo)",
-    "mixed": "`mixed`: ping p99 beside a bulk transfer on the same connection",
 }
 servers = ["carrier", "carrier-before", "fastws-tuned", "fastws", "tungstenite", "node-ws"]
 out = []
@@ -338,6 +355,29 @@ for srv, what in [("carrier", "carrier (admitted + handshaken)"),
                    f"{fmt(med('idle', srv, 'after_message_bytes_per_conn', 'memory'))} | {errs('idle', srv)} |")
 out.append("")
 
+if ("mixed", "carrier") in by:
+    out.append("Mixed (`carrier bench --mode mixed -c 1 -s 65536 --window 16 --transfer-bytes 268435456`): "
+               "`system.ping` round trips on the connection before a 256 MiB echo transfer (idle) and "
+               "during it, on a `bulk` echo channel and on the `reliable` one (one FIFO per connection):")
+    out.append("")
+    out.append("| channel | idle p50 µs | idle p99 µs | during p50 µs | during p99 µs | p99 during ÷ idle | transfer MB/s | errors |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for scn, what in [("mixed", "`bulk:echo:bulk`"), ("mixed-fifo", "`echo:echo` (reliable, FIFO)")]:
+        if (scn, "carrier") not in by:
+            continue
+        g = lambda part, key: med(scn, "carrier", key, None) if part is None else statistics.median(
+            [x["mixed"][part][key] for x in by[(scn, "carrier")] if x.get("mixed")] or [0])
+        ratio_v = statistics.median([x["mixed"]["p99_ratio"] for x in by[(scn, "carrier")] if x.get("mixed")] or [0])
+        mb = statistics.median([x["mixed"]["transfer_mb_per_s"] for x in by[(scn, "carrier")] if x.get("mixed")] or [0])
+        out.append(f"| {what} | {fmt(g('idle', 'p50_us'))} | {fmt(g('idle', 'p99_us'))} | "
+                   f"{fmt(g('during_transfer', 'p50_us'))} | {fmt(g('during_transfer', 'p99_us'))} | "
+                   f"{ratio_v:.2f} | {mb:,.0f} | {errs(scn, 'carrier')} |")
+    out.append("")
+
+def mixed_ratio(scn):
+    v = [x["mixed"]["p99_ratio"] for x in by.get((scn, "carrier"), []) if x.get("mixed")]
+    return statistics.median(v) if v else None
+
 def check(name, value, target, cmp=">="):
     if value is None:
         return f"| {name} | – | {cmp} {target} | not measured |"
@@ -362,6 +402,7 @@ out.append(check("RSS per idle connection ÷ tuned bare", r_("idle", "carrier", 
 out.append(check("RSS per connection after 16 KiB ÷ tuned bare", r_("idle", "carrier", T, "after_message_bytes_per_conn", "memory"), 1.15, "<="))
 out.append(check("pipelined 1 KiB msgs/s ÷ tuned bare", r_("pipe1k", "carrier", T), 3.0))
 out.append(check("pipelined 1 KiB: carrier syscalls/msg", per_msg("pipe1k", "carrier"), 0.2, "<="))
+out.append(check("mixed: ping p99 during a 256 MiB bulk transfer ÷ idle p99 (bulk channel)", mixed_ratio("mixed"), 2.0, "<="))
 if "carrier-before" in {s for _, s in by}:
     out.append(check("16 KiB channel echo msgs/s ÷ before", r_("bin16k", "carrier", "carrier-before"), 1.0))
     out.append(check("RSS per idle connection ÷ before", r_("idle", "carrier", "carrier-before", "idle_bytes_per_conn", "memory"), 1.0, "<="))
