@@ -6,12 +6,12 @@ mod channels;
 
 use carrier::agent::{AgentProfile, EmbeddedAgent};
 use carrier::loadgen::{run, LoadError, Mode, Plan, TargetError};
-use carrier::server::{CarrierConfig, WsTransport};
+use carrier::server::{Auth, CarrierConfig, WsTransport};
 
 async fn carrier() -> (WsTransport, String) {
     let transport = WsTransport::new(CarrierConfig {
         port: 0,
-        token: Some("bench-token".into()),
+        auth: Auth::Token("bench-token".into()),
         ..CarrierConfig::default()
     })
     .expect("config");

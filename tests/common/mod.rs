@@ -32,7 +32,7 @@ pub struct Server {
 pub fn config() -> CarrierConfig {
     let mut config = CarrierConfig {
         port: 0,
-        token: Some("test-token".into()),
+        auth: carrier::server::Auth::Token("test-token".into()),
         driver_id: "host-driver".into(),
         surface: "test-surface".into(),
         ..Default::default()

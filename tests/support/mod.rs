@@ -144,7 +144,7 @@ impl Server {
 pub fn config() -> CarrierConfig {
     CarrierConfig {
         port: 0,
-        token: Some("test-token".into()),
+        auth: carrier::server::Auth::Token("test-token".into()),
         ..CarrierConfig::default()
     }
 }
