@@ -35,7 +35,7 @@ type Ws = WebSocketStream<tokio::net::TcpStream>;
 async fn carrier() -> (WsTransport, ChannelHandle, u16) {
     let transport = WsTransport::new(CarrierConfig {
         port: 0,
-        token: Some(TOKEN.into()),
+        auth: carrier::server::Auth::Token(TOKEN.into()),
         ..CarrierConfig::default()
     })
     .expect("config");
