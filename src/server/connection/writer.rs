@@ -67,14 +67,17 @@ pub(super) async fn write_loop(
             break 'run false;
         }
         for (channel, count) in drops.drain(..) {
+            // The payload is a temporary, gone before the write's await: the writer's state
+            // (one per connection) holds only the encoded text. Encoding a string and a number
+            // cannot fail; were it ever to, the notice is skipped.
             let notice = ChannelDropped {
                 channel: channel.to_string(),
                 count,
             };
-            // Encoding two plain fields cannot fail; were it ever to, the notice is skipped.
             let Ok(text) = encode_event("channel.dropped", None, &notice) else {
                 continue;
             };
+            drop(notice);
             shared.metrics.outbound(MessageKind::Text, text.len());
             if w.frame(Opcode::Text, &[&text[..]]).await.is_err() {
                 out.fail_once(FailReason::WriteError);
