@@ -11,7 +11,9 @@
 //!   features, the method catalog, error codes, the channel-frame codec and the resume ring.
 //! - [`server`] — the listener and port retry, admission (one function decides), the
 //!   per-connection task with its single outbound path, limits, metrics, the channel registry and
-//!   the [`server::WsTransport`] lifecycle.
+//!   the [`server::WsTransport`] lifecycle. Each of its public types has one path,
+//!   `carrier::server::T`, and its modules import one another without a loop
+//!   (`tests/layout.rs`).
 //! - [`agent`] — the host-side session traits, the session hub that stamps `seq` and keeps the
 //!   resume ring, the agent-protocol text profile, the embedded default agent, and external agent
 //!   processes (`carrier serve --agent-cmd`, [`agent::process`]).
@@ -34,5 +36,3 @@ pub mod discovery;
 pub mod loadgen;
 pub mod protocol;
 pub mod server;
-
-pub use server::{CarrierConfig, ConfigError, WsTransport};

@@ -21,7 +21,7 @@
 use std::net::Ipv6Addr;
 
 use carrier::protocol::Role;
-use carrier::server::admission::{
+use carrier::server::{
     admit, query_param, tokens_equal, AdmissionPolicy, AdmissionRequest, CloseRefusal, Decision,
 };
 use libfuzzer_sys::fuzz_target;

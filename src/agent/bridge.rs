@@ -35,7 +35,7 @@ use tokio::task::JoinHandle;
 use super::profile::AgentProfile;
 use crate::protocol::envelope::too_large_reply;
 use crate::protocol::Role;
-use crate::server::outbound::{close_code, FailReason, MessageKind, OutItem};
+use crate::server::{close_code, FailReason, MessageKind, OutItem};
 use crate::server::{
     CarrierContext, Connection, ConnectionId, DeliveryError, Outbound, TextProfile, TextSession,
 };

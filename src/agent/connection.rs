@@ -21,7 +21,7 @@ use crate::protocol::error::{
     protocol_error_event, EffectState, ErrorCode, ErrorObject, ProtocolErrorCode,
 };
 use crate::protocol::features::Peers;
-use crate::server::outbound::close_code;
+use crate::server::close_code;
 use crate::server::{CarrierContext, Connection, TextSession};
 
 /// What a handler may use and never changes: the host, the connection and the carrier.

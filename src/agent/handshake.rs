@@ -11,7 +11,7 @@ use crate::protocol::methods::{
     AppInfo, HandshakeParams, HandshakeResult, LimitsInfo, ResumeOutcome,
 };
 use crate::protocol::version::{Compatibility, VersionPair};
-use crate::server::outbound::close_code;
+use crate::server::close_code;
 
 /// Handles `system.handshake`. A second handshake on the same connection is refused with
 /// `protocol_error` (`data.reason: "already_handshaken"`): the binding and versions are fixed

@@ -175,9 +175,9 @@ impl ServeArgs {
             limits: Limits {
                 max_text_bytes: self.max_text_bytes,
                 max_message_bytes: self.max_message_bytes,
-                max_inbound_bytes: self.max_inbound_bytes.unwrap_or(
-                    carrier::server::config::DEFAULT_MAX_INBOUND.max(self.max_message_bytes),
-                ),
+                max_inbound_bytes: self
+                    .max_inbound_bytes
+                    .unwrap_or(carrier::server::DEFAULT_MAX_INBOUND.max(self.max_message_bytes)),
                 queue_bytes: self.queue_bytes,
                 max_reply_bytes: self.max_reply_bytes,
                 ..Limits::default()

@@ -10,8 +10,9 @@ use bytes::Bytes;
 
 use super::admission::AdmissionPolicy;
 use super::config::Limits;
+use super::connection::answer_refusal;
+use super::handle::Connection;
 use super::outbound::Outbound;
-use super::profile::Connection;
 use super::registry::ChannelRegistry;
 use super::shared::Shared;
 use crate::protocol::Role;
@@ -42,8 +43,10 @@ impl RegistryHarness {
 
     /// Routes one inbound binary message from `conn`, as its reader task does.
     pub async fn route(&self, conn: &Connection, message: Bytes) {
-        if let Some(room) = self.shared.registry.route(conn, message, &self.shared) {
-            room.await;
+        match self.shared.registry.route(conn, message) {
+            Ok(Some(room)) => room.await,
+            Ok(None) => {}
+            Err(refusal) => answer_refusal(conn, &self.shared, &refusal),
         }
     }
 }

@@ -1,48 +1,66 @@
 //! The server: listener and port retry, admission, the per-connection task with its single
 //! outbound path, limits, metrics, the channel registry and the [`WsTransport`] lifecycle.
 //!
-//! - [`config`] — [`CarrierConfig`], [`Limits`] and their validation.
-//! - [`admission`] — the one function that decides who may connect.
-//! - [`listener`] — binding 127.0.0.1 with port retry, the accept loop.
-//! - [`http`] — routes (`/`, `/healthz`, `/metrics`, `/console`, `/client.js` and its modules)
+//! Every public type is reached at one path, `carrier::server::T`; the modules are private.
+//!
+//! - `config` — [`CarrierConfig`], [`Limits`] and their validation.
+//! - `admission` — the one function that decides who may connect ([`admit`]).
+//! - `listener` — binding 127.0.0.1 with port retry, the accept loop.
+//! - `http` — routes (`/`, `/healthz`, `/metrics`, `/console`, `/client.js` and its modules)
 //!   and the mountable [`CarrierService`]; `http_strict` — the RFC 7230/6455 rules checked
 //!   before any route.
-//! - `connection` — the per-connection reader and its single writer.
-//! - [`outbound`] — the byte-bounded queue with its latched failure.
-//! - [`profile`] — the seam to whatever rides on text frames ([`TextProfile`]).
-//! - [`registry`] — payload channels.
-//! - [`transport`] — [`WsTransport`].
+//! - `connection` — the per-connection tasks: `reader`, `writer`, and `terminate` (how they
+//!   end each other).
+//! - `handle` — [`Connection`] and [`ConnectionId`], the handle everything sends through.
+//! - `outbound` — the byte-bounded queue with its latched failure ([`Outbound`]), its items
+//!   and its bulk lane.
+//! - `profile` — the seam to whatever rides on text frames ([`TextProfile`]).
+//! - `registry` — payload channels: descriptors, the router, the host's [`ChannelHandle`].
+//! - `context` — what a profile may read ([`CarrierContext`]); `shared` — the transport's
+//!   state; `metrics` — counters.
+//! - `transport` — [`WsTransport`].
+//!
+//! The modules import one another without a loop; `tests/layout.rs` checks it.
 
-pub mod admission;
+mod admission;
 #[doc(hidden)]
 pub mod bench_support;
-mod bulk;
-pub mod config;
+mod config;
 mod connection;
-pub mod context;
+mod context;
 mod control;
 mod frame_reader;
-pub mod http;
+mod handle;
+mod http;
 mod http_strict;
 mod inbound;
-pub mod listener;
+mod listener;
 mod liveness;
-pub mod metrics;
-pub mod outbound;
-pub mod profile;
-pub mod registry;
+mod metrics;
+mod outbound;
+mod profile;
+mod registry;
 mod shared;
-pub mod transport;
+mod transport;
 mod wire;
 
-pub use admission::Token;
-pub use config::{Auth, CarrierConfig, ConfigError, Limits};
+pub use admission::{
+    admit, is_loopback_host, query_param, tokens_equal, AdmissionPolicy, AdmissionRequest,
+    CloseRefusal, Decision, HttpRefusal, Token,
+};
+pub use config::{
+    Auth, CarrierConfig, ConfigError, Limits, DEFAULT_MAX_INBOUND, MAX_BUDGET, MAX_MESSAGE_CAP,
+};
 pub use context::{CarrierContext, Driver};
-pub use http::CarrierService;
-pub use outbound::{close_code, DeliveryError, Outbound, ITEM_OVERHEAD};
-pub use profile::{Attachment, Connection, ConnectionId, TextProfile, TextSession};
+pub use handle::{Connection, ConnectionId};
+pub use http::{Body, CarrierService, MAX_HEAD_BYTES};
+pub use listener::{bind_loopback, BindError};
+pub use metrics::Metrics;
+pub(crate) use outbound::OutItem;
+pub use outbound::{close_code, DeliveryError, FailReason, MessageKind, Outbound, ITEM_OVERHEAD};
+pub use profile::{Attachment, TextProfile, TextSession};
 pub use registry::{
     ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, DeliveryClass, Inbound,
-    InboundBody, DEFAULT_BULK_WINDOW,
+    InboundBody, DEFAULT_BULK_WINDOW, DEFAULT_LOSSY_BUDGET,
 };
 pub use transport::{mint_token, LifecycleError, RuntimeFileOptions, WsTransport};

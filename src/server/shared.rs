@@ -8,11 +8,12 @@ use tokio::sync::Notify;
 
 use super::admission::AdmissionPolicy;
 use super::config::Limits;
-use super::connection::Terminate;
+use super::connection::terminate::Terminate;
 use super::context::CarrierContext;
+use super::handle::{Connection, ConnectionId};
 use super::inbound::InboundBudget;
 use super::metrics::Metrics;
-use super::profile::{Connection, ConnectionId, TextProfile, TextSession};
+use super::profile::{TextProfile, TextSession};
 use super::registry::ChannelRegistry;
 
 /// What exists only while the transport runs.

@@ -170,7 +170,7 @@ impl WsTransport {
     /// cannot be written is logged as a warning and the carrier runs without it.
     ///
     /// ```no_run
-    /// # fn demo() -> Result<(), carrier::ConfigError> {
+    /// # fn demo() -> Result<(), carrier::server::ConfigError> {
     /// use carrier::server::{CarrierConfig, RuntimeFileOptions, WsTransport};
     /// let transport = WsTransport::new(CarrierConfig::default())?
     ///     .with_runtime_file(RuntimeFileOptions::for_user());

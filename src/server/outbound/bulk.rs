@@ -9,27 +9,10 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use bytes::Bytes;
-
-use super::outbound::ITEM_OVERHEAD;
+use super::item::BulkFrame;
 
 /// Of every this many frames the writer writes while bulk frames wait, at least one is bulk.
 pub(crate) const BULK_EVERY: usize = 16;
-
-/// One queued bulk frame.
-#[derive(Debug, Clone)]
-pub(crate) struct BulkFrame {
-    pub(crate) channel: Arc<str>,
-    pub(crate) head: Bytes,
-    pub(crate) body: Bytes,
-}
-
-impl BulkFrame {
-    /// Bytes it holds against its channel's window: payload plus the fixed per-item overhead.
-    pub(crate) fn cost(&self) -> usize {
-        ITEM_OVERHEAD + self.head.len() + self.body.len()
-    }
-}
 
 /// A bulk channel's bytes queued on this connection.
 #[derive(Debug)]
@@ -152,6 +135,7 @@ impl BulkLane {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
 
     fn frame(channel: &Arc<str>, n: usize) -> BulkFrame {
         BulkFrame {

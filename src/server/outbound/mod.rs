@@ -6,6 +6,9 @@
 //! budget fails the connection (1013) instead of growing the server's memory. Failure is latched:
 //! [`Outbound::fail_once`] runs its cleanup exactly once, however many sends fail after it.
 
+mod bulk;
+mod item;
+
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -13,7 +16,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 use tokio::sync::Notify;
 
-use super::bulk::{BulkFrame, BulkLane};
+use bulk::BulkLane;
+pub(crate) use item::{BulkFrame, OutItem};
+pub use item::{MessageKind, ITEM_OVERHEAD};
 
 /// WebSocket close codes the carrier uses.
 pub mod close_code {
@@ -33,57 +38,6 @@ pub mod close_code {
     pub const INTERNAL: u16 = 1011;
     /// Try again later: the reader fell past the outbound byte budget.
     pub const TRY_AGAIN_LATER: u16 = 1013;
-}
-
-/// Kind of a data message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MessageKind {
-    /// A text message (UTF-8).
-    Text,
-    /// A binary message.
-    Binary,
-}
-
-/// One queued outbound item.
-#[derive(Debug, Clone)]
-pub(crate) enum OutItem {
-    /// A data message made of two shared parts written back to back (a channel-frame header and
-    /// its payload, or a whole JSON text with an empty second part). Neither part is copied.
-    Message {
-        kind: MessageKind,
-        head: Bytes,
-        body: Bytes,
-        /// The lossy channel this frame belongs to, if any: lossy frames may be dropped.
-        lossy: Option<Arc<str>>,
-    },
-    /// A frame of a bulk channel (always binary), from the bulk lane.
-    Bulk(BulkFrame),
-    Ping(Bytes),
-    Pong(Bytes),
-    Close {
-        code: u16,
-        reason: Arc<str>,
-    },
-}
-
-/// What one queued item holds besides its payload bytes: its slot in the queue (which may be
-/// up to twice the item's size, since the queue grows by doubling), the reference-counting
-/// headers of its shared buffers and the allocator's own bookkeeping. A frame's payload is
-/// allocated to its exact size where the carrier makes it, so payload plus this is what the
-/// item really costs in memory; `tests/core_bounds.rs` measures it with a counting allocator.
-pub const ITEM_OVERHEAD: usize = 256;
-
-impl OutItem {
-    /// Bytes this item holds while queued: payload plus [`ITEM_OVERHEAD`].
-    pub(crate) fn cost(&self) -> usize {
-        ITEM_OVERHEAD
-            + match self {
-                OutItem::Message { head, body, .. } => head.len() + body.len(),
-                OutItem::Bulk(f) => return f.cost(),
-                OutItem::Ping(p) | OutItem::Pong(p) => p.len(),
-                OutItem::Close { reason, .. } => 2 + reason.len(),
-            }
-    }
 }
 
 /// Pongs that may wait in one queue before new pings replace the newest of them.

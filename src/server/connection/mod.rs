@@ -1,0 +1,162 @@
+//! The per-connection tasks: the reader (`reader`) and the connection's single writer
+//! (`writer`), joined by the [`Outbound`] queue, and how they end each other ([`Terminate`]).
+//!
+//! The reader never writes; everything it wants sent (pongs, close echoes, protocol errors)
+//! goes through the queue like every other frame. Once a close is queued, the reader only
+//! discards (see `reader::linger`).
+
+mod reader;
+pub(crate) mod terminate;
+mod writer;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+pub(crate) use reader::answer_refusal;
+use reader::serve_admitted;
+use terminate::Terminate;
+use writer::{write_loop, Writer};
+
+use super::admission::CloseRefusal;
+use super::frame_reader::FrameReader;
+use super::liveness::Liveness;
+use super::outbound::{close_code, Outbound};
+use super::shared::Shared;
+use crate::protocol::Role;
+
+type Reader = Box<dyn AsyncRead + Send + Unpin>;
+
+/// How long a refused connection reads on (discarding) for the peer's answer to its 1008, so the
+/// peer reads the close rather than a reset. Short: a refused socket holds nothing worth waiting
+/// for, and it must not keep a flood of refused sockets around.
+const REFUSED_LINGER: Duration = Duration::from_secs(1);
+
+/// Splits the upgraded stream and returns the bytes hyper read past the upgrade request. A
+/// plain TCP stream is split without a lock; anything else (a host's own server) falls back to
+/// `tokio::io::split`.
+fn split_io(upgraded: Upgraded) -> (Reader, Writer, Bytes) {
+    match upgraded.downcast::<TokioIo<TcpStream>>() {
+        Ok(parts) => {
+            let tcp = parts.io.into_inner();
+            let _ = tcp.set_nodelay(true);
+            let (r, w) = tcp.into_split();
+            // The leftover is a view of hyper's whole read buffer; the reader copies it, so
+            // the buffer is not pinned for the connection's life (issue 7).
+            (Box::new(r), Box::new(w), parts.read_buf)
+        }
+        Err(upgraded) => {
+            let (r, w) = tokio::io::split(TokioIo::new(upgraded));
+            (Box::new(r), Box::new(w), Bytes::new())
+        }
+    }
+}
+
+/// How long a connection may linger after its close was queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Linger {
+    /// The usual grace period for the peer's close.
+    Grace,
+    /// A refused connection with a lingering slot: [`REFUSED_LINGER`].
+    Refused,
+    /// A refused connection past the lingering slots: none, the socket goes once the close is
+    /// written.
+    None,
+}
+
+/// Runs one upgraded connection to its end. `verdict` is admission's: a role, or a refusal that
+/// closes with 1008 before any data frame.
+pub(crate) async fn run(
+    upgraded: Upgraded,
+    verdict: Result<Role, CloseRefusal>,
+    linger: Linger,
+    shared: Arc<Shared>,
+) {
+    let (reader, writer, leftover) = split_io(upgraded);
+    run_split(reader, writer, &leftover, verdict, linger, shared).await
+}
+
+/// Runs a connection over any byte stream that has already completed the WebSocket upgrade.
+/// The same task as [`run`]; only the splitting differs. Used by tests and fuzzing to drive the
+/// real connection layer over an in-memory stream or a socket with injected faults.
+pub(crate) async fn run_io<IO>(
+    io: IO,
+    verdict: Result<Role, CloseRefusal>,
+    linger: Linger,
+    shared: Arc<Shared>,
+) where
+    IO: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (reader, writer) = tokio::io::split(io);
+    run_split(
+        Box::new(reader),
+        Box::new(writer),
+        &[],
+        verdict,
+        linger,
+        shared,
+    )
+    .await
+}
+
+async fn run_split(
+    reader: Reader,
+    writer: Writer,
+    leftover: &[u8],
+    verdict: Result<Role, CloseRefusal>,
+    linger: Linger,
+    shared: Arc<Shared>,
+) {
+    let limits = shared.limits.clone();
+    let out = Outbound::new(limits.queue_bytes);
+    let terminate = Arc::new(Terminate::default());
+    let live = Arc::new(Liveness::new());
+    let writer_task = tokio::spawn(write_loop(
+        writer,
+        out.clone(),
+        shared.clone(),
+        live.clone(),
+        terminate.clone(),
+    ));
+    let mut frames = FrameReader::new(
+        reader,
+        leftover,
+        limits.max_message_bytes,
+        shared.inbound.clone(),
+        live.clone(),
+    );
+
+    let close_queued = match verdict {
+        Err(refusal) => {
+            out.close(close_code::POLICY, &refusal.to_string());
+            true
+        }
+        Ok(role) => serve_admitted(&mut frames, role, &out, &shared, &live, &terminate).await,
+    };
+    if close_queued {
+        let max = match linger {
+            Linger::Grace => limits.stop_grace,
+            Linger::Refused => REFUSED_LINGER.min(limits.stop_grace),
+            Linger::None => Duration::ZERO,
+        };
+        reader::linger(&mut frames, &terminate, max).await;
+    }
+    drop(frames);
+
+    // Reading is over: the writer writes what is queued (a close, if any) and ends.
+    out.shut();
+    terminate.fire();
+    // The writer ends after its close frame (or failure) and grace period; never wait longer.
+    let abort = writer_task.abort_handle();
+    if tokio::time::timeout(limits.stop_grace + Duration::from_millis(500), writer_task)
+        .await
+        .is_err()
+    {
+        abort.abort();
+    }
+}

@@ -1,0 +1,30 @@
+//! [`Terminate`]: how a connection's two tasks end each other.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::Notify;
+
+/// Ends the connection's tasks: set by the writer once its close frame has had its grace
+/// period, by a failure, or by a forced `stop()`.
+#[derive(Default)]
+pub(crate) struct Terminate {
+    notify: Notify,
+    done: AtomicBool,
+}
+
+impl Terminate {
+    pub(crate) fn fire(&self) {
+        self.done.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    pub(crate) async fn wait(&self) {
+        loop {
+            let n = self.notify.notified();
+            if self.done.load(Ordering::Acquire) {
+                return;
+            }
+            n.await;
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! The connection's only writer: drains the outbound queue, pings, and ends after the close.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::io::AsyncWrite;
+use tokio::time::Instant;
+
+use super::terminate::Terminate;
+use crate::protocol::envelope::encode_event;
+use crate::protocol::events::ChannelDropped;
+use crate::server::liveness::Liveness;
+use crate::server::outbound::{close_code, FailReason, MessageKind, OutItem, Outbound};
+use crate::server::shared::Shared;
+use crate::server::wire::{FrameWriter, Opcode};
+
+/// The write half of the connection's stream.
+pub(super) type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// The connection's only writer: drains the outbound queue, pings, and ends after the close.
+pub(super) async fn write_loop(
+    io: Writer,
+    out: Outbound,
+    shared: Arc<Shared>,
+    live: Arc<Liveness>,
+    terminate: Arc<Terminate>,
+) {
+    let mut w = FrameWriter::new(io);
+    let limits = shared.limits.clone();
+    let mut batch = Vec::new();
+    let mut drops = Vec::new();
+    let mut ping =
+        tokio::time::interval_at(Instant::now() + limits.ping_interval, limits.ping_interval);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let close_sent = 'run: loop {
+        tokio::select! {
+            biased;
+            _ = out.next_batch(&mut batch, &mut drops) => {}
+            _ = ping.tick() => {
+                if live.silent_for() >= limits.ping_interval + limits.pong_timeout {
+                    out.close(close_code::GOING_AWAY, "no pong");
+                } else {
+                    let _ = out.push(OutItem::Ping(Bytes::new()));
+                }
+                continue;
+            }
+        }
+        if batch.is_empty() {
+            // Failed with nothing left to write: tell the peer why, if the socket lets us.
+            if let Some(reason) = out.failure() {
+                let (code, text) = match reason {
+                    FailReason::SlowReader => (
+                        close_code::TRY_AGAIN_LATER,
+                        "slow reader: outbound queue over budget",
+                    ),
+                    FailReason::WriteError => break 'run false,
+                };
+                let sent = tokio::time::timeout(limits.stop_grace, async {
+                    w.frame(Opcode::Close, &[&code.to_be_bytes(), text.as_bytes()])
+                        .await?;
+                    w.shutdown().await
+                })
+                .await;
+                break 'run matches!(sent, Ok(Ok(())));
+            }
+            // Closed with nothing queued and no close frame to send: the peer is gone.
+            break 'run false;
+        }
+        for (channel, count) in drops.drain(..) {
+            // The payload is a temporary, gone before the write's await: the writer's state
+            // (one per connection) holds only the encoded text. Encoding a string and a number
+            // cannot fail; were it ever to, the notice is skipped.
+            let notice = ChannelDropped {
+                channel: channel.to_string(),
+                count,
+            };
+            let Ok(text) = encode_event("channel.dropped", None, &notice) else {
+                continue;
+            };
+            drop(notice);
+            shared.metrics.outbound(MessageKind::Text, text.len());
+            if w.frame(Opcode::Text, &[&text[..]]).await.is_err() {
+                out.fail_once(FailReason::WriteError);
+                break 'run false;
+            }
+        }
+        let mut closing = false;
+        for item in batch.drain(..) {
+            let result = match &item {
+                OutItem::Message {
+                    kind, head, body, ..
+                } => {
+                    shared.metrics.outbound(*kind, head.len() + body.len());
+                    let op = match kind {
+                        MessageKind::Text => Opcode::Text,
+                        MessageKind::Binary => Opcode::Binary,
+                    };
+                    w.frame(op, &[head, body]).await
+                }
+                OutItem::Bulk(f) => {
+                    shared
+                        .metrics
+                        .outbound(MessageKind::Binary, f.head.len() + f.body.len());
+                    w.frame(Opcode::Binary, &[&f.head, &f.body]).await
+                }
+                OutItem::Ping(p) => w.frame(Opcode::Ping, &[p]).await,
+                OutItem::Pong(p) => w.frame(Opcode::Pong, &[p]).await,
+                OutItem::Close { code, reason } => {
+                    closing = true;
+                    w.frame(Opcode::Close, &[&code.to_be_bytes(), reason.as_bytes()])
+                        .await
+                }
+            };
+            out.written(&item);
+            if result.is_err() {
+                out.fail_once(FailReason::WriteError);
+                break 'run false;
+            }
+            if closing {
+                break;
+            }
+        }
+        // Release the batch's buffer rather than keep it for the next batch: an idle
+        // connection then holds no outbound buffers (issue 7).
+        batch = Vec::new();
+        if closing {
+            break 'run w.shutdown().await.is_ok();
+        }
+        if w.flush().await.is_err() {
+            out.fail_once(FailReason::WriteError);
+            break 'run false;
+        }
+    };
+    if close_sent {
+        // Give the peer its grace period to answer our close, then end the reader.
+        tokio::select! {
+            _ = terminate.wait() => {}
+            _ = tokio::time::sleep(limits.stop_grace) => {}
+        }
+    }
+    terminate.fire();
+}

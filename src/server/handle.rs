@@ -1,0 +1,145 @@
+//! The handle on one admitted connection: [`Connection`] and its [`ConnectionId`]. Everything
+//! that sends to a connection (text profiles, channels) holds one; the connection's tasks own
+//! the socket.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::outbound::{DeliveryError, Outbound};
+use crate::protocol::Role;
+
+/// Identifies one admitted connection for the lifetime of a transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionId(pub u64);
+
+impl std::fmt::Display for ConnectionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "c{}", self.0)
+    }
+}
+
+static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
+
+impl ConnectionId {
+    /// A process-unique id.
+    pub fn next() -> Self {
+        ConnectionId(NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// A handle on one admitted connection. Cheap to clone; every send goes through the
+/// connection's single outbound path.
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<ConnectionInner>,
+}
+
+struct ConnectionInner {
+    id: ConnectionId,
+    role: Role,
+    outbound: Outbound,
+    handshaken: AtomicBool,
+    on_handshake: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl Connection {
+    /// A connection handle over an outbound path.
+    pub fn new(id: ConnectionId, role: Role, outbound: Outbound) -> Self {
+        Connection {
+            inner: Arc::new(ConnectionInner {
+                id,
+                role,
+                outbound,
+                handshaken: AtomicBool::new(false),
+                on_handshake: std::sync::Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The connection's id.
+    pub fn id(&self) -> ConnectionId {
+        self.inner.id
+    }
+
+    /// The effective role granted at admission.
+    pub fn role(&self) -> Role {
+        self.inner.role
+    }
+
+    /// The outbound path (byte counter, failure state).
+    pub fn outbound(&self) -> &Outbound {
+        &self.inner.outbound
+    }
+
+    /// Queues one text message (a complete JSON document).
+    pub fn send_text(&self, text: impl Into<Bytes>) -> Result<(), DeliveryError> {
+        self.inner.outbound.send_text(text.into())
+    }
+
+    /// Queues one binary message written as `head` followed by `body`, neither copied.
+    pub fn send_binary(&self, head: Bytes, body: Bytes) -> Result<(), DeliveryError> {
+        self.inner.outbound.send_binary(head, body)
+    }
+
+    /// Closes the connection after everything already queued (graceful close).
+    pub fn close(&self, code: u16, reason: &str) {
+        self.inner.outbound.close(code, reason)
+    }
+
+    /// Whether frames are still accepted.
+    pub fn is_open(&self) -> bool {
+        self.inner.outbound.is_open()
+    }
+
+    /// Whether the text profile has completed its handshake on this connection.
+    pub fn is_handshaken(&self) -> bool {
+        self.inner.handshaken.load(Ordering::Acquire)
+    }
+
+    /// Marks the handshake done: stops the handshake timer and attaches the channel sinks.
+    /// Idempotent.
+    pub fn mark_handshaken(&self) {
+        if self.inner.handshaken.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let hook = self
+            .inner
+            .on_handshake
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(hook) = hook {
+            hook();
+        }
+    }
+
+    pub(crate) fn set_on_handshake(&self, f: impl FnOnce() + Send + 'static) {
+        *self
+            .inner
+            .on_handshake
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Box::new(f));
+    }
+
+    /// Drops the handshake hook unrun. The hook holds a clone of this connection (to attach it
+    /// as a sink), so a connection that ends before its handshake would otherwise keep itself
+    /// — its outbound queue and the registry — alive forever.
+    pub(crate) fn clear_on_handshake(&self) {
+        self.inner
+            .on_handshake
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("id", &self.inner.id)
+            .field("role", &self.inner.role)
+            .finish()
+    }
+}

@@ -1,0 +1,130 @@
+//! One registered channel ([`ChannelEntry`]) and what it delivers to the host: [`Inbound`]
+//! messages, handed to a callback or a stream.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use dashmap::DashSet;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::descriptor::ChannelDescriptor;
+use crate::server::handle::ConnectionId;
+
+/// Default per-connection budget of a lossy channel's queued frames.
+pub const DEFAULT_LOSSY_BUDGET: usize = 1 << 20;
+
+/// What a client sent on a channel, or that it went away.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InboundBody {
+    /// Opaque bytes: a slice of the received message, not a copy.
+    Binary(Bytes),
+    /// A declared event.
+    Event {
+        /// Event name.
+        event: String,
+        /// Event payload.
+        payload: Value,
+    },
+    /// The connection, which had sent on this channel, has ended.
+    Disconnected,
+}
+
+/// One inbound channel message with the connection it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inbound {
+    /// The sending connection.
+    pub connection: ConnectionId,
+    /// The client's own seq for this channel (0 for `Disconnected`).
+    pub seq: u32,
+    /// What arrived.
+    pub body: InboundBody,
+}
+
+pub(super) type Handler = Arc<dyn Fn(Inbound) + Send + Sync>;
+
+/// Where a channel's inbound messages go.
+pub(super) enum Sink {
+    Handler(Handler),
+    Stream(mpsc::Sender<Inbound>),
+}
+
+/// One registered channel: its descriptor, its outbound numbering and its inbound sink.
+pub(super) struct ChannelEntry {
+    pub(super) descriptor: ChannelDescriptor,
+    pub(super) name: Arc<str>,
+    pub(super) lossy_budget: AtomicUsize,
+    /// The server's outbound seq, shared by binary and event frames, across all connections.
+    pub(super) seq: AtomicU32,
+    /// Held while a frame is numbered and queued, so every receiver sees seqs in order.
+    pub(super) send_lock: Mutex<()>,
+    /// Held by a bulk send from numbering its frame until every receiver has queued it, across
+    /// the waits for room, so a bulk channel's frames keep their order on every connection.
+    pub(super) bulk_order: tokio::sync::Mutex<()>,
+    pub(super) closed: AtomicBool,
+    pub(super) sink: Mutex<Option<Arc<Sink>>>,
+    /// Connections that have sent on this channel: told when they disconnect.
+    pub(super) senders: DashSet<ConnectionId>,
+}
+
+/// The rest of a delivery to a full inbound stream: the reader awaits it before reading on.
+pub(crate) type Backpressure = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+impl ChannelEntry {
+    /// A fresh, open channel with no sink.
+    pub(super) fn new(descriptor: ChannelDescriptor) -> Self {
+        ChannelEntry {
+            name: Arc::from(descriptor.name.as_str()),
+            lossy_budget: AtomicUsize::new(DEFAULT_LOSSY_BUDGET),
+            descriptor,
+            seq: AtomicU32::new(0),
+            send_lock: Mutex::new(()),
+            bulk_order: tokio::sync::Mutex::new(()),
+            closed: AtomicBool::new(false),
+            sink: Mutex::new(None),
+            senders: DashSet::new(),
+        }
+    }
+
+    fn current_sink(&self) -> Option<Arc<Sink>> {
+        self.sink.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Delivers with backpressure: a full stream returns the wait for room, which pauses the
+    /// sending connection's reader.
+    pub(super) fn deliver(&self, msg: Inbound) -> Option<Backpressure> {
+        match self.current_sink().as_deref() {
+            Some(Sink::Handler(h)) => h(msg),
+            Some(Sink::Stream(tx)) => match tx.try_send(msg) {
+                Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
+                Err(mpsc::error::TrySendError::Full(msg)) => {
+                    let tx = tx.clone();
+                    return Some(Box::pin(async move {
+                        let _ = tx.send(msg).await;
+                    }));
+                }
+            },
+            None => tracing::debug!(channel = %self.name, "inbound frame with no handler"),
+        }
+        None
+    }
+
+    /// Delivers without waiting (disconnect notices come from synchronous cleanup).
+    pub(super) fn deliver_now(&self, msg: Inbound) {
+        match self.current_sink().as_deref() {
+            Some(Sink::Handler(h)) => h(msg),
+            Some(Sink::Stream(tx)) => {
+                if let Err(mpsc::error::TrySendError::Full(msg)) = tx.try_send(msg) {
+                    let tx = tx.clone();
+                    tokio::spawn(async move {
+                        let _ = tx.send(msg).await;
+                    });
+                }
+            }
+            None => {}
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Inbound routing: one binary message of a handshaken connection, checked against the channel
+//! it names and handed to that channel's sink, or refused.
+//!
+//! The router sends nothing itself: a refusal comes back to the connection as a
+//! [`ChannelRefusal`], which the connection answers with a `protocol_error` event and stays
+//! open.
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use super::entry::{Backpressure, Inbound, InboundBody};
+use super::map::ChannelMap;
+use crate::protocol::channel_frame::{self, FrameBody};
+use crate::protocol::error::{protocol_error_event, ProtocolErrorCode};
+use crate::protocol::Role;
+use crate::server::handle::Connection;
+
+/// Why an inbound channel frame was not delivered, with what the `protocol_error` event reports
+/// about it: the code, a message, and the frame's channel and seq where they could be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ChannelRefusal {
+    pub(crate) code: ProtocolErrorCode,
+    pub(crate) message: String,
+    /// The frame's channel; `None` when not even the header could be read.
+    pub(crate) channel: Option<String>,
+    /// The frame's seq; `None` when not even the header could be read.
+    pub(crate) seq: Option<u32>,
+}
+
+impl ChannelRefusal {
+    fn new(code: ProtocolErrorCode, message: impl Into<String>, channel: &str, seq: u32) -> Self {
+        ChannelRefusal {
+            code,
+            message: message.into(),
+            channel: Some(channel.to_string()),
+            seq: Some(seq),
+        }
+    }
+
+    /// The `protocol_error` event that answers it, with `channel` and `seq` when known.
+    pub(crate) fn event(&self) -> Vec<u8> {
+        let mut extra = Map::new();
+        if let Some(c) = &self.channel {
+            extra.insert("channel".into(), Value::from(c.as_str()));
+        }
+        if let Some(s) = self.seq {
+            extra.insert("seq".into(), Value::from(s));
+        }
+        protocol_error_event(self.code, &self.message, extra)
+    }
+}
+
+/// Routes one inbound binary message of a handshaken connection to its channel's sink.
+///
+/// Synchronous on purpose: a handler sink and a stream with room take the message at once.
+/// Only a full stream returns the rest of the delivery (`Ok(Some(..))`), which the reader
+/// awaits before it reads on (backpressure). An `async fn` here would make every connection's
+/// reader future carry this state for its whole life (~380 bytes per connection, issue 7).
+pub(super) fn route(
+    map: &ChannelMap,
+    conn: &Connection,
+    msg: Bytes,
+) -> Result<Option<Backpressure>, ChannelRefusal> {
+    let frame = match channel_frame::decode(msg.clone()) {
+        Ok(f) => f,
+        Err(e) => {
+            let header = channel_frame::peek(&msg).ok();
+            return Err(ChannelRefusal {
+                code: ProtocolErrorCode::MalformedFrame,
+                message: e.to_string(),
+                channel: header.as_ref().map(|h| h.channel.to_string()),
+                seq: header.as_ref().map(|h| h.seq),
+            });
+        }
+    };
+    let (channel, seq) = (frame.channel.as_str(), frame.seq);
+    if conn.role() < Role::Drive {
+        return Err(ChannelRefusal::new(
+            ProtocolErrorCode::Forbidden,
+            "observe connections may not send channel frames",
+            channel,
+            seq,
+        ));
+    }
+    let Some(entry) = map.channels.get(channel).map(|e| e.clone()) else {
+        return Err(ChannelRefusal::new(
+            ProtocolErrorCode::UnknownChannel,
+            "no channel with this name is registered",
+            channel,
+            seq,
+        ));
+    };
+    let body = match frame.body {
+        FrameBody::Binary(bytes) if entry.descriptor.binary => InboundBody::Binary(bytes),
+        FrameBody::Binary(_) => {
+            return Err(ChannelRefusal::new(
+                ProtocolErrorCode::BinaryNotDeclared,
+                "this channel does not accept binary frames",
+                channel,
+                seq,
+            ));
+        }
+        FrameBody::Event { event, payload } if entry.descriptor.declares(&event) => {
+            InboundBody::Event { event, payload }
+        }
+        FrameBody::Event { event, .. } => {
+            return Err(ChannelRefusal::new(
+                ProtocolErrorCode::UndeclaredEvent,
+                format!("event {event:?} is not declared on this channel"),
+                channel,
+                seq,
+            ));
+        }
+    };
+    // Once per connection and channel: a read of the set is cheaper than a write per frame.
+    if !entry.senders.contains(&conn.id()) {
+        entry.senders.insert(conn.id());
+    }
+    Ok(entry.deliver(Inbound {
+        connection: conn.id(),
+        seq,
+        body,
+    }))
+}
