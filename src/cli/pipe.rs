@@ -6,15 +6,17 @@
 //! carrier pipe [URL] [--token T] --channel NAME [--chunk BYTES] [--events] [--linger-ms MS]
 //! ```
 //!
-//! Four tasks, so that neither direction waits for the other:
+//! Three tasks and a thread, so that neither direction waits for the other:
 //!
-//! - **stdin** reads at most `--chunk` bytes at a time and hands each read, encoded as one RBF
-//!   binary frame (seq 0, 1, 2, …), to the writer through a queue of one frame. It cannot run
+//! - **stdin** (a thread: a blocking read of an open terminal must not keep the runtime from
+//!   shutting down) reads at most `--chunk` bytes at a time and hands each read, encoded as one
+//!   RBF binary frame (seq 0, 1, 2, …), to the writer through a queue of one frame. It cannot run
 //!   ahead of the socket: memory stays at a few chunks whatever the input size.
 //! - **writer** owns the socket's write half: data frames, the pongs the reader asks for (ahead
 //!   of data, coalesced to the latest ping), and the final close.
 //! - **reader** owns the read half and forwards each message through a queue of one, so a slow
-//!   stdout slows the socket, not memory.
+//!   stdout slows the socket, not memory. It never waits for the writer: a pong owed while the
+//!   writer waits for the carrier to read could otherwise stall both directions.
 //! - the **coordinator** (the command's own task) writes to stdout, shows progress, and decides
 //!   when the run is over.
 //!
@@ -235,7 +237,7 @@ async fn pipe(
                     sent_total = Some(total);
                     idle_deadline = tokio::time::Instant::now() + linger;
                 }
-                Err(_) => break Err(Failure::runtime(format!("writing to {url} failed"))),
+                Err(_) => break Err(why_writing_failed(url, &mut in_rx).await),
             },
             () = tokio::time::sleep_until(idle_deadline), if sent_total.is_some() => break Ok(()),
             _ = ticker.tick() => progress.show(sent.load(Ordering::Relaxed), received),
@@ -255,6 +257,30 @@ async fn pipe(
     })
     .await;
     Ok(())
+}
+
+/// The writer stopped on an error: the reader usually knows why (a close, a reset), so give it a
+/// moment to say so.
+async fn why_writing_failed(url: &str, inbound: &mut mpsc::Receiver<Inbound>) -> Failure {
+    let reason = tokio::time::timeout(CLOSE_TIMEOUT, async {
+        while let Some(message) = inbound.recv().await {
+            match message {
+                Inbound::Closed { code, reason } => return Some(closed_early(url, code, &reason)),
+                Inbound::Failed(reason) => {
+                    return Some(Failure::runtime(format!(
+                        "the connection to {url} failed: {reason}"
+                    )))
+                }
+                Inbound::Binary(_) | Inbound::Text(_) => {}
+            }
+        }
+        None
+    })
+    .await;
+    reason
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| Failure::runtime(format!("writing to {url} failed")))
 }
 
 /// Aborts the socket tasks however the command ends.
