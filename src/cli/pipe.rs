@@ -71,8 +71,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Progress refreshes at most this often.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
-/// The largest RBF header: magic, version, kind, name length, a 255-byte name, seq.
-const MAX_FRAME_HEADER: usize = 6 + channel_frame::MAX_CHANNEL_NAME + 4;
+/// The RBF header without the name: magic, version, kind, name length, seq.
+const FIXED_FRAME_HEADER: usize = 10;
+/// The largest RBF header: the fixed part and a 255-byte name.
+const MAX_FRAME_HEADER: usize = FIXED_FRAME_HEADER + channel_frame::MAX_CHANNEL_NAME;
 /// Inbound cap when the handshake publishes none: SPEC's default hard cap.
 const DEFAULT_MAX_MESSAGE: usize = 16 << 20;
 
@@ -167,7 +169,7 @@ async fn pipe(
                 "{url} did not complete the connection and handshake within {CONNECT_TIMEOUT:?}"
             ))
         })??;
-    let frame_max = args.chunk + 6 + args.channel.len() + 4;
+    let frame_max = args.chunk + FIXED_FRAME_HEADER + args.channel.len();
     if let Some(max) = limits.max_message_bytes.filter(|max| frame_max > *max) {
         return Err(Failure::usage(format!(
             "--chunk {} makes {frame_max}-byte frames, over {url}'s max_message_bytes {max}",
@@ -210,14 +212,20 @@ async fn pipe(
             message = in_rx.recv() => {
                 let message = message.unwrap_or(Inbound::Failed("the reader stopped".into()));
                 match message {
-                    Inbound::Binary(bytes) => {
-                        let delivered = deliver(&bytes, args, &mut output).await?;
-                        received += delivered.binary_bytes;
-                        if delivered.on_channel {
-                            idle_deadline = tokio::time::Instant::now() + linger;
+                    Inbound::Binary(bytes) => match deliver(&bytes, args, &mut output).await {
+                        Ok(delivered) => {
+                            received += delivered.binary_bytes;
+                            if delivered.on_channel {
+                                idle_deadline = tokio::time::Instant::now() + linger;
+                            }
+                        }
+                        Err(failure) => break Err(failure),
+                    },
+                    Inbound::Text(bytes) => {
+                        if let Err(failure) = check_text(&bytes, &args.channel) {
+                            break Err(failure);
                         }
                     }
-                    Inbound::Text(bytes) => check_text(&bytes, &args.channel)?,
                     Inbound::Closed { code, reason } => break Err(closed_early(url, code, &reason)),
                     Inbound::Failed(reason) => {
                         break Err(Failure::runtime(format!("the connection to {url} failed: {reason}")))
@@ -243,6 +251,7 @@ async fn pipe(
             _ = ticker.tick() => progress.show(sent.load(Ordering::Relaxed), received),
         }
     };
+    // Before any error line, so it does not end up on the progress line.
     progress.clear();
     outcome?;
 
@@ -795,6 +804,12 @@ mod tests {
         assert!(parse_chunk("16777217").is_err());
         assert!(parse_chunk("-5").is_err());
         assert!(parse_chunk("64k").is_err());
+    }
+
+    #[test]
+    fn the_fixed_header_size_is_the_codec_s() {
+        let frame = channel_frame::encode_binary("abc", 7, Bytes::new()).unwrap();
+        assert_eq!(frame.len(), FIXED_FRAME_HEADER + 3);
     }
 
     #[test]
