@@ -24,6 +24,8 @@ enum Command {
     Send(cli::client::SendArgs),
     /// Interactive console: prompts, streamed output, permission answers.
     Connect(cli::client::ConnectArgs),
+    /// Pipe stdin to a payload channel and the channel's frames to stdout.
+    Pipe(cli::pipe::PipeArgs),
     /// Print a server's `system.status`.
     Status(cli::client::StatusArgs),
     /// Find local servers and check versions and compatibility.
@@ -76,6 +78,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => cli::serve::run(args).await,
             Command::Send(args) => cli::client::run_send(args).await,
             Command::Connect(args) => cli::client::run_connect(args).await,
+            Command::Pipe(args) => cli::pipe::run_pipe(args).await,
             Command::Status(args) => cli::client::run_status(args).await,
             Command::Doctor(args) => cli::client::run_doctor(args).await,
             Command::Schema(args) => cli::schema::run(args),

@@ -2,5 +2,6 @@
 
 pub mod bench;
 pub mod client;
+pub mod pipe;
 pub mod schema;
 pub mod serve;
