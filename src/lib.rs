@@ -28,9 +28,11 @@
 //! outbound path → bytes out.
 
 pub mod agent;
+#[cfg(feature = "client")]
 pub mod client;
 pub mod discovery;
 /// The load generator behind `carrier bench`: N connections × M messages against a loopback URL.
+#[cfg(feature = "loadgen")]
 pub mod loadgen;
 pub mod protocol;
 pub mod server;

@@ -1,7 +1,5 @@
 //! Payload channels end to end over real sockets (SPEC section 7).
 
-#[path = "../channels/mod.rs"]
-mod channels;
 mod support;
 
 use std::time::Duration;
@@ -175,7 +173,7 @@ async fn routing_failures_get_protocol_errors_and_the_connection_keeps_working()
 #[tokio::test]
 async fn observers_receive_channel_frames_but_may_not_send() {
     let s = Server::default().await;
-    let handle = channels::echo::mount(s.transport.registry(), "mic").unwrap();
+    let handle = carrier_channels::echo::mount(s.transport.registry(), "mic").unwrap();
     let mut observer = connect_handshaken(&format!("{}&role=observe", s.url())).await;
     observer.send(binary("mic", 0, b"x")).await.unwrap();
     let reply = next_json(&mut observer).await;
@@ -222,8 +220,8 @@ async fn an_unauthenticated_socket_never_receives_channel_frames() {
 #[tokio::test]
 async fn echo_returns_frames_with_server_seqs_and_relay_reaches_only_the_others() {
     let s = Server::default().await;
-    channels::echo::mount(s.transport.registry(), "echo").unwrap();
-    channels::relay::mount(s.transport.registry(), "share").unwrap();
+    carrier_channels::echo::mount(s.transport.registry(), "echo").unwrap();
+    carrier_channels::relay::mount(s.transport.registry(), "share").unwrap();
     let mut a = connect_handshaken(&s.url()).await;
     let mut b = connect_handshaken(&s.url()).await;
     let mut c = connect_handshaken(&s.url()).await;
@@ -435,7 +433,7 @@ fn entries(dir: &std::path::Path) -> Vec<String> {
 async fn files_saves_verified_uploads_and_refuses_escapes_wrong_sizes_and_wrong_hashes() {
     let dir = tempfile::tempdir().unwrap();
     let s = Server::default().await;
-    channels::files::mount(s.transport.registry(), "upload", dir.path()).unwrap();
+    carrier_channels::files::mount(s.transport.registry(), "upload", dir.path()).unwrap();
     let mut ws = connect_handshaken(&s.url()).await;
     let data: Vec<u8> = (0..50_000u32).map(|i| (i * 7 % 256) as u8).collect();
 
@@ -514,7 +512,7 @@ async fn files_saves_verified_uploads_and_refuses_escapes_wrong_sizes_and_wrong_
 
 #[test]
 fn channel_specs_parse() {
-    use channels::ChannelSpec;
+    use carrier_channels::ChannelSpec;
     assert_eq!("mic:echo".parse(), Ok(ChannelSpec::Echo("mic".into())));
     assert_eq!(
         "share:relay".parse(),

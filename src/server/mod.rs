@@ -14,6 +14,7 @@
 //! - [`transport`] — [`WsTransport`].
 
 pub mod admission;
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod bench_support;
 mod bulk;
