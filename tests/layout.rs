@@ -89,6 +89,8 @@ fn manifest(dir: &Path) -> Manifest {
         let line = line.trim();
         if line.starts_with('[') {
             flush(&section, &mut name, &mut path);
+            // `name`/`path` of [package], [lib] or [[bin]] are not a test's.
+            (name, path) = (None, None);
             section = line.to_owned();
             continue;
         }

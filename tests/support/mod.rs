@@ -15,6 +15,7 @@ mod agent;
 pub mod serve_process;
 mod wire;
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +25,17 @@ use tokio::net::TcpStream;
 
 pub use agent::*;
 pub use wire::*;
+
+/// The repository's root, for the committed files tests read (`schemas/`, `js/`,
+/// `tests/agents/`, …): the tests belong to different packages, so their own
+/// `CARGO_MANIFEST_DIR` is not it.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("tests/support sits two levels below the root")
+        .to_path_buf()
+}
 
 /// A client WebSocket as `tokio-tungstenite` opens it.
 pub type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;

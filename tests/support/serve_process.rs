@@ -18,9 +18,7 @@ pub const TOKEN: &str = "test-token";
 /// would need it (the carrier splits it with POSIX rules). `-S` skips `site`: the agents use
 /// the standard library only, and start several times faster.
 pub fn python_agent(script: &str, args: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../agents")
-        .join(script);
+    let path = crate::repo().join("tests/agents").join(script);
     format!("python3 -S '{}' {args}", path.display())
 }
 
