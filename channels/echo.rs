@@ -2,7 +2,8 @@
 
 use carrier::protocol::channel_frame::FrameBody;
 use carrier::server::{
-    ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, InboundBody,
+    ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, DeliveryClass, Inbound,
+    InboundBody,
 };
 
 /// Registers an echo channel named `name` (any event, binary).
@@ -10,13 +11,50 @@ pub fn mount(registry: &ChannelRegistry, name: &str) -> Result<ChannelHandle, Ch
     let handle = registry.register(ChannelDescriptor::new(name, &["*"], true))?;
     let reply = handle.clone();
     handle.on_inbound(move |msg| {
-        let body = match msg.body {
-            InboundBody::Binary(bytes) => FrameBody::Binary(bytes),
-            InboundBody::Event { event, payload } => FrameBody::Event { event, payload },
-            InboundBody::Disconnected => return,
+        let Some(body) = body_of(msg.body) else {
+            return;
         };
         // The sender may be gone already; that is its connection's problem, not the channel's.
         let _ = reply.send_to(msg.connection, body);
     });
     Ok(handle)
+}
+
+/// Inbound frames an echo or relay in bulk mode holds while it waits for a receiver's window:
+/// past this, the senders' readers wait (the inbound backpressure of SPEC section 8).
+pub const BULK_INBOUND_FRAMES: usize = 4;
+
+/// Registers an echo channel of the `bulk` delivery class (SPEC section 7): each frame goes back
+/// with [`ChannelHandle::send_bulk_to`], which waits while the sender's bulk window is full, so a
+/// sender that reads its echoes slowly is paced instead of failed. Needs a tokio runtime.
+///
+/// Frames are echoed one at a time, in arrival order across connections: a sender that does not
+/// read its echoes slows the other senders on the same channel (mount one channel per client
+/// where that matters).
+pub fn mount_bulk(registry: &ChannelRegistry, name: &str) -> Result<ChannelHandle, ChannelError> {
+    let handle = registry
+        .register(ChannelDescriptor::new(name, &["*"], true).delivery(DeliveryClass::Bulk))?;
+    let mut inbound = handle.inbound(BULK_INBOUND_FRAMES);
+    let reply = handle.clone();
+    tokio::spawn(async move {
+        while let Some(Inbound {
+            connection, body, ..
+        }) = inbound.recv().await
+        {
+            if let Some(body) = body_of(body) {
+                // A sender that went away: its echo has nowhere to go.
+                let _ = reply.send_bulk_to(connection, body).await;
+            }
+        }
+    });
+    Ok(handle)
+}
+
+/// The frame to send back for what arrived (nothing for a disconnect notice).
+pub(crate) fn body_of(body: InboundBody) -> Option<FrameBody> {
+    match body {
+        InboundBody::Binary(bytes) => Some(FrameBody::Binary(bytes)),
+        InboundBody::Event { event, payload } => Some(FrameBody::Event { event, payload }),
+        InboundBody::Disconnected => None,
+    }
 }

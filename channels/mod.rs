@@ -9,7 +9,8 @@
 //! - [`relay`] — every frame to every other connection.
 //! - [`files`] — chunked upload into a directory, verified by size and sha256.
 //!
-//! [`mount`] parses the CLI's `--channel NAME:KIND[:ARG]` and registers one of them.
+//! [`mount`] parses the CLI's `--channel NAME:KIND[:ARG]` and registers one of them;
+//! `NAME:echo:bulk` and `NAME:relay:bulk` mount echo and relay with the `bulk` delivery class.
 
 pub mod echo;
 pub mod files;
@@ -22,10 +23,10 @@ use carrier::server::{ChannelError, ChannelHandle, WsTransport};
 /// A `--channel NAME:KIND[:ARG]` value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChannelSpec {
-    /// `NAME:echo`
-    Echo(String),
-    /// `NAME:relay`
-    Relay(String),
+    /// `NAME:echo`, or `NAME:echo:bulk` for the bulk delivery class.
+    Echo(String, Delivery),
+    /// `NAME:relay`, or `NAME:relay:bulk`.
+    Relay(String, Delivery),
     /// `NAME:files:DIR`
     Files(String, PathBuf),
 }
@@ -44,22 +45,33 @@ impl std::str::FromStr for ChannelSpec {
             ));
         }
         match (kind, arg) {
-            (Some("echo"), None) => Ok(ChannelSpec::Echo(name.into())),
-            (Some("relay"), None) => Ok(ChannelSpec::Relay(name.into())),
+            (Some("echo"), None) => Ok(ChannelSpec::Echo(name.into(), Delivery::Reliable)),
+            (Some("relay"), None) => Ok(ChannelSpec::Relay(name.into(), Delivery::Reliable)),
+            (Some("echo"), Some("bulk")) => Ok(ChannelSpec::Echo(name.into(), Delivery::Bulk)),
+            (Some("relay"), Some("bulk")) => Ok(ChannelSpec::Relay(name.into(), Delivery::Bulk)),
             (Some("files"), Some(dir)) if !dir.is_empty() => {
                 Ok(ChannelSpec::Files(name.into(), PathBuf::from(dir)))
             }
             (Some("files"), _) => Err(format!(
                 "channel {s:?}: files needs a directory, e.g. {name}:files:./inbox"
             )),
-            (Some(k @ ("echo" | "relay")), Some(_)) => {
-                Err(format!("channel {s:?}: {k} takes no argument"))
-            }
+            (Some(k @ ("echo" | "relay")), Some(_)) => Err(format!(
+                "channel {s:?}: {k} takes no argument but bulk ({name}:{k}:bulk)"
+            )),
             _ => Err(format!(
                 "channel {s:?}: KIND must be echo, relay or files (NAME:KIND[:ARG])"
             )),
         }
     }
+}
+
+/// How a reference `echo` or `relay` channel delivers (SPEC section 7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// The default class: never dropped; a reader past its budget is failed.
+    Reliable,
+    /// Flow-controlled, lowest priority: a slow reader is paced, not failed.
+    Bulk,
 }
 
 /// Why a channel could not be mounted.
@@ -76,8 +88,16 @@ pub enum MountError {
 /// Registers the channel a spec names. Needs a tokio runtime (the files channel spawns a task).
 pub fn mount(transport: &WsTransport, spec: &ChannelSpec) -> Result<ChannelHandle, MountError> {
     match spec {
-        ChannelSpec::Echo(name) => Ok(echo::mount(transport.registry(), name)?),
-        ChannelSpec::Relay(name) => Ok(relay::mount(transport.registry(), name)?),
+        ChannelSpec::Echo(name, Delivery::Reliable) => Ok(echo::mount(transport.registry(), name)?),
+        ChannelSpec::Echo(name, Delivery::Bulk) => {
+            Ok(echo::mount_bulk(transport.registry(), name)?)
+        }
+        ChannelSpec::Relay(name, Delivery::Reliable) => {
+            Ok(relay::mount(transport.registry(), name)?)
+        }
+        ChannelSpec::Relay(name, Delivery::Bulk) => {
+            Ok(relay::mount_bulk(transport.registry(), name)?)
+        }
         ChannelSpec::Files(name, dir) => files::mount(transport.registry(), name, dir),
     }
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use carrier::server::{
-    CarrierConfig, CarrierContext, Connection, Limits, TextProfile, TextSession, WsTransport,
+    Auth, CarrierConfig, CarrierContext, Connection, Limits, TextProfile, TextSession, WsTransport,
 };
 
 struct Echo;
@@ -50,8 +50,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let transport = WsTransport::new(CarrierConfig {
         port,
         max_retries: 0,
-        open: true,
-        open_reason: Some("Autobahn conformance echo endpoint on loopback".into()),
+        auth: Auth::Open {
+            reason: "Autobahn conformance echo endpoint on loopback".into(),
+        },
         limits: Limits {
             max_text_bytes: 64 << 20,
             max_message_bytes: 64 << 20,

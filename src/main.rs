@@ -59,7 +59,11 @@ fn main() -> ExitCode {
     } else {
         "warn"
     });
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match &cli.command {
+        Command::Serve(args) => cli::serve::runtime(args.threads),
+        _ => tokio::runtime::Runtime::new(),
+    };
+    let runtime = match runtime {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("carrier: cannot start the runtime: {e}");

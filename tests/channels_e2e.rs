@@ -510,19 +510,93 @@ async fn files_saves_verified_uploads_and_refuses_escapes_wrong_sizes_and_wrong_
     );
 }
 
+/// `echo:bulk` and `relay:bulk`: 20 MiB (more than the 8 MiB connection budget plus what the
+/// kernel buffers) relayed to a receiver that reads slowly (5 ms per 64 KiB frame) and to one
+/// that keeps up: no one is failed, both get every frame in order, and the echo of the same
+/// frames comes back whole.
+#[tokio::test]
+async fn bulk_echo_and_relay_pace_instead_of_failing_a_slow_receiver() {
+    let s = Server::core_default().await;
+    carrier_channels::echo::mount_bulk(s.transport.registry(), "back").unwrap();
+    carrier_channels::relay::mount_bulk(s.transport.registry(), "share").unwrap();
+    let mut slow = connect_handshaken(&s.url("")).await;
+    let fast = connect_handshaken(&s.url("")).await;
+    let mut sender = connect_handshaken(&s.url("")).await;
+    const FRAMES: u32 = 320;
+    let chunk = |i: u32| {
+        let mut b = vec![0x33u8; 64 * 1024];
+        b[..4].copy_from_slice(&i.to_be_bytes());
+        b
+    };
+    let sending = tokio::spawn(async move {
+        for i in 0..FRAMES {
+            sender.send(binary("share", i, &chunk(i))).await.unwrap();
+        }
+        sender
+    });
+    let reader = |mut ws: Ws, pause: Duration| async move {
+        for i in 0..FRAMES {
+            let f = next_frame(&mut ws).await;
+            assert_eq!(f.channel, "share");
+            let FrameBody::Binary(b) = f.body else {
+                panic!("binary")
+            };
+            assert_eq!(b[..4], i.to_be_bytes(), "in order");
+            assert_eq!(b.len(), 64 * 1024);
+            tokio::time::sleep(pause).await;
+        }
+        ws
+    };
+    let fast = tokio::spawn(reader(fast, Duration::ZERO));
+    slow = reader(slow, Duration::from_millis(5)).await;
+    fast.await.expect("the fast receiver got everything");
+    let mut sender = sending.await.expect("the sender finished");
+    // The echo in bulk mode gives the same frames back to their sender.
+    for i in 0..64 {
+        sender.send(binary("back", i, &chunk(i))).await.unwrap();
+    }
+    for i in 0..64u32 {
+        let f = next_frame(&mut sender).await;
+        assert_eq!(f.channel, "back");
+        assert_eq!(f.body, FrameBody::Binary(Bytes::from(chunk(i))));
+    }
+    drop(slow);
+    let list = s.transport.registry().descriptors();
+    let share = list.iter().find(|d| d.name == "share").unwrap();
+    assert_eq!(share.delivery, DeliveryClass::Bulk);
+}
+
 #[test]
 fn channel_specs_parse() {
-    use carrier_channels::ChannelSpec;
-    assert_eq!("mic:echo".parse(), Ok(ChannelSpec::Echo("mic".into())));
+    use carrier_channels::{ChannelSpec, Delivery};
+    assert_eq!(
+        "mic:echo".parse(),
+        Ok(ChannelSpec::Echo("mic".into(), Delivery::Reliable))
+    );
     assert_eq!(
         "share:relay".parse(),
-        Ok(ChannelSpec::Relay("share".into()))
+        Ok(ChannelSpec::Relay("share".into(), Delivery::Reliable))
+    );
+    assert_eq!(
+        "up:echo:bulk".parse(),
+        Ok(ChannelSpec::Echo("up".into(), Delivery::Bulk))
+    );
+    assert_eq!(
+        "share:relay:bulk".parse(),
+        Ok(ChannelSpec::Relay("share".into(), Delivery::Bulk))
     );
     assert_eq!(
         "up:files:./inbox".parse(),
         Ok(ChannelSpec::Files("up".into(), "./inbox".into()))
     );
-    for bad in ["mic", ":echo", "mic:other", "up:files", "mic:echo:x"] {
+    for bad in [
+        "mic",
+        ":echo",
+        "mic:other",
+        "up:files",
+        "mic:echo:x",
+        "mic:relay:lossy",
+    ] {
         assert!(bad.parse::<ChannelSpec>().is_err(), "{bad}");
     }
 }

@@ -203,6 +203,37 @@ fn token_file_is_new_0600_and_the_line_says_file() {
     assert_eq!((code, stdout.as_str()), (0, "echo: via file\n"));
 }
 
+/// The process's thread count from `/proc/PID/status`.
+fn threads_of(pid: u32) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn threads_one_serves_on_a_single_thread_and_threads_three_on_three_workers() {
+    for (threads, expected) in [("1", 1..=1), ("3", 4..=8)] {
+        let s = serve(&["--threads", threads], &[]);
+        let url = s.line["url"].as_str().unwrap().to_string();
+        let token = s.line["token"].as_str().unwrap().to_string();
+        let (code, stdout, stderr) = run(&["send", &url, "--token", &token, "on threads"]);
+        assert_eq!(
+            (code, stdout.as_str()),
+            (0, "echo: on threads\n"),
+            "{stderr}"
+        );
+        let n = threads_of(s.child.id());
+        assert!(expected.contains(&n), "--threads {threads}: {n} threads");
+    }
+    for bad in ["0", "x", "1025"] {
+        let (code, _, stderr) = run(&["serve", "--port", "0", "--threads", bad]);
+        assert_eq!(code, 2, "--threads {bad}: {stderr}");
+    }
+}
+
 #[test]
 fn configuration_errors_exit_2_with_one_line() {
     for args in [

@@ -17,7 +17,7 @@ use carrier::client::{
     SessionEventKind, Transport, WsClientTransport, WsOptions,
 };
 use carrier::protocol::version::VersionPair;
-use carrier::server::{CarrierConfig, WsTransport};
+use carrier::server::{Auth, CarrierConfig, WsTransport};
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
@@ -39,7 +39,7 @@ async fn carrier(port: u16, profile: AgentProfile) -> WsTransport {
     let transport = WsTransport::new(CarrierConfig {
         port,
         max_retries: 0,
-        token: Some(TOKEN.into()),
+        auth: Auth::Token(TOKEN.into()),
         ..CarrierConfig::default()
     })
     .expect("a valid config");

@@ -3,7 +3,7 @@
 use carrier_test_support as support;
 
 use carrier::protocol::Role;
-use carrier::server::{CarrierConfig, ConfigError, WsTransport};
+use carrier::server::{Auth, CarrierConfig, ConfigError, WsTransport};
 use futures_util::SinkExt;
 use support::*;
 use tokio_tungstenite::tungstenite::Message;
@@ -91,8 +91,9 @@ async fn minted_token_works_and_differs_per_launch() {
 async fn open_mode_admits_without_token() {
     let s = Server::core(CarrierConfig {
         port: 0,
-        open: true,
-        open_reason: Some("integration test".into()),
+        auth: Auth::Open {
+            reason: "integration test".into(),
+        },
         ..Default::default()
     })
     .await;
@@ -100,26 +101,22 @@ async fn open_mode_admits_without_token() {
     assert_admitted(&format!("ws://127.0.0.1:{}/", s.port), &[]).await;
 }
 
+// Open mode with a token cannot be configured at all ([`Auth`] holds one or the other); the
+// CLI refuses `--open` with a token itself (tests/cli_serve.rs).
 #[tokio::test]
-async fn open_without_reason_and_open_with_token_are_refused_at_construction() {
-    let open = CarrierConfig {
-        open: true,
-        ..Default::default()
-    };
-    assert_eq!(
-        WsTransport::new(open).err(),
-        Some(ConfigError::OpenWithoutReason)
-    );
-    let both = CarrierConfig {
-        open: true,
-        open_reason: Some("why".into()),
-        token: Some("abc".into()),
-        ..Default::default()
-    };
-    assert_eq!(
-        WsTransport::new(both).err(),
-        Some(ConfigError::OpenWithToken)
-    );
+async fn open_without_reason_is_refused_at_construction() {
+    for reason in ["", "  "] {
+        let open = CarrierConfig {
+            auth: Auth::Open {
+                reason: reason.into(),
+            },
+            ..Default::default()
+        };
+        assert_eq!(
+            WsTransport::new(open).err(),
+            Some(ConfigError::OpenWithoutReason)
+        );
+    }
 }
 
 #[tokio::test]

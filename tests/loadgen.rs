@@ -3,12 +3,12 @@
 
 use carrier::agent::{AgentProfile, EmbeddedAgent};
 use carrier::loadgen::{run, LoadError, Mode, Plan, TargetError};
-use carrier::server::{CarrierConfig, WsTransport};
+use carrier::server::{Auth, CarrierConfig, WsTransport};
 
 async fn carrier() -> (WsTransport, String) {
     let transport = WsTransport::new(CarrierConfig {
         port: 0,
-        token: Some("bench-token".into()),
+        auth: Auth::Token("bench-token".into()),
         ..CarrierConfig::default()
     })
     .expect("config");
@@ -16,6 +16,7 @@ async fn carrier() -> (WsTransport, String) {
     carrier_channels::echo::mount(transport.registry(), "echo").expect("echo");
     carrier_channels::relay::mount(transport.registry(), "relay").expect("relay");
     transport.start().await.expect("start");
+    carrier_channels::echo::mount_bulk(transport.registry(), "bulk").expect("bulk echo");
     let url = format!("ws://127.0.0.1:{}/", transport.bound_port().expect("port"));
     (transport, url)
 }
@@ -87,4 +88,146 @@ async fn non_loopback_targets_are_refused_before_any_connection() {
         run(&p).await,
         Err(LoadError::Target(TargetError::NotLoopback(_)))
     ));
+}
+
+/// A plain WebSocket echo server on loopback (tokio-tungstenite, not the carrier). With
+/// `swap_pairs`, it sends each pair of messages back in reverse order: a broken server.
+async fn tungstenite_echo(swap_pairs: bool) -> String {
+    use futures_util::{SinkExt, StreamExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("ws://{}/", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(tcp).await else {
+                    return;
+                };
+                let mut held = None;
+                while let Some(Ok(msg)) = ws.next().await {
+                    if !(msg.is_binary() || msg.is_text()) {
+                        continue;
+                    }
+                    if swap_pairs {
+                        match held.take() {
+                            None => held = Some(msg),
+                            Some(first) => {
+                                if ws.send(msg).await.is_err() || ws.send(first).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    } else if ws.send(msg).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test]
+async fn windowed_runs_keep_sixteen_in_flight_against_the_carrier_and_a_plain_echo_server() {
+    let (transport, url) = carrier().await;
+    let channel = Plan {
+        window: 16,
+        ..plan(Mode::Channel, &url, 3, 200, 1024)
+    };
+    let report = run(&channel).await.expect("channel run");
+    assert_eq!(report.errors, 0, "{:?}", report.first_error);
+    assert_eq!(report.completed, 600);
+    transport.stop().await;
+
+    let echo = tungstenite_echo(false).await;
+    for binary in [true, false] {
+        let raw = Plan {
+            window: 16,
+            binary,
+            token: None,
+            ..plan(Mode::Raw, &echo, 4, 300, 1024)
+        };
+        let report = run(&raw).await.expect("raw run");
+        assert_eq!(report.errors, 0, "{:?}", report.first_error);
+        assert_eq!(report.completed, 1200);
+    }
+}
+
+#[tokio::test]
+async fn a_windowed_run_reports_echoes_that_come_back_out_of_order() {
+    let echo = tungstenite_echo(true).await;
+    let raw = Plan {
+        window: 16,
+        binary: true,
+        token: None,
+        warmup: 0,
+        ..plan(Mode::Raw, &echo, 1, 100, 64)
+    };
+    let report = run(&raw).await.expect("raw run");
+    assert_eq!(report.errors, 1);
+    assert_eq!(report.completed, 0, "the first echo is message 1, not 0");
+    let error = report.first_error.unwrap_or_default();
+    assert!(error.contains("reordered or lost"), "{error}");
+}
+
+#[tokio::test]
+async fn windows_are_bounded_and_only_for_echo_modes() {
+    for (mode, window) in [
+        (Mode::Raw, 0),
+        (Mode::Raw, 1025),
+        (Mode::Rpc, 4),
+        (Mode::Fanout, 2),
+    ] {
+        let p = Plan {
+            window,
+            ..plan(mode, "ws://127.0.0.1:9/", 1, 10, 64)
+        };
+        assert!(
+            matches!(run(&p).await, Err(LoadError::Plan(_))),
+            "{mode:?} with window {window}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn mixed_runs_measure_pings_idle_and_beside_a_transfer_on_bulk_and_reliable_channels() {
+    let (transport, url) = carrier().await;
+    for channel in ["bulk", "echo"] {
+        let p = Plan {
+            size: 64 * 1024,
+            transfer_bytes: 8 << 20,
+            window: 16,
+            channel: Some(channel.into()),
+            ..plan(Mode::Mixed, &url, 2, 0, 64 * 1024)
+        };
+        let report = run(&p).await.expect("mixed run");
+        assert_eq!(report.errors, 0, "{channel}: {:?}", report.first_error);
+        let mixed = report.mixed.expect("mixed figures");
+        assert_eq!(mixed.idle_pings, 2 * carrier::loadgen::IDLE_PINGS as u64);
+        assert_eq!(mixed.transfer_bytes, 2 * (8 << 20), "{channel}");
+        assert!(mixed.idle.p50_us <= mixed.idle.p99_us);
+        let line: serde_json::Value = serde_json::from_str(&report.to_json()).expect("json");
+        assert!(
+            line["mixed"]["during_transfer"]["p99_us"].is_number(),
+            "{line}"
+        );
+    }
+    // The reader's pace is honoured: 2 MiB at 4 MiB/s takes about half a second, so the
+    // measured rate is at most the asked one (a bound, not a timing assertion on the server).
+    let p = Plan {
+        size: 64 * 1024,
+        transfer_bytes: 2 << 20,
+        read_rate: Some(4 << 20),
+        ..plan(Mode::Mixed, &url, 1, 0, 64 * 1024)
+    };
+    let report = run(&p).await.expect("paced run");
+    assert_eq!(report.errors, 0, "{:?}", report.first_error);
+    let mixed = report.mixed.expect("mixed");
+    assert!(
+        mixed.transfer_mb_per_s <= 4.0 * 1.048_576 * 1.05,
+        "{}",
+        mixed.transfer_mb_per_s
+    );
+    transport.stop().await;
 }

@@ -6,7 +6,7 @@ use carrier_test_support as support;
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use carrier::server::{CarrierConfig, ConfigError, WsTransport};
+use carrier::server::{Auth, CarrierConfig, ConfigError, WsTransport};
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -333,7 +333,7 @@ async fn the_token_never_appears_in_logs_or_metrics() {
     let logs = captured_logs();
     let token = "Tk-5d1c8e0b7a2f4e6d9c3b1a0f8e7d6c5b";
     let server = Server::core(CarrierConfig {
-        token: Some(token.into()),
+        auth: Auth::Token(token.into()),
         ..config()
     })
     .await;
@@ -430,15 +430,16 @@ fn a_failing_random_source_refuses_to_start_rather_than_run_open() {
     // Nothing to mint with a configured token or in open mode: the broken source is not used.
     let with_token = CarrierConfig {
         port: 0,
-        token: Some("given".into()),
+        auth: Auth::Token("given".into()),
         ..CarrierConfig::default()
     };
     let t = WsTransport::with_random_source(with_token, &mut BrokenRandom).expect("token given");
     assert_eq!(t.resolved_token(), Some("given"));
     let open = CarrierConfig {
         port: 0,
-        open: true,
-        open_reason: Some("test".into()),
+        auth: Auth::Open {
+            reason: "test".into(),
+        },
         ..CarrierConfig::default()
     };
     let t = WsTransport::with_random_source(open, &mut BrokenRandom).expect("open mode");

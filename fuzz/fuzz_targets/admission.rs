@@ -103,7 +103,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let grant = if flags & 1 == 0 { Role::Drive } else { Role::Observe };
     let policy = AdmissionPolicy {
-        token: Some(TOKEN.to_string()),
+        token: Some(TOKEN.into()),
         grant,
         allowed_hosts: vec![ALLOWED_HOST.to_string()],
         allowed_origins: vec![ALLOWED_ORIGIN.to_string()],

@@ -402,8 +402,9 @@ async fn run(data: &[u8]) {
 
     let transport = WsTransport::new(CarrierConfig {
         port: 0,
-        open: true,
-        open_reason: Some("fuzzing".into()),
+        auth: carrier::server::Auth::Open {
+            reason: "fuzzing".into(),
+        },
         role: Role::Drive,
         limits: Limits {
             max_text_bytes: MAX_TEXT,

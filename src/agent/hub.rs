@@ -9,18 +9,29 @@
 //!
 //! A failed send is the connection's problem (SPEC section 8): it is dropped from the hub and
 //! the operation that produced the event still succeeds.
+//!
+//! What a turn input changes and which events it causes is decided by the pure state machine
+//! [`Turns`] (`hub_turns.rs`); the hub only locks, answers, emits, and then calls the agent.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::protocol::events::SessionEvent;
-use crate::protocol::methods::{HistoryResult, ResumeOutcome, SessionState, SessionStatusResult};
+use serde_json::Value;
+
+use crate::protocol::catalog::def;
+use crate::protocol::events::{DriverInfo, SessionEvent};
+use crate::protocol::methods::{
+    Empty, HistoryResult, PermissionRespondParams, ResumeOutcome, SessionState,
+    SessionStatusResult, SubmitParams, TurnIdResult,
+};
 use crate::protocol::resume::{Replay, ResumeRing};
 use crate::server::{Connection, ConnectionId};
 
-use super::history::{History, HistoryConfig};
-use super::reply_text::ReplyText;
-use super::session::ProtocolSession;
-use super::usage::UsageReporter;
+use super::history::HistoryConfig;
+use super::hub_turns::{Completion, Ended, ErrorScope, Step, Turns};
+use super::reply::Reply;
+use super::session::{ProtocolSession, TurnStart};
+use super::turn::{TurnEnded, TurnSink};
+use super::usage::{TurnRecord, UsageReporter};
 
 /// Bounds of a session's resume ring (SPEC default: 1024 events or 4 MiB).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,23 +51,11 @@ impl Default for RingConfig {
     }
 }
 
-/// The running turn, as the carrier records it.
-pub(crate) struct RunningTurn {
-    pub(crate) id: String,
-    pub(crate) prompt: String,
-    /// Deltas streamed so far, up to the reply cap: the reply of an aborted turn.
-    pub(crate) reply: ReplyText,
-    /// Permission requests waiting for an answer.
-    pub(crate) pending: Vec<String>,
-}
-
-pub(crate) struct HubState {
-    pub(crate) last_seq: u64,
+struct HubState {
+    last_seq: u64,
     ring: ResumeRing,
     subscribers: Vec<Connection>,
-    pub(crate) next_turn: u64,
-    pub(crate) turn: Option<RunningTurn>,
-    pub(crate) history: History,
+    turns: Turns,
 }
 
 /// One session: its agent, its event stream and its bound connections.
@@ -83,9 +82,7 @@ impl SessionHub {
                 last_seq: 0,
                 ring: ResumeRing::new(ring.max_events, ring.max_bytes),
                 subscribers: Vec::new(),
-                next_turn: 0,
-                turn: None,
-                history: History::new(history),
+                turns: Turns::new(history),
             }),
         })
     }
@@ -95,14 +92,21 @@ impl SessionHub {
         &self.id
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, HubState> {
+    fn lock(&self) -> MutexGuard<'_, HubState> {
         // Every critical section leaves the state consistent before it can panic (sends do
         // not panic), so a poisoned lock is still usable.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Emits `events` in order (see [`SessionHub::emit`]).
+    fn emit_all(&self, st: &mut HubState, events: Vec<SessionEvent>) {
+        for event in events {
+            self.emit(st, event);
+        }
+    }
+
     /// Numbers `event`, records it in the ring and queues it on every bound connection.
-    pub(crate) fn emit(&self, st: &mut HubState, event: SessionEvent) {
+    fn emit(&self, st: &mut HubState, event: SessionEvent) {
         let seq = st.last_seq + 1;
         let frame = match event.encode(seq) {
             Ok(frame) => frame,
@@ -163,7 +167,7 @@ impl SessionHub {
 
     /// What the session is doing.
     pub(crate) fn state(&self) -> SessionState {
-        state_of(&self.lock())
+        self.lock().turns.state()
     }
 
     /// `session.status`.
@@ -171,8 +175,8 @@ impl SessionHub {
         let st = self.lock();
         SessionStatusResult {
             session_id: self.id.clone(),
-            state: state_of(&st),
-            turn_id: st.turn.as_ref().map(|t| t.id.clone()),
+            state: st.turns.state(),
+            turn_id: st.turns.running().map(str::to_owned),
         }
     }
 
@@ -180,7 +184,7 @@ impl SessionHub {
     /// as many as fit `budget` bytes of JSON (the history's byte bound counts text, not its
     /// escaped form).
     pub(crate) fn history(&self, limit: Option<u32>, budget: usize) -> HistoryResult {
-        let newest = self.lock().history.newest(limit);
+        let newest = self.lock().turns.history().newest(limit);
         let (entries, left_out) = super::fit::fit_back(newest, budget);
         if left_out > 0 {
             tracing::debug!(session = %self.id, left_out, "history answer fitted to the outbound budget");
@@ -190,12 +194,12 @@ impl SessionHub {
 
     /// Whether `turn_id` is the running turn.
     pub(crate) fn is_current_turn(&self, turn_id: &str) -> bool {
-        self.lock().turn.as_ref().is_some_and(|t| t.id == turn_id)
+        self.lock().turns.is_current(turn_id)
     }
 
     /// The host is stopping: a running turn ends aborted and the agent is told to shut down.
     pub(crate) fn shutdown(&self) {
-        let running = self.lock().turn.as_ref().map(|t| t.id.clone());
+        let running = self.lock().turns.running().map(str::to_owned);
         if let Some(turn_id) = running {
             if self.turn_finish(&turn_id, None, true).is_ok() {
                 self.agent.abort_turn(&turn_id);
@@ -203,12 +207,159 @@ impl SessionHub {
         }
         self.agent.shutdown();
     }
-}
 
-pub(crate) fn state_of(st: &HubState) -> SessionState {
-    match &st.turn {
-        None => SessionState::Idle,
-        Some(t) if !t.pending.is_empty() => SessionState::AwaitingPermission,
-        Some(_) => SessionState::Running,
+    // Turns: each input goes through the [`Turns`] machine under the lock; the answer is
+    // queued before the events it caused. The agent and the usage reporter are host code and
+    // are always called after the lock is released.
+
+    /// `session.submit`: `busy` while a turn runs; otherwise reply `{turn_id}`, emit
+    /// `turn_started` with the host's driver identity, and start the agent. The carrier keeps
+    /// at most `max_reply_bytes` of the turn's reply.
+    pub(crate) fn submit(
+        self: &Arc<Self>,
+        reply: &Reply<def::SessionSubmit>,
+        params: SubmitParams,
+        driver: DriverInfo,
+        max_reply_bytes: usize,
+    ) {
+        let turn_id = {
+            let mut st = self.lock();
+            let Step { answer, events } = st.turns.submit(&params.prompt, &driver, max_reply_bytes);
+            match answer {
+                Ok(started) => {
+                    reply.ok(&started);
+                    self.emit_all(&mut st, events);
+                    started.turn_id
+                }
+                Err(refusal) => return reply.err(refusal),
+            }
+        };
+        let start = TurnStart {
+            turn_id: turn_id.clone(),
+            prompt: params.prompt,
+            options: params.options,
+            driver,
+            sink: TurnSink::new(self, &turn_id),
+        };
+        if let Err(e) = self.agent.start_turn(start) {
+            tracing::warn!(session = %self.id(), turn = %turn_id, error = %e, "agent refused the turn");
+            let _ = self.turn_error(&turn_id, "internal", &e.message);
+            let _ = self.turn_finish(&turn_id, None, true);
+        }
+    }
+
+    /// `session.abort`: ends the running turn (`not_found` when none runs or `turn_id` names
+    /// another), replies `{turn_id}`, emits the aborted `turn_completed`, then tells the agent.
+    pub(crate) fn abort(&self, reply: &Reply<def::SessionAbort>, turn_id: Option<&str>) {
+        let ended = {
+            let mut st = self.lock();
+            let Step { answer, events } = st.turns.abort(turn_id);
+            match answer {
+                Ok(ended) => {
+                    reply.ok(&TurnIdResult {
+                        turn_id: ended.turn_id.clone(),
+                    });
+                    self.emit_all(&mut st, events);
+                    ended
+                }
+                Err(refusal) => return reply.err(refusal),
+            }
+        };
+        self.agent.abort_turn(&ended.turn_id);
+        self.record(&ended);
+    }
+
+    /// `session.permission.respond`: `not_found` unless `request_id` is pending; otherwise
+    /// reply `{}`, emit `permission_resolved`, then tell the agent.
+    pub(crate) fn respond_permission(
+        &self,
+        reply: &Reply<def::SessionPermissionRespond>,
+        params: PermissionRespondParams,
+    ) {
+        let turn_id = {
+            let mut st = self.lock();
+            let Step { answer, events } = st
+                .turns
+                .answer_permission(&params.request_id, params.decision);
+            match answer {
+                Ok(turn_id) => {
+                    reply.ok(&Empty {});
+                    self.emit_all(&mut st, events);
+                    turn_id
+                }
+                Err(refusal) => return reply.err(refusal),
+            }
+        };
+        self.agent
+            .permission_decided(&turn_id, &params.request_id, params.decision);
+    }
+
+    /// Runs one of the agent's inputs and emits what it caused.
+    fn agent_input<A>(
+        &self,
+        input: impl FnOnce(&mut Turns) -> Step<Result<A, TurnEnded>>,
+    ) -> Result<A, TurnEnded> {
+        let mut st = self.lock();
+        let Step { answer, events } = input(&mut st.turns);
+        self.emit_all(&mut st, events);
+        answer
+    }
+
+    /// See [`Turns::delta`].
+    pub(crate) fn turn_delta(&self, turn_id: &str, delta: &str) -> Result<(), TurnEnded> {
+        self.agent_input(|turns| turns.delta(turn_id, delta))
+    }
+
+    /// See [`Turns::permission_request`].
+    pub(crate) fn turn_permission_request(
+        &self,
+        turn_id: &str,
+        request_id: &str,
+        tool: &str,
+        input: Value,
+    ) -> Result<(), TurnEnded> {
+        self.agent_input(|turns| turns.permission_request(turn_id, request_id, tool, input))
+    }
+
+    /// `session.error` of the running turn `turn_id`.
+    pub(crate) fn turn_error(
+        &self,
+        turn_id: &str,
+        code: &str,
+        message: &str,
+    ) -> Result<(), TurnEnded> {
+        self.agent_input(|turns| turns.error(turn_id, ErrorScope::Turn, code, message))
+    }
+
+    /// `session.error` without a `turn_id`, while `turn_id` runs.
+    pub(crate) fn session_error(
+        &self,
+        turn_id: &str,
+        code: &str,
+        message: &str,
+    ) -> Result<(), TurnEnded> {
+        self.agent_input(|turns| turns.error(turn_id, ErrorScope::Session, code, message))
+    }
+
+    /// Ends `turn_id` with `text` (or what was streamed, when `None`).
+    pub(crate) fn turn_finish(
+        &self,
+        turn_id: &str,
+        text: Option<Completion<'_>>,
+        aborted: bool,
+    ) -> Result<(), TurnEnded> {
+        let ended = self.agent_input(|turns| turns.finish(turn_id, text, aborted))?;
+        self.record(&ended);
+        Ok(())
+    }
+
+    fn record(&self, ended: &Ended) {
+        self.usage.record_turn(&TurnRecord {
+            session_id: self.id(),
+            turn_id: &ended.turn_id,
+            prompt: &ended.prompt,
+            reply: &ended.reply,
+            aborted: ended.aborted,
+        });
     }
 }

@@ -1,28 +1,28 @@
-//! The turn state machine of a [`SessionHub`]: submit, abort and permission answers from
-//! clients, and the agent's output through its [`super::TurnSink`].
+//! [`Turns`]: the turn state machine of a session, as a pure type — no lock, no socket, no
+//! runtime, no agent. Each input is one method: a client's submit, abort or permission answer,
+//! or the agent's delta, permission request, error or end of turn. It changes the state and
+//! returns a [`Step`]: the answer to whoever gave the input, and the session events the input
+//! caused, in the order they are numbered. The hub ([`super::hub::SessionHub`]) calls it under
+//! its lock, sends the answer, then emits the events, so a requester's reply is queued before
+//! the events it causes; it calls the agent and the usage reporter after the lock is released.
 //!
 //! The carrier owns the turn: it picks the `turn_id`, answers `busy` and `not_found`, emits
 //! `turn_started`, `permission_resolved` and (on abort) `turn_completed` itself, and refuses
-//! output of a turn that is no longer running. Replies to the requester are queued before the
-//! events they cause, under the hub's lock. The agent and the usage reporter are host code and
-//! are always called after the lock is released.
-
-use std::sync::Arc;
+//! output of a turn that is no longer running ([`TurnEnded`]) instead of letting it leak into
+//! a later turn.
 
 use serde_json::Value;
 
-use super::hub::{HubState, RunningTurn, SessionHub};
-use super::reply::{not_found, Reply};
+use super::history::{History, HistoryConfig};
+use super::reply::not_found;
 use super::reply_text::{cut, pieces, ReplyText};
-use super::session::TurnStart;
-use super::turn::{TurnEnded, TurnSink};
-use super::usage::TurnRecord;
-use crate::protocol::catalog::def;
+use super::turn::TurnEnded;
 use crate::protocol::error::{EffectState, ErrorCode, ErrorObject};
 use crate::protocol::events::*;
-use crate::protocol::methods::{
-    Empty, HistoryEntry, HistoryRole, PermissionRespondParams, SubmitParams, TurnIdResult,
-};
+use crate::protocol::methods::{Decision, HistoryEntry, HistoryRole, SessionState, TurnIdResult};
+
+#[cfg(test)]
+mod tests;
 
 /// The reply an agent ends its turn with.
 #[derive(Debug, Clone, Copy)]
@@ -33,253 +33,290 @@ pub(crate) struct Completion<'a> {
     pub(crate) truncated: bool,
 }
 
-/// A turn that has just ended, for the usage reporter.
-struct Ended {
-    turn_id: String,
-    prompt: String,
-    reply: String,
-    aborted: bool,
+/// What one input did.
+#[must_use = "the answer goes to the requester and the events to every bound connection"]
+#[derive(Debug)]
+pub(crate) struct Step<A> {
+    /// The answer to whoever gave the input; sent before the events.
+    pub(crate) answer: A,
+    /// The events the input caused, in order. Empty when the input was refused.
+    pub(crate) events: Vec<SessionEvent>,
 }
 
-impl SessionHub {
-    /// `session.submit`: `busy` while a turn runs; otherwise reply `{turn_id}`, emit
-    /// `turn_started` with the host's driver identity, and start the agent. The carrier keeps
-    /// at most `max_reply_bytes` of the turn's reply.
-    pub(crate) fn submit(
-        self: &Arc<Self>,
-        reply: &Reply<def::SessionSubmit>,
-        params: SubmitParams,
-        driver: DriverInfo,
-        max_reply_bytes: usize,
-    ) {
-        let turn_id = {
-            let mut st = self.lock();
-            if let Some(running) = &st.turn {
-                reply.err(
-                    ErrorObject::new(
-                        ErrorCode::Busy,
-                        format!("turn {} is still running", running.id),
-                    )
-                    .effect(EffectState::None)
-                    .with_data(serde_json::json!({ "turn_id": running.id })),
-                );
-                return;
-            }
-            st.next_turn += 1;
-            let turn_id = format!("t{}", st.next_turn);
-            st.history.push(HistoryEntry {
-                role: HistoryRole::User,
-                text: params.prompt.clone(),
-                turn_id: turn_id.clone(),
-                truncated: None,
-            });
-            st.turn = Some(RunningTurn {
-                id: turn_id.clone(),
-                prompt: params.prompt.clone(),
-                reply: ReplyText::new(max_reply_bytes),
-                pending: Vec::new(),
-            });
-            reply.ok(&TurnIdResult {
-                turn_id: turn_id.clone(),
-            });
-            let started = TurnStarted {
-                turn_id: turn_id.clone(),
-                driver: driver.clone(),
-                prompt: params.prompt.clone(),
-            };
-            self.emit(&mut st, SessionEvent::TurnStarted(started));
-            turn_id
-        };
-        let start = TurnStart {
-            turn_id: turn_id.clone(),
-            prompt: params.prompt,
-            options: params.options,
-            driver,
-            sink: TurnSink::new(self, &turn_id),
-        };
-        if let Err(e) = self.agent.start_turn(start) {
-            tracing::warn!(session = %self.id(), turn = %turn_id, error = %e, "agent refused the turn");
-            let _ = self.turn_error(&turn_id, "internal", &e.message);
-            let _ = self.turn_finish(&turn_id, None, true);
+impl<A> Step<A> {
+    fn quiet(answer: A) -> Self {
+        Step {
+            answer,
+            events: Vec::new(),
         }
     }
 
-    /// `session.abort`: ends the running turn (`not_found` when none runs or `turn_id` names
-    /// another), replies `{turn_id}`, emits the aborted `turn_completed`, then tells the agent.
-    pub(crate) fn abort(&self, reply: &Reply<def::SessionAbort>, turn_id: Option<&str>) {
-        let ended = {
-            let mut st = self.lock();
-            let running = match (&st.turn, turn_id) {
-                (None, _) => {
-                    reply.err(not_found("no turn is running"));
-                    return;
-                }
-                (Some(t), Some(asked)) if t.id != asked => {
-                    reply.err(not_found(format!(
-                        "turn {asked:?} is not running (the running turn is {})",
-                        t.id
-                    )));
-                    return;
-                }
-                (Some(t), _) => t.id.clone(),
-            };
-            reply.ok(&TurnIdResult { turn_id: running });
-            self.end_turn(&mut st, None, true)
+    fn map<B>(self, f: impl FnOnce(A) -> B) -> Step<B> {
+        Step {
+            answer: f(self.answer),
+            events: self.events,
+        }
+    }
+}
+
+/// Whom a `session.error` of the agent is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ErrorScope {
+    /// The running turn (`session.error` with its `turn_id`).
+    Turn,
+    /// The session, outside any turn (`session.error` without `turn_id`).
+    Session,
+}
+
+/// A turn that has just ended: what the usage reporter records and the agent is told about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ended {
+    pub(crate) turn_id: String,
+    pub(crate) prompt: String,
+    /// The reply as the carrier kept it (cut to the cap).
+    pub(crate) reply: String,
+    pub(crate) aborted: bool,
+}
+
+/// The running turn, as the carrier records it.
+#[derive(Debug)]
+struct RunningTurn {
+    id: String,
+    prompt: String,
+    /// Deltas streamed so far, up to the reply cap: the reply of an aborted turn.
+    reply: ReplyText,
+    /// Permission requests waiting for an answer.
+    pending: Vec<String>,
+}
+
+/// The turns of one session: at most one running, the counter that names the next, and the
+/// history both sides of every turn are recorded in.
+pub(crate) struct Turns {
+    started: u64,
+    running: Option<RunningTurn>,
+    history: History,
+}
+
+impl Turns {
+    /// No turn yet; the history within `history`.
+    pub(crate) fn new(history: HistoryConfig) -> Self {
+        Turns {
+            started: 0,
+            running: None,
+            history: History::new(history),
+        }
+    }
+
+    /// The running turn's id.
+    pub(crate) fn running(&self) -> Option<&str> {
+        self.running.as_ref().map(|t| t.id.as_str())
+    }
+
+    /// Whether `turn_id` is the running turn.
+    pub(crate) fn is_current(&self, turn_id: &str) -> bool {
+        self.running() == Some(turn_id)
+    }
+
+    /// What the session is doing.
+    pub(crate) fn state(&self) -> SessionState {
+        match &self.running {
+            None => SessionState::Idle,
+            Some(t) if !t.pending.is_empty() => SessionState::AwaitingPermission,
+            Some(_) => SessionState::Running,
+        }
+    }
+
+    /// Both sides of the turns so far, within the history's bounds.
+    pub(crate) fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// `session.submit`: `busy` while a turn runs; otherwise the new turn's id and
+    /// `turn_started`. The carrier keeps at most `max_reply_bytes` of the turn's reply.
+    pub(crate) fn submit(
+        &mut self,
+        prompt: &str,
+        driver: &DriverInfo,
+        max_reply_bytes: usize,
+    ) -> Step<Result<TurnIdResult, ErrorObject>> {
+        if let Some(running) = &self.running {
+            return Step::quiet(Err(ErrorObject::new(
+                ErrorCode::Busy,
+                format!("turn {} is still running", running.id),
+            )
+            .effect(EffectState::None)
+            .with_data(serde_json::json!({ "turn_id": running.id }))));
+        }
+        self.started += 1;
+        let turn_id = format!("t{}", self.started);
+        self.history.push(HistoryEntry {
+            role: HistoryRole::User,
+            text: prompt.to_owned(),
+            turn_id: turn_id.clone(),
+            truncated: None,
+        });
+        self.running = Some(RunningTurn {
+            id: turn_id.clone(),
+            prompt: prompt.to_owned(),
+            reply: ReplyText::new(max_reply_bytes),
+            pending: Vec::new(),
+        });
+        let started = TurnStarted {
+            turn_id: turn_id.clone(),
+            driver: driver.clone(),
+            prompt: prompt.to_owned(),
         };
-        if let Some(ended) = ended {
-            self.agent.abort_turn(&ended.turn_id);
-            self.record(&ended);
+        Step {
+            answer: Ok(TurnIdResult { turn_id }),
+            events: vec![SessionEvent::TurnStarted(started)],
+        }
+    }
+
+    /// `session.abort`: `not_found` when no turn runs or `turn_id` names another; otherwise
+    /// the turn ends aborted with what was streamed (its `turn_completed`).
+    pub(crate) fn abort(&mut self, turn_id: Option<&str>) -> Step<Result<Ended, ErrorObject>> {
+        match self
+            .running
+            .take_if(|t| turn_id.is_none_or(|asked| asked == t.id))
+        {
+            Some(turn) => self.end(turn, None, true).map(Ok),
+            None => Step::quiet(Err(match (&self.running, turn_id) {
+                (Some(t), Some(asked)) => not_found(format!(
+                    "turn {asked:?} is not running (the running turn is {})",
+                    t.id
+                )),
+                _ => not_found("no turn is running"),
+            })),
         }
     }
 
     /// `session.permission.respond`: `not_found` unless `request_id` is pending; otherwise
-    /// reply `{}`, emit `permission_resolved`, then tell the agent.
-    pub(crate) fn respond_permission(
-        &self,
-        reply: &Reply<def::SessionPermissionRespond>,
-        params: PermissionRespondParams,
-    ) {
-        let turn_id = {
-            let mut st = self.lock();
-            let Some(turn) = st
-                .turn
-                .as_mut()
-                .filter(|t| t.pending.contains(&params.request_id))
-            else {
-                reply.err(not_found(format!(
-                    "no pending permission request {:?}",
-                    crate::protocol::envelope::truncate(&params.request_id, 64)
-                )));
-                return;
-            };
-            turn.pending.retain(|r| *r != params.request_id);
-            let turn_id = turn.id.clone();
-            reply.ok(&Empty {});
-            let resolved = PermissionResolved {
-                request_id: params.request_id.clone(),
-                decision: params.decision,
-            };
-            self.emit(&mut st, SessionEvent::PermissionResolved(resolved));
-            turn_id
+    /// the id of the turn that asked, and `permission_resolved`.
+    pub(crate) fn answer_permission(
+        &mut self,
+        request_id: &str,
+        decision: Decision,
+    ) -> Step<Result<String, ErrorObject>> {
+        let Some(turn) = self
+            .running
+            .as_mut()
+            .filter(|t| t.pending.iter().any(|r| r == request_id))
+        else {
+            return Step::quiet(Err(not_found(format!(
+                "no pending permission request {:?}",
+                crate::protocol::envelope::truncate(request_id, 64)
+            ))));
         };
-        self.agent
-            .permission_decided(&turn_id, &params.request_id, params.decision);
-    }
-
-    /// Runs `f` on the running turn if it is `turn_id`.
-    fn with_turn<R>(
-        &self,
-        turn_id: &str,
-        f: impl FnOnce(&Self, &mut HubState) -> R,
-    ) -> Result<R, TurnEnded> {
-        let mut st = self.lock();
-        if st.turn.as_ref().is_none_or(|t| t.id != turn_id) {
-            return Err(TurnEnded);
+        turn.pending.retain(|r| r != request_id);
+        let resolved = PermissionResolved {
+            request_id: request_id.to_owned(),
+            decision,
+        };
+        Step {
+            answer: Ok(turn.id.clone()),
+            events: vec![SessionEvent::PermissionResolved(resolved)],
         }
-        Ok(f(self, &mut st))
     }
 
-    /// Keeps what fits of `delta` in the turn's reply and sends all of it, split into events
-    /// of at most the reply cap (a delta is never cut).
-    pub(crate) fn turn_delta(&self, turn_id: &str, delta: &str) -> Result<(), TurnEnded> {
-        self.with_turn(turn_id, |hub, st| {
-            let Some(turn) = st.turn.as_mut() else {
-                return;
-            };
-            turn.reply.push(delta);
-            let cap = turn.reply.cap();
-            for piece in pieces(delta, cap) {
-                let event = TextDelta {
+    /// The agent streams `delta`: what fits is kept in the turn's reply, all of it is sent,
+    /// split into `text_delta`s of at most the reply cap (a delta is never cut).
+    pub(crate) fn delta(&mut self, turn_id: &str, delta: &str) -> Step<Result<(), TurnEnded>> {
+        let Some(turn) = self.current(turn_id) else {
+            return Step::quiet(Err(TurnEnded));
+        };
+        turn.reply.push(delta);
+        let events = pieces(delta, turn.reply.cap())
+            .map(|piece| {
+                SessionEvent::TextDelta(TextDelta {
                     turn_id: turn_id.to_owned(),
                     delta: piece.to_owned(),
-                };
-                hub.emit(st, SessionEvent::TextDelta(event));
-            }
-        })
+                })
+            })
+            .collect();
+        Step {
+            answer: Ok(()),
+            events,
+        }
     }
 
-    pub(crate) fn turn_permission_request(
-        &self,
+    /// The agent asks to use `tool`: `request_id` is pending until answered (asking twice
+    /// under one id is one pending request), and `permission_request` is sent.
+    pub(crate) fn permission_request(
+        &mut self,
         turn_id: &str,
         request_id: &str,
         tool: &str,
         input: Value,
-    ) -> Result<(), TurnEnded> {
-        self.with_turn(turn_id, |hub, st| {
-            if let Some(t) = st.turn.as_mut() {
-                if !t.pending.iter().any(|r| r == request_id) {
-                    t.pending.push(request_id.to_owned());
-                }
-            }
-            let event = PermissionRequest {
-                turn_id: turn_id.to_owned(),
-                request_id: request_id.to_owned(),
-                tool: tool.to_owned(),
-                input,
-            };
-            hub.emit(st, SessionEvent::PermissionRequest(event));
-        })
-    }
-
-    pub(crate) fn turn_error(
-        &self,
-        turn_id: &str,
-        code: &str,
-        message: &str,
-    ) -> Result<(), TurnEnded> {
-        self.error_event(turn_id, Some(turn_id), code, message)
-    }
-
-    /// `session.error` without a `turn_id`, while `turn_id` runs.
-    pub(crate) fn session_error(
-        &self,
-        turn_id: &str,
-        code: &str,
-        message: &str,
-    ) -> Result<(), TurnEnded> {
-        self.error_event(turn_id, None, code, message)
-    }
-
-    fn error_event(
-        &self,
-        running: &str,
-        turn_id: Option<&str>,
-        code: &str,
-        message: &str,
-    ) -> Result<(), TurnEnded> {
-        self.with_turn(running, |hub, st| {
-            let event = SessionErrorEvent {
-                turn_id: turn_id.map(str::to_owned),
-                code: code.to_owned(),
-                message: message.to_owned(),
-            };
-            hub.emit(st, SessionEvent::Error(event));
-        })
-    }
-
-    /// Ends `turn_id` with `text` (or what was streamed, when `None`).
-    pub(crate) fn turn_finish(
-        &self,
-        turn_id: &str,
-        text: Option<Completion<'_>>,
-        aborted: bool,
-    ) -> Result<(), TurnEnded> {
-        let ended = self.with_turn(turn_id, |hub, st| hub.end_turn(st, text, aborted))?;
-        if let Some(ended) = ended {
-            self.record(&ended);
+    ) -> Step<Result<(), TurnEnded>> {
+        let Some(turn) = self.current(turn_id) else {
+            return Step::quiet(Err(TurnEnded));
+        };
+        if !turn.pending.iter().any(|r| r == request_id) {
+            turn.pending.push(request_id.to_owned());
         }
-        Ok(())
+        let request = PermissionRequest {
+            turn_id: turn_id.to_owned(),
+            request_id: request_id.to_owned(),
+            tool: tool.to_owned(),
+            input,
+        };
+        Step {
+            answer: Ok(()),
+            events: vec![SessionEvent::PermissionRequest(request)],
+        }
     }
 
-    /// Takes the running turn, emits its `turn_completed` and records the reply in history,
-    /// both cut to the reply cap.
-    fn end_turn(
-        &self,
-        st: &mut HubState,
+    /// The agent reports an error while `turn_id` runs; the turn goes on.
+    pub(crate) fn error(
+        &mut self,
+        turn_id: &str,
+        scope: ErrorScope,
+        code: &str,
+        message: &str,
+    ) -> Step<Result<(), TurnEnded>> {
+        if self.current(turn_id).is_none() {
+            return Step::quiet(Err(TurnEnded));
+        }
+        let error = SessionErrorEvent {
+            turn_id: match scope {
+                ErrorScope::Turn => Some(turn_id.to_owned()),
+                ErrorScope::Session => None,
+            },
+            code: code.to_owned(),
+            message: message.to_owned(),
+        };
+        Step {
+            answer: Ok(()),
+            events: vec![SessionEvent::Error(error)],
+        }
+    }
+
+    /// The agent (or the carrier, on a failure) ends `turn_id` with `text`, or with what was
+    /// streamed when `None`: its `turn_completed`, and the reply in the history.
+    pub(crate) fn finish(
+        &mut self,
+        turn_id: &str,
         text: Option<Completion<'_>>,
         aborted: bool,
-    ) -> Option<Ended> {
-        let turn = st.turn.take()?;
+    ) -> Step<Result<Ended, TurnEnded>> {
+        match self.running.take_if(|t| t.id == turn_id) {
+            Some(turn) => self.end(turn, text, aborted).map(Ok),
+            None => Step::quiet(Err(TurnEnded)),
+        }
+    }
+
+    fn current(&mut self, turn_id: &str) -> Option<&mut RunningTurn> {
+        self.running.as_mut().filter(|t| t.id == turn_id)
+    }
+
+    /// Ends `turn`: its `turn_completed`, and the reply in the history, both cut to the
+    /// reply cap.
+    fn end(
+        &mut self,
+        turn: RunningTurn,
+        text: Option<Completion<'_>>,
+        aborted: bool,
+    ) -> Step<Ended> {
         let cap = turn.reply.cap();
         let (reply, truncated) = match text {
             None => turn.reply.into_parts(),
@@ -289,7 +326,7 @@ impl SessionHub {
             }
         };
         let truncated = truncated.then_some(true);
-        st.history.push(HistoryEntry {
+        self.history.push(HistoryEntry {
             role: HistoryRole::Assistant,
             text: reply.clone(),
             turn_id: turn.id.clone(),
@@ -301,22 +338,14 @@ impl SessionHub {
             aborted,
             truncated,
         };
-        self.emit(st, SessionEvent::TurnCompleted(completed));
-        Some(Ended {
-            turn_id: turn.id,
-            prompt: turn.prompt,
-            reply,
-            aborted,
-        })
-    }
-
-    fn record(&self, ended: &Ended) {
-        self.usage.record_turn(&TurnRecord {
-            session_id: self.id(),
-            turn_id: &ended.turn_id,
-            prompt: &ended.prompt,
-            reply: &ended.reply,
-            aborted: ended.aborted,
-        });
+        Step {
+            answer: Ended {
+                turn_id: turn.id,
+                prompt: turn.prompt,
+                reply,
+                aborted,
+            },
+            events: vec![SessionEvent::TurnCompleted(completed)],
+        }
     }
 }

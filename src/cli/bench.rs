@@ -46,6 +46,9 @@ pub struct BenchArgs {
     /// raw: send binary messages instead of text.
     #[arg(long)]
     pub binary: bool,
+    /// channel and raw modes: messages in flight per connection (pipelined; 1 = closed loop).
+    #[arg(long, default_value_t = 1)]
+    pub window: usize,
     /// Channel name (default: echo; fanout: relay).
     #[arg(long)]
     pub channel: Option<String>,
@@ -55,6 +58,13 @@ pub struct BenchArgs {
     /// The server's process id: idle modes read its VmRSS, the others its CPU time (/proc).
     #[arg(long, alias = "rss-pid")]
     pub server_pid: Option<u32>,
+    /// mixed: bytes each connection transfers to the (bulk) echo channel, in SIZE-byte frames
+    /// (use -s 65536).
+    #[arg(long, default_value_t = 256 << 20)]
+    pub transfer_bytes: u64,
+    /// mixed: read the echoes at most this many bytes per second (default: as they come).
+    #[arg(long)]
+    pub read_rate: Option<u64>,
     /// idle modes: milliseconds to wait before each memory reading.
     #[arg(long, default_value_t = 500)]
     pub settle_ms: u64,
@@ -70,10 +80,13 @@ impl BenchArgs {
             size: self.size,
             warmup: self.warmup,
             binary: self.binary,
+            window: self.window,
             channel: self.channel.clone(),
             max_duration: Duration::from_secs(self.duration_secs),
             server_pid: self.server_pid,
             settle: Duration::from_millis(self.settle_ms),
+            transfer_bytes: self.transfer_bytes,
+            read_rate: self.read_rate,
             ..Plan::new(self.mode, self.url.clone())
         }
     }

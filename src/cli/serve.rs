@@ -9,7 +9,7 @@ use std::time::Duration;
 use carrier::agent::process::{AgentProcess, AgentProcessConfig, AgentProcessError};
 use carrier::agent::{AgentProfile, EmbeddedAgent};
 use carrier::protocol::Role;
-use carrier::server::{CarrierConfig, Limits, RuntimeFileOptions, WsTransport};
+use carrier::server::{Auth, CarrierConfig, Limits, RuntimeFileOptions, Token, WsTransport};
 use clap::Args;
 
 use carrier_channels::{self as channels, ChannelSpec};
@@ -29,9 +29,10 @@ pub struct ServeArgs {
         long,
         env = "CARRIER_TOKEN",
         hide_env_values = true,
-        conflicts_with = "open"
+        conflicts_with = "open",
+        value_parser = parse_token
     )]
-    token: Option<String>,
+    token: Option<Token>,
     /// Run without a token (needs --open-reason). Any local process could then drive the agent.
     #[arg(long, env = "CARRIER_OPEN")]
     open: bool,
@@ -55,7 +56,8 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     allowed_origins: Vec<String>,
-    /// A payload channel NAME:KIND[:ARG], KIND = echo | relay | files:DIR. Repeatable.
+    /// A payload channel NAME:KIND[:ARG], KIND = echo | relay | files:DIR; echo and relay take
+    /// `:bulk` for the bulk delivery class (NAME:echo:bulk). Repeatable.
     #[arg(long = "channel", env = "CARRIER_CHANNELS", value_delimiter = ',')]
     channels: Vec<ChannelSpec>,
     /// Host an external agent process speaking the envelope as JSON lines on stdin/stdout.
@@ -92,10 +94,47 @@ pub struct ServeArgs {
     /// Surface name stamped on turns.
     #[arg(long, env = "CARRIER_SURFACE", default_value = "carrier")]
     surface: String,
+    /// Runtime worker threads (1: a single-threaded runtime, no cross-thread wake-ups).
+    /// Default: the CPUs this process may run on.
+    #[arg(long, env = "CARRIER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
+}
+
+/// The runtime `carrier serve` runs on: `threads` workers (default: the CPUs the process may
+/// use, which honours `taskset` and cgroup limits); one means a current-thread runtime, where
+/// a connection's reader and writer wake each other without crossing threads.
+pub fn runtime(threads: Option<u16>) -> std::io::Result<tokio::runtime::Runtime> {
+    let n = threads.map(usize::from).unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    if n <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build()
+    }
 }
 
 fn parse_role(s: &str) -> Result<Role, String> {
     Role::parse(s).ok_or_else(|| format!("unknown role {s:?}: use drive or observe"))
+}
+
+fn parse_token(s: &str) -> Result<Token, std::convert::Infallible> {
+    Ok(Token::from(s))
+}
+
+/// `--open`, `--token` and `--open-reason` that contradict each other: they cannot be said in
+/// an [`Auth`], so the CLI refuses them itself (exit 2).
+#[derive(Debug, thiserror::Error)]
+enum AuthFlagsError {
+    #[error("open mode and a token are mutually exclusive: drop --open or drop the token")]
+    OpenWithToken,
+    #[error("open_reason is only meaningful with open mode (--open)")]
+    ReasonWithoutOpen,
 }
 
 fn usage_error(message: impl std::fmt::Display) -> ExitCode {
@@ -109,13 +148,25 @@ fn runtime_error(message: impl std::fmt::Display) -> ExitCode {
 }
 
 impl ServeArgs {
-    fn config(&self) -> CarrierConfig {
-        CarrierConfig {
+    /// The flags' choice of token or open mode. A blank or missing reason with `--open` is
+    /// left to [`CarrierConfig::validate`], which owns that rule.
+    fn auth(&self) -> Result<Auth, AuthFlagsError> {
+        match (self.open, &self.token, &self.open_reason) {
+            (true, Some(_), _) => Err(AuthFlagsError::OpenWithToken),
+            (true, None, reason) => Ok(Auth::Open {
+                reason: reason.clone().unwrap_or_default(),
+            }),
+            (false, _, Some(_)) => Err(AuthFlagsError::ReasonWithoutOpen),
+            (false, Some(token), None) => Ok(Auth::Token(token.clone())),
+            (false, None, None) => Ok(Auth::Mint),
+        }
+    }
+
+    fn config(&self) -> Result<CarrierConfig, AuthFlagsError> {
+        Ok(CarrierConfig {
             port: self.port,
             max_retries: self.max_retries,
-            token: self.token.clone(),
-            open: self.open,
-            open_reason: self.open_reason.clone(),
+            auth: self.auth()?,
             role: self.role,
             allowed_hosts: self.allowed_hosts.clone(),
             allowed_origins: self.allowed_origins.clone(),
@@ -131,7 +182,7 @@ impl ServeArgs {
                 max_reply_bytes: self.max_reply_bytes,
                 ..Limits::default()
             },
-        }
+        })
     }
 }
 
@@ -153,7 +204,11 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     if args.token_file.is_some() {
         advertised = advertised.without_token();
     }
-    let transport = match WsTransport::new(args.config()) {
+    let config = match args.config() {
+        Ok(config) => config,
+        Err(e) => return usage_error(e),
+    };
+    let transport = match WsTransport::new(config) {
         Ok(t) => t.with_runtime_file(advertised),
         Err(e) => return usage_error(e),
     };

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fastwebsockets::{FragmentCollector, Frame, OpCode, Payload, WebSocketError};
+use fastwebsockets::{FragmentCollector, Frame, OpCode, Payload, WebSocket, WebSocketError};
 use http_body_util::Empty;
 use hyper::header::{CONNECTION, HOST, UPGRADE};
 use hyper::upgrade::Upgraded;
@@ -59,42 +59,17 @@ fn masked<'a>(opcode: OpCode, key: [u8; 4], payload: &'a mut [u8]) -> Frame<'a> 
 impl BenchSocket {
     /// Opens a TCP connection and performs the WebSocket upgrade, within `timeout`.
     pub(crate) async fn connect(target: &Target, timeout: Duration) -> Result<Self, LoadError> {
-        let connect = async {
-            let tcp = TcpStream::connect(target.addr)
-                .await
-                .map_err(|e| LoadError::Connect(format!("{}: {e}", target.addr)))?;
-            tcp.set_nodelay(true)
-                .map_err(|e| LoadError::Connect(e.to_string()))?;
-            let req = Request::builder()
-                .method("GET")
-                .uri(target.path_and_query.as_str())
-                .header(HOST, target.host_header.as_str())
-                .header(UPGRADE, "websocket")
-                .header(CONNECTION, "upgrade")
-                .header(
-                    "Sec-WebSocket-Key",
-                    fastwebsockets::handshake::generate_key(),
-                )
-                .header("Sec-WebSocket-Version", "13")
-                .body(Empty::<Bytes>::new())
-                .map_err(|e| LoadError::Connect(e.to_string()))?;
-            let (mut ws, _) = fastwebsockets::handshake::client(&SpawnExecutor, req, tcp)
-                .await
-                .map_err(|e| LoadError::Connect(e.to_string()))?;
-            // Payloads are masked here, in a scratch buffer (module docs). fastwebsockets would
-            // then send its automatic pong and close replies unmasked, so this client answers
-            // pings and closes itself ([`BenchSocket::recv`]).
-            ws.set_auto_apply_mask(false);
-            ws.set_auto_close(false);
-            ws.set_auto_pong(false);
-            Ok::<_, LoadError>(BenchSocket {
-                ws: FragmentCollector::new(ws),
-                scratch: Vec::new(),
-            })
-        };
-        tokio::time::timeout(timeout, connect)
-            .await
-            .map_err(|_| LoadError::Connect("timed out".into()))?
+        let mut ws = upgrade(target, timeout).await?;
+        // Payloads are masked here, in a scratch buffer (module docs). fastwebsockets would
+        // then send its automatic pong and close replies unmasked, so this client answers
+        // pings and closes itself ([`BenchSocket::recv`]).
+        ws.set_auto_apply_mask(false);
+        ws.set_auto_close(false);
+        ws.set_auto_pong(false);
+        Ok(BenchSocket {
+            ws: FragmentCollector::new(ws),
+            scratch: Vec::new(),
+        })
     }
 
     /// Sends one message (or control frame) with `payload`, masked under a fresh random key.
@@ -152,17 +127,7 @@ impl BenchSocket {
 
     /// The carrier's `system.handshake` (SPEC section 4), as every carrier client starts.
     pub(crate) async fn carrier_handshake(&mut self) -> Result<(), LoadError> {
-        let frame = serde_json::json!({
-            "id": "hs",
-            "method": "system.handshake",
-            "params": {
-                "protocol_version": PROTOCOL_VERSION,
-                "min_compatible_protocol": PROTOCOL_VERSION,
-                "client": {"name": "carrier-bench", "version": env!("CARGO_PKG_VERSION")},
-            }
-        })
-        .to_string();
-        self.request("hs", frame.as_bytes()).await
+        self.request("hs", handshake_frame("hs").as_bytes()).await
     }
 
     /// Sends a normal close and waits briefly for the server's answer.
@@ -186,9 +151,57 @@ impl BenchSocket {
     }
 }
 
+/// A TCP connection to `target` upgraded to a WebSocket (TCP_NODELAY on), within `timeout`.
+pub(crate) async fn upgrade(
+    target: &Target,
+    timeout: Duration,
+) -> Result<WebSocket<TokioIo<Upgraded>>, LoadError> {
+    let connect = async {
+        let tcp = TcpStream::connect(target.addr)
+            .await
+            .map_err(|e| LoadError::Connect(format!("{}: {e}", target.addr)))?;
+        tcp.set_nodelay(true)
+            .map_err(|e| LoadError::Connect(e.to_string()))?;
+        let req = Request::builder()
+            .method("GET")
+            .uri(target.path_and_query.as_str())
+            .header(HOST, target.host_header.as_str())
+            .header(UPGRADE, "websocket")
+            .header(CONNECTION, "upgrade")
+            .header(
+                "Sec-WebSocket-Key",
+                fastwebsockets::handshake::generate_key(),
+            )
+            .header("Sec-WebSocket-Version", "13")
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| LoadError::Connect(e.to_string()))?;
+        let (ws, _) = fastwebsockets::handshake::client(&SpawnExecutor, req, tcp)
+            .await
+            .map_err(|e| LoadError::Connect(e.to_string()))?;
+        Ok::<_, LoadError>(ws)
+    };
+    tokio::time::timeout(timeout, connect)
+        .await
+        .map_err(|_| LoadError::Connect("timed out".into()))?
+}
+
+/// The `system.handshake` request every carrier client starts with (SPEC section 4).
+pub(crate) fn handshake_frame(id: &str) -> String {
+    serde_json::json!({
+        "id": id,
+        "method": "system.handshake",
+        "params": {
+            "protocol_version": PROTOCOL_VERSION,
+            "min_compatible_protocol": PROTOCOL_VERSION,
+            "client": {"name": "carrier-bench", "version": env!("CARGO_PKG_VERSION")},
+        }
+    })
+    .to_string()
+}
+
 /// `Some(result)` when `text` is the response to `id`; `None` for anything else (events,
 /// other ids, non-JSON).
-fn response_outcome(text: &[u8], id: &str) -> Option<Result<(), LoadError>> {
+pub(crate) fn response_outcome(text: &[u8], id: &str) -> Option<Result<(), LoadError>> {
     #[derive(Deserialize)]
     struct Response<'a> {
         #[serde(borrow)]

@@ -158,6 +158,7 @@ pub(crate) async fn run(
         first_error: send_error.as_ref().map(ToString::to_string),
         memory: None,
         server_cpu: None,
+        mixed: None,
     };
     out.errors += u64::from(send_error.is_some());
     let mut last = started;

@@ -76,6 +76,7 @@ pub(crate) async fn run(
         latencies,
         first_error,
         server_cpu: None,
+        mixed: None,
         memory: Some(MemoryReport {
             rss_before_kib: before,
             rss_idle_kib: idle,

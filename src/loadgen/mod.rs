@@ -47,6 +47,7 @@ mod client;
 mod fanout;
 mod idle;
 mod latency;
+mod mixed;
 mod pingpong;
 pub mod target;
 
@@ -56,6 +57,7 @@ use serde::Serialize;
 
 pub use idle::vm_rss_kib;
 pub use latency::Summary;
+pub use mixed::{MixedReport, IDLE_PINGS};
 pub use target::{Target, TargetError};
 
 /// How many frames the `fanout` sender may be ahead of its slowest receiver.
@@ -66,6 +68,10 @@ pub const MAX_CONNECTIONS: usize = 10_000;
 pub const MAX_TOTAL_MESSAGES: usize = 20_000_000;
 /// The largest message (the carrier's default hard cap).
 pub const MAX_SIZE: usize = 16 << 20;
+/// The most messages in flight per connection (`--window`).
+pub const MAX_WINDOW: usize = 1024;
+/// The most bytes one `mixed` connection transfers.
+pub const MAX_TRANSFER: u64 = 16 << 30;
 /// The longest a run may last.
 pub const MAX_DURATION: Duration = Duration::from_secs(600);
 
@@ -86,6 +92,8 @@ pub enum Mode {
     Idle,
     /// Server memory per plain WebSocket connection, before and after one message each.
     IdleRaw,
+    /// `system.ping` latency idle and during a bulk transfer on the same connection.
+    Mixed,
 }
 
 impl Mode {
@@ -114,6 +122,9 @@ pub struct Plan {
     pub warmup: usize,
     /// `raw`: send binary instead of text.
     pub binary: bool,
+    /// `channel` and `raw`: messages in flight per connection (1: one round trip at a time).
+    /// Each echo must come back in send order, with the index its message carried.
+    pub window: usize,
     /// Channel name for `channel` / `fanout` / `idle`.
     pub channel: Option<String>,
     /// The run stops (and reports `timed_out`) after this long.
@@ -125,6 +136,10 @@ pub struct Plan {
     pub server_pid: Option<u32>,
     /// `idle` modes: pause before each RSS reading, so the server settles.
     pub settle: Duration,
+    /// `mixed`: bytes each connection transfers to the echo channel (in `size`-byte frames).
+    pub transfer_bytes: u64,
+    /// `mixed`: echoes are read at most this many bytes per second (`None`: as they come).
+    pub read_rate: Option<u64>,
 }
 
 impl Plan {
@@ -139,19 +154,24 @@ impl Plan {
             size: 64,
             warmup: 0,
             binary: false,
+            window: 1,
             channel: None,
             max_duration: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
             server_pid: None,
             settle: Duration::from_millis(500),
+            transfer_bytes: 256 << 20,
+            read_rate: None,
         }
     }
 
-    /// The channel this plan uses: the given one, else `relay` for fan-out, else `echo`.
+    /// The channel this plan uses: the given one, else `relay` for fan-out, `bulk` for mixed,
+    /// else `echo`.
     pub fn channel_name(&self) -> &str {
         match (&self.channel, self.mode) {
             (Some(c), _) => c,
             (None, Mode::Fanout) => "relay",
+            (None, Mode::Mixed) => "bulk",
             (None, _) => "echo",
         }
     }
@@ -172,6 +192,20 @@ impl Plan {
             return bad(&format!(
                 "connections × (messages + warmup) must be at most {MAX_TOTAL_MESSAGES}"
             ));
+        }
+        if self.window == 0 || self.window > MAX_WINDOW {
+            return bad(&format!("window must be 1..={MAX_WINDOW}"));
+        }
+        if self.window > 1 && !matches!(self.mode, Mode::Channel | Mode::Raw | Mode::Mixed) {
+            return bad("--window applies to the channel, raw and mixed modes");
+        }
+        if self.mode == Mode::Mixed {
+            if self.size < 8 {
+                return bad("mixed needs size >= 8 (each frame carries its index)");
+            }
+            if self.transfer_bytes == 0 || self.transfer_bytes > MAX_TRANSFER {
+                return bad(&format!("the transfer must be 1..={MAX_TRANSFER} bytes"));
+            }
         }
         if self.size > MAX_SIZE {
             return bad(&format!("size must be at most {MAX_SIZE} bytes"));
@@ -282,6 +316,9 @@ pub struct Report {
     /// Server memory, for the `idle` modes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryReport>,
+    /// Idle and during-transfer ping latency, for the `mixed` mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mixed: Option<MixedReport>,
 }
 
 impl Report {
@@ -302,6 +339,8 @@ pub(crate) struct Outcome {
     memory: Option<MemoryReport>,
     /// Server CPU time over the measured phase, when the server's pid is known.
     server_cpu: Option<Duration>,
+    /// The `mixed` mode's own figures.
+    mixed: Option<MixedReport>,
 }
 
 /// Runs a plan to its end (or its time bound) and reports.
@@ -312,6 +351,7 @@ pub async fn run(plan: &Plan) -> Result<Report, LoadError> {
         Mode::Rpc | Mode::Channel | Mode::Raw => pingpong::run(plan, &target, deadline).await?,
         Mode::Fanout => fanout::run(plan, &target, deadline).await?,
         Mode::Idle | Mode::IdleRaw => idle::run(plan, &target, deadline).await?,
+        Mode::Mixed => mixed::run(plan, &target, deadline).await?,
     };
     let secs = outcome.elapsed.as_secs_f64();
     let per_s = |n: f64| if secs > 0.0 { n / secs } else { 0.0 };
@@ -332,7 +372,10 @@ pub async fn run(plan: &Plan) -> Result<Report, LoadError> {
         timed_out: outcome.timed_out,
         elapsed_s: secs,
         msgs_per_s: per_s(outcome.completed as f64),
-        mb_per_s: per_s(outcome.completed as f64 * plan.size as f64) / 1e6,
+        mb_per_s: match &outcome.mixed {
+            Some(m) => m.transfer_mb_per_s,
+            None => per_s(outcome.completed as f64 * plan.size as f64) / 1e6,
+        },
         p50_us: summary.p50_us,
         p99_us: summary.p99_us,
         max_us: summary.max_us,
@@ -343,6 +386,7 @@ pub async fn run(plan: &Plan) -> Result<Report, LoadError> {
             .map(|d| d.as_secs_f64() * 1e6 / outcome.completed as f64),
         first_error: outcome.first_error,
         memory: outcome.memory,
+        mixed: outcome.mixed,
     })
 }
 

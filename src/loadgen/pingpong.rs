@@ -1,5 +1,8 @@
 //! The closed-loop modes (`rpc`, `channel`, `raw`): every connection sends one message and
-//! waits for its answer before the next, so latency is a true round trip.
+//! waits for its answer before the next, so latency is a true round trip. With
+//! [`Plan::window`] above 1 (`channel` and `raw`), a connection keeps that many messages in
+//! flight instead: each send stamps its index into the payload, and each echo must come back
+//! with the next index expected, so reordering or loss is an error, not a faster number.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,10 +23,11 @@ pub(crate) enum Script {
     /// A `system.ping` request. `id` is the byte range of the request id (`p`, counter digits,
     /// padding); the digits are the [`ID_DIGITS`] bytes after the `p`.
     Rpc { frame: Vec<u8>, id: (usize, usize) },
-    /// A channel frame; the client's seq sits at `seq_at`.
+    /// A channel frame; the client's seq sits at `seq_at`, the body starts at `body_at`.
     Channel {
         frame: Vec<u8>,
         seq_at: usize,
+        body_at: usize,
         channel: String,
         size: usize,
     },
@@ -44,12 +48,13 @@ impl Script {
                     .map_err(|e| LoadError::Plan(e.to_string()))?;
                 Script::Channel {
                     seq_at: encoded.head.len() - 4,
+                    body_at: encoded.head.len(),
                     frame: encoded.to_vec(),
                     channel: plan.channel_name().to_string(),
                     size: plan.size,
                 }
             }
-            Mode::Raw | Mode::IdleRaw | Mode::Fanout => {
+            Mode::Raw | Mode::IdleRaw | Mode::Fanout | Mode::Mixed => {
                 let binary = plan.binary || plan.mode == Mode::IdleRaw;
                 Script::Raw {
                     payload: vec![b'x'; plan.size],
@@ -81,10 +86,11 @@ impl Script {
                 seq_at,
                 channel,
                 size,
+                ..
             } => {
                 frame[*seq_at..*seq_at + 4].copy_from_slice(&(n as u32).to_be_bytes());
                 socket.send(OpCode::Binary, frame).await?;
-                await_echo(socket, channel, *size).await
+                await_echo(socket, channel, *size).await.map(drop)
             }
             Script::Raw { payload, opcode } => {
                 socket.send(*opcode, payload).await?;
@@ -99,6 +105,87 @@ impl Script {
                 Ok(())
             }
         }
+    }
+}
+
+impl Script {
+    /// Sends message number `n` without waiting (windowed runs), its index stamped into the
+    /// first [`INDEX_BYTES`] payload bytes when the payload has room for them.
+    pub(crate) async fn send_indexed(
+        &mut self,
+        socket: &mut BenchSocket,
+        n: u64,
+    ) -> Result<(), LoadError> {
+        match self {
+            Script::Channel {
+                frame,
+                seq_at,
+                body_at,
+                ..
+            } => {
+                frame[*seq_at..*seq_at + 4].copy_from_slice(&(n as u32).to_be_bytes());
+                stamp(&mut frame[*body_at..], n);
+                socket.send(OpCode::Binary, frame).await
+            }
+            Script::Raw { payload, opcode } => {
+                stamp(payload, n);
+                socket.send(*opcode, payload).await
+            }
+            Script::Rpc { .. } => Err(LoadError::Plan("rpc runs one request at a time".into())),
+        }
+    }
+
+    /// Waits for the echo of message `n` (the oldest one in flight) and checks its size and
+    /// index.
+    pub(crate) async fn await_indexed(
+        &mut self,
+        socket: &mut BenchSocket,
+        n: u64,
+    ) -> Result<(), LoadError> {
+        let (body, size) = match self {
+            Script::Channel { channel, size, .. } => {
+                (await_echo(socket, channel, *size).await?, *size)
+            }
+            Script::Raw { payload, .. } => {
+                let msg = socket.recv().await?;
+                if msg.payload.len() != payload.len() {
+                    return Err(LoadError::Unexpected(format!(
+                        "echo of {} bytes for {} sent",
+                        msg.payload.len(),
+                        payload.len()
+                    )));
+                }
+                let size = payload.len();
+                (msg.payload, size)
+            }
+            Script::Rpc { .. } => {
+                return Err(LoadError::Plan("rpc runs one request at a time".into()))
+            }
+        };
+        if size >= INDEX_BYTES {
+            let got = std::str::from_utf8(&body[..INDEX_BYTES])
+                .ok()
+                .and_then(|digits| digits.parse::<u64>().ok());
+            if got != Some(n) {
+                let got = got.map_or("an unreadable index".to_string(), |g| {
+                    format!("message {g}")
+                });
+                return Err(LoadError::Unexpected(format!(
+                    "echo of {got} where message {n} was next (reordered or lost)"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Payload bytes that carry a message's index in windowed runs: decimal digits, so a text
+/// message stays valid UTF-8.
+const INDEX_BYTES: usize = 20;
+
+fn stamp(payload: &mut [u8], n: u64) {
+    if let Some(head) = payload.get_mut(..INDEX_BYTES) {
+        head.copy_from_slice(format!("{n:020}").as_bytes());
     }
 }
 
@@ -121,9 +208,13 @@ fn rpc_frame(size: usize) -> Script {
     }
 }
 
-/// Waits for the echo of a channel frame: a binary frame on `channel` with `size` payload bytes.
-/// A text frame while waiting is the server refusing ours (`protocol_error`).
-async fn await_echo(socket: &mut BenchSocket, channel: &str, size: usize) -> Result<(), LoadError> {
+/// Waits for the echo of a channel frame: a binary frame on `channel` with `size` payload bytes;
+/// returns its body. A text frame while waiting is the server refusing ours (`protocol_error`).
+async fn await_echo(
+    socket: &mut BenchSocket,
+    channel: &str,
+    size: usize,
+) -> Result<Bytes, LoadError> {
     loop {
         let msg = socket.recv().await?;
         if msg.opcode == OpCode::Text {
@@ -142,7 +233,7 @@ async fn await_echo(socket: &mut BenchSocket, channel: &str, size: usize) -> Res
                 msg.payload.len() - header.body_offset
             )));
         }
-        return Ok(());
+        return Ok(msg.payload.slice(header.body_offset..));
     }
 }
 
@@ -169,8 +260,14 @@ pub(crate) async fn run(
         let script = Script::new(plan)?;
         let start_line = start_line.clone();
         let (warmup, messages) = (plan.warmup as u64, plan.messages as u64);
+        let window = plan.window;
         tasks.push(tokio::spawn(async move {
-            drive(socket, script, warmup, messages, start_line, deadline).await
+            let counts = Counts {
+                warmup,
+                messages,
+                window,
+            };
+            drive(socket, script, counts, start_line, deadline).await
         }));
     }
     start_line.wait().await;
@@ -187,6 +284,7 @@ pub(crate) async fn run(
         first_error: None,
         memory: None,
         server_cpu: None,
+        mixed: None,
     };
     for task in tasks {
         match task.await {
@@ -210,14 +308,25 @@ pub(crate) async fn run(
     Ok(out)
 }
 
+/// What one connection sends: warm-up and measured messages, and how many may be in flight.
+struct Counts {
+    warmup: u64,
+    messages: u64,
+    window: usize,
+}
+
 async fn drive(
     mut socket: BenchSocket,
     mut script: Script,
-    warmup: u64,
-    messages: u64,
+    counts: Counts,
     start_line: Arc<Barrier>,
     deadline: Instant,
 ) -> ConnResult {
+    let Counts {
+        warmup,
+        messages,
+        window,
+    } = counts;
     let mut r = ConnResult {
         completed: 0,
         errors: 0,
@@ -250,7 +359,17 @@ async fn drive(
     }
     // Every connection starts measuring at the same moment, even one whose warm-up failed.
     start_line.wait().await;
-    if !broken {
+    if !broken && window > 1 {
+        windowed(
+            &mut socket,
+            &mut script,
+            warmup..warmup + messages,
+            window,
+            deadline,
+            &mut r,
+        )
+        .await;
+    } else if !broken {
         for n in warmup..warmup + messages {
             let sent = Instant::now();
             match tokio::time::timeout_at(deadline, script.round_trip(&mut socket, n)).await {
@@ -275,6 +394,59 @@ async fn drive(
         socket.close().await;
     }
     r
+}
+
+/// The measured phase of a windowed run: up to `window` messages in flight, each echo checked
+/// against the oldest one sent. Latency is each message's send → its echo.
+async fn windowed(
+    socket: &mut BenchSocket,
+    script: &mut Script,
+    range: std::ops::Range<u64>,
+    window: usize,
+    deadline: Instant,
+    r: &mut ConnResult,
+) {
+    let mut in_flight = std::collections::VecDeque::with_capacity(window);
+    let mut next = range.start;
+    let step = async |socket: &mut BenchSocket,
+                      script: &mut Script,
+                      in_flight: &mut std::collections::VecDeque<(u64, Instant)>,
+                      next: &mut u64|
+           -> Result<Option<Duration>, LoadError> {
+        while in_flight.len() < window && *next < range.end {
+            script.send_indexed(socket, *next).await?;
+            in_flight.push_back((*next, Instant::now()));
+            *next += 1;
+        }
+        let Some((n, sent)) = in_flight.pop_front() else {
+            return Ok(None);
+        };
+        script.await_indexed(socket, n).await?;
+        Ok(Some(sent.elapsed()))
+    };
+    loop {
+        match tokio::time::timeout_at(deadline, step(socket, script, &mut in_flight, &mut next))
+            .await
+        {
+            Ok(Ok(Some(latency))) => {
+                r.latencies.record(latency);
+                r.completed += 1;
+            }
+            Ok(Ok(None)) => return,
+            Ok(Err(e)) => {
+                r.errors += 1;
+                r.first_error.get_or_insert_with(|| e.to_string());
+                return;
+            }
+            Err(_) => {
+                r.errors += 1;
+                r.timed_out = true;
+                r.first_error
+                    .get_or_insert_with(|| LoadError::TimedOut.to_string());
+                return;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

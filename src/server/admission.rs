@@ -5,17 +5,61 @@
 //! HTTP status before the upgrade (Host/Origin), or upgrade and then either admit with a role or
 //! close with 1008 before any data frame (token/role).
 
+use std::fmt;
 use std::net::Ipv6Addr;
 
 use subtle::ConstantTimeEq;
 
 use crate::protocol::Role;
 
+/// The credential every connection presents (SPEC section 2). Its `Debug` never shows it, so
+/// a configuration or a policy can be logged whole; the secret is read only through
+/// [`Token::expose`] (to hand it out) and compared only through [`Token::matches`].
+#[derive(Clone)]
+pub struct Token(String);
+
+impl Token {
+    /// Wraps `token`. Its shape (URL-safe characters) is checked by
+    /// [`super::CarrierConfig::validate`].
+    pub fn new(token: impl Into<String>) -> Self {
+        Token(token.into())
+    }
+
+    /// The secret itself, for handing it out (the `listening` line, the runtime file).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `presented` is this token, compared in constant time ([`tokens_equal`]).
+    pub fn matches(&self, presented: &str) -> bool {
+        tokens_equal(&self.0, presented)
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Debug output ends up in logs: neither the token nor its length.
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+impl From<String> for Token {
+    fn from(token: String) -> Self {
+        Token(token)
+    }
+}
+
+impl From<&str> for Token {
+    fn from(token: &str) -> Self {
+        Token(token.to_owned())
+    }
+}
+
 /// What admission needs to know about the listener.
 #[derive(Debug, Clone)]
 pub struct AdmissionPolicy {
     /// The token every connection must present; `None` only in open mode.
-    pub token: Option<String>,
+    pub token: Option<Token>,
     /// The most this listener grants.
     pub grant: Role,
     /// Extra bare host names accepted besides loopback (compared case-insensitively).
@@ -106,7 +150,7 @@ pub fn admit(policy: &AdmissionPolicy, req: &AdmissionRequest<'_>) -> Decision {
     let verdict = match &policy.token {
         None => Ok(()),
         Some(expected) => match presented {
-            Some(p) if tokens_equal(expected, &p) => Ok(()),
+            Some(p) if expected.matches(&p) => Ok(()),
             _ => Err(CloseRefusal::Unauthorized),
         },
     }
@@ -399,5 +443,15 @@ mod tests {
             verdict(admit(&open, &req("localhost", None, None))),
             Ok(Role::Drive)
         );
+    }
+
+    #[test]
+    fn debug_of_a_policy_never_shows_the_token() {
+        let shown = format!("{:?}", policy());
+        assert!(!shown.contains("secret"), "{shown}");
+        assert!(shown.contains("Token(<redacted>)"), "{shown}");
+        assert!(policy()
+            .token
+            .is_some_and(|t| t.matches("secret") && !t.matches("secre")));
     }
 }

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::admission::Token;
 use crate::protocol::Role;
 
 /// Every limit of SPEC sections 3, 5 and 8. All are published in the handshake result.
@@ -75,6 +76,24 @@ pub const DEFAULT_MAX_INBOUND: usize = 64 << 20;
 /// machine a loopback carrier runs on; a larger value is a typo, not a bound.
 pub const MAX_BUDGET: usize = 64 << 30;
 
+/// Whom a carrier admits (SPEC section 2): one of three choices, so a token in open mode, or
+/// a reason without it, cannot be configured.
+#[derive(Debug, Clone, Default)]
+pub enum Auth {
+    /// Every connection presents a token minted from the OS random source when the carrier is
+    /// built (the default). A failing source refuses the carrier
+    /// ([`ConfigError::RandomSource`]); it never runs open instead.
+    #[default]
+    Mint,
+    /// Every connection presents this token (URL-safe characters only).
+    Token(Token),
+    /// No token: any local process may connect and drive the agent.
+    Open {
+        /// Why this carrier runs without a token; must not be blank.
+        reason: String,
+    },
+}
+
 /// How a carrier listens and whom it admits.
 #[derive(Debug, Clone)]
 pub struct CarrierConfig {
@@ -82,12 +101,8 @@ pub struct CarrierConfig {
     pub port: u16,
     /// How many following ports to try when the port is taken. Default 20.
     pub max_retries: u16,
-    /// The credential every connection must present. `None` (and not `open`): one is minted.
-    pub token: Option<String>,
-    /// Run without a token. Needs `open_reason`; refused together with `token`.
-    pub open: bool,
-    /// Why the carrier runs open (required with `open`).
-    pub open_reason: Option<String>,
+    /// The token connections present, minted or given, or open mode with its reason.
+    pub auth: Auth,
     /// The most a connection may do on this listener.
     pub role: Role,
     /// Extra `Host` names (bare, no port) accepted besides loopback.
@@ -107,9 +122,7 @@ impl Default for CarrierConfig {
         CarrierConfig {
             port: 7070,
             max_retries: 20,
-            token: None,
-            open: false,
-            open_reason: None,
+            auth: Auth::Mint,
             role: Role::Drive,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
@@ -123,15 +136,9 @@ impl Default for CarrierConfig {
 /// A configuration the carrier refuses at construction (nothing is bound).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    /// `open` without a reason.
+    /// [`Auth::Open`] with a blank reason.
     #[error("open mode needs a non-empty open_reason (--open-reason): say why this carrier runs without a token")]
     OpenWithoutReason,
-    /// `open` together with a token.
-    #[error("open mode and a token are mutually exclusive: drop --open or drop the token")]
-    OpenWithToken,
-    /// An open reason without open mode.
-    #[error("open_reason is only meaningful with open mode (--open)")]
-    ReasonWithoutOpen,
     /// A token that cannot travel in a URL or a `Sec-WebSocket-Protocol` header.
     #[error("the token must be non-empty and made of URL-safe characters (A-Z a-z 0-9 - . _ ~)")]
     BadToken,
@@ -151,24 +158,16 @@ pub enum ConfigError {
 impl CarrierConfig {
     /// Checks the rules of SPEC section 2 and the limits.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.open {
-            if self.token.is_some() {
-                return Err(ConfigError::OpenWithToken);
+        match &self.auth {
+            Auth::Mint => {}
+            Auth::Token(token) if !is_token_safe(token.expose()) => {
+                return Err(ConfigError::BadToken)
             }
-            if self
-                .open_reason
-                .as_deref()
-                .is_none_or(|r| r.trim().is_empty())
-            {
-                return Err(ConfigError::OpenWithoutReason);
+            Auth::Token(_) => {}
+            Auth::Open { reason } if reason.trim().is_empty() => {
+                return Err(ConfigError::OpenWithoutReason)
             }
-        } else if self.open_reason.is_some() {
-            return Err(ConfigError::ReasonWithoutOpen);
-        }
-        if let Some(token) = &self.token {
-            if !is_token_safe(token) {
-                return Err(ConfigError::BadToken);
-            }
+            Auth::Open { .. } => {}
         }
         for h in &self.allowed_hosts {
             if h.is_empty() || h.contains([':', '/', ' ']) && !h.starts_with('[') {
@@ -230,19 +229,34 @@ pub(crate) fn is_token_safe(token: &str) -> bool {
 mod tests {
     use super::*;
 
+    fn open(reason: &str) -> CarrierConfig {
+        CarrierConfig {
+            auth: Auth::Open {
+                reason: reason.into(),
+            },
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn open_rules() {
-        let mut c = CarrierConfig {
-            open: true,
+        assert_eq!(open("").validate(), Err(ConfigError::OpenWithoutReason));
+        assert_eq!(open("  ").validate(), Err(ConfigError::OpenWithoutReason));
+        assert_eq!(open("demo").validate(), Ok(()));
+    }
+
+    #[test]
+    fn debug_of_a_config_never_shows_the_token() {
+        let token = "Tk-2b7e151628aed2a6abf7158809cf4f3c";
+        let config = CarrierConfig {
+            auth: Auth::Token(token.into()),
             ..Default::default()
         };
-        assert_eq!(c.validate(), Err(ConfigError::OpenWithoutReason));
-        c.open_reason = Some("  ".into());
-        assert_eq!(c.validate(), Err(ConfigError::OpenWithoutReason));
-        c.open_reason = Some("demo".into());
-        assert_eq!(c.validate(), Ok(()));
-        c.token = Some("abc".into());
-        assert_eq!(c.validate(), Err(ConfigError::OpenWithToken));
+        let shown = format!("{config:?}");
+        assert!(!shown.contains(token), "{shown}");
+        assert!(!shown.contains("2b7e1516"), "{shown}");
+        assert!(shown.contains("Token(<redacted>)"), "{shown}");
+        assert!(!format!("{config:#?}").contains(token));
     }
 
     #[test]
@@ -268,10 +282,12 @@ mod tests {
 
     #[test]
     fn token_shape() {
-        let c = CarrierConfig {
-            token: Some("a b".into()),
+        let with = |token: &str| CarrierConfig {
+            auth: Auth::Token(token.into()),
             ..Default::default()
         };
-        assert_eq!(c.validate(), Err(ConfigError::BadToken));
+        assert_eq!(with("a b").validate(), Err(ConfigError::BadToken));
+        assert_eq!(with("").validate(), Err(ConfigError::BadToken));
+        assert_eq!(with("A-z0.9_~").validate(), Ok(()));
     }
 }

@@ -15,7 +15,7 @@ use hyper::header::{
 };
 use hyper::{Method, Request, Response, StatusCode};
 
-use super::admission::{admit, query_param, tokens_equal, AdmissionRequest, Decision};
+use super::admission::{admit, query_param, AdmissionRequest, Decision};
 use super::connection::{self, Linger};
 use super::shared::Shared;
 
@@ -159,7 +159,7 @@ fn metrics<B>(req: &Request<B>, shared: &Shared) -> Response<Body> {
             .map(|t| t.trim().to_string());
         let ok = from_query
             .or(from_header)
-            .is_some_and(|t| tokens_equal(expected, &t));
+            .is_some_and(|t| expected.matches(&t));
         if !ok {
             let mut r = plain(
                 StatusCode::UNAUTHORIZED,

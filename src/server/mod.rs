@@ -36,7 +36,8 @@ mod shared;
 pub mod transport;
 mod wire;
 
-pub use config::{CarrierConfig, ConfigError, Limits};
+pub use admission::Token;
+pub use config::{Auth, CarrierConfig, ConfigError, Limits};
 pub use context::{CarrierContext, Driver};
 pub use http::CarrierService;
 pub use outbound::{close_code, DeliveryError, Outbound, ITEM_OVERHEAD};

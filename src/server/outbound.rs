@@ -772,4 +772,130 @@ mod tests {
         );
         assert!(!out.is_open());
     }
+
+    mod lanes {
+        //! For any interleaving of sends on the agent protocol, a reliable, a lossy and a bulk
+        //! channel with the writer taking batches in between, every lane reaches the socket in
+        //! its send order, and only bulk frames are ever overtaken (SPEC section 7, `seq`).
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        enum Lane {
+            Agent,
+            Reliable,
+            Lossy,
+            Bulk,
+        }
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Send(Lane),
+            /// The writer takes one batch and writes it.
+            Take,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                3 => Just(Op::Send(Lane::Agent)),
+                2 => Just(Op::Send(Lane::Reliable)),
+                2 => Just(Op::Send(Lane::Lossy)),
+                4 => Just(Op::Send(Lane::Bulk)),
+                2 => Just(Op::Take),
+            ]
+        }
+
+        fn id_of(item: &OutItem) -> (Lane, u32) {
+            let (lane, body) = match item {
+                OutItem::Bulk(f) => (Lane::Bulk, &f.body),
+                OutItem::Message {
+                    head, body, lossy, ..
+                } => {
+                    let lane = match (lossy.is_some(), &head[..]) {
+                        (true, _) => Lane::Lossy,
+                        (false, b"r") => Lane::Reliable,
+                        _ => Lane::Agent,
+                    };
+                    (lane, body)
+                }
+                other => panic!("unexpected item {other:?}"),
+            };
+            (lane, u32::from_be_bytes(body[..4].try_into().unwrap()))
+        }
+
+        fn take_and_write(out: &Outbound, written: &mut Vec<(Lane, u32)>) {
+            let (mut batch, mut drops) = (Vec::new(), Vec::new());
+            take_batch(&mut out.lock(), &mut batch, &mut drops);
+            for item in &batch {
+                written.push(id_of(item));
+                out.written(item);
+            }
+        }
+
+        proptest! {
+            #[test]
+            fn every_lane_keeps_its_order_and_only_bulk_is_overtaken(
+                ops in proptest::collection::vec(op(), 1..400),
+                bulk_window_frames in 1usize..8,
+                lossy_frames in 1usize..4,
+            ) {
+                let out = Outbound::new(1 << 30);
+                let lossy: Arc<str> = Arc::from("live");
+                let bulk: Arc<str> = Arc::from("file");
+                let frame_cost = ITEM_OVERHEAD + 4;
+                let mut sent: Vec<(Lane, u32)> = Vec::new();
+                let mut written = Vec::new();
+                for (n, op) in ops.iter().enumerate() {
+                    let body = Bytes::from((n as u32).to_be_bytes().to_vec());
+                    match op {
+                        Op::Take => take_and_write(&out, &mut written),
+                        Op::Send(lane) => {
+                            let accepted = match lane {
+                                Lane::Agent => out.send_binary(Bytes::from_static(b"a"), body).is_ok(),
+                                Lane::Reliable => out.send_binary(Bytes::from_static(b"r"), body).is_ok(),
+                                Lane::Lossy => out
+                                    .send_lossy(&lossy, lossy_frames * frame_cost, Bytes::new(), body)
+                                    .is_ok(),
+                                Lane::Bulk => out
+                                    .send_bulk(
+                                        BulkFrame { channel: bulk.clone(), head: Bytes::new(), body },
+                                        bulk_window_frames * frame_cost,
+                                    )
+                                    .is_ok(),
+                            };
+                            if accepted {
+                                sent.push((*lane, n as u32));
+                            }
+                        }
+                    }
+                }
+                // The writer drains what is left.
+                for _ in 0..ops.len() + 1 {
+                    take_and_write(&out, &mut written);
+                }
+                prop_assert_eq!(out.queued_bytes(), 0);
+                prop_assert_eq!(out.bulk_queued_bytes("file"), 0);
+                for lane in [Lane::Agent, Lane::Reliable, Lane::Lossy, Lane::Bulk] {
+                    let of = |v: &[(Lane, u32)]| -> Vec<u32> {
+                        v.iter().filter(|(l, _)| *l == lane).map(|(_, n)| *n).collect()
+                    };
+                    let (s, w) = (of(&sent), of(&written));
+                    prop_assert!(w.windows(2).all(|p| p[0] < p[1]), "{:?} out of order: {:?}", lane, w);
+                    if lane == Lane::Lossy {
+                        prop_assert!(w.iter().all(|n| s.contains(n)));
+                    } else {
+                        prop_assert_eq!(s, w, "{:?} lost frames", lane);
+                    }
+                }
+                // Across lanes, frames other than bulk keep the connection's order: none of them
+                // is ever overtaken.
+                let others: Vec<u32> = written
+                    .iter()
+                    .filter(|(l, _)| *l != Lane::Bulk)
+                    .map(|(_, n)| *n)
+                    .collect();
+                prop_assert!(others.windows(2).all(|p| p[0] < p[1]), "{:?}", written);
+            }
+        }
+    }
 }

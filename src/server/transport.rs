@@ -7,8 +7,8 @@ use rand::TryRngCore;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::admission::AdmissionPolicy;
-use super::config::{CarrierConfig, ConfigError};
+use super::admission::{AdmissionPolicy, Token};
+use super::config::{Auth, CarrierConfig, ConfigError};
 use super::context::{CarrierContext, Driver};
 use super::http::CarrierService;
 use super::listener::{accept_loop, bind_loopback, BindError};
@@ -89,7 +89,7 @@ impl RuntimeFileOptions {
 /// ```
 pub struct WsTransport {
     config: CarrierConfig,
-    token: Option<String>,
+    token: Option<Token>,
     runtime_file: Option<RuntimeFileOptions>,
     shared: Arc<Shared>,
     state: Mutex<State>,
@@ -124,7 +124,7 @@ fn mint_epoch() -> String {
 }
 
 impl WsTransport {
-    /// Validates the configuration and mints the token when none is given (and not open).
+    /// Validates the configuration and mints the token when [`Auth::Mint`] asks for one.
     /// Nothing is bound yet.
     pub fn new(config: CarrierConfig) -> Result<Self, ConfigError> {
         Self::with_random_source(config, &mut rand::rngs::OsRng)
@@ -139,10 +139,10 @@ impl WsTransport {
         rng: &mut R,
     ) -> Result<Self, ConfigError> {
         config.validate()?;
-        let token = match (&config.token, config.open) {
-            (Some(t), _) => Some(t.clone()),
-            (None, true) => None,
-            (None, false) => Some(mint_token_from(rng)?),
+        let token = match &config.auth {
+            Auth::Mint => Some(Token::new(mint_token_from(rng)?)),
+            Auth::Token(token) => Some(token.clone()),
+            Auth::Open { .. } => None,
         };
         let policy = AdmissionPolicy {
             token: token.clone(),
@@ -192,7 +192,9 @@ impl WsTransport {
     /// Writes the runtime file for `port`, or says why not.
     fn publish_runtime_file(&self, port: Option<u16>) -> Option<RuntimeFile> {
         let (options, port) = (self.runtime_file.as_ref()?, port?);
-        let token = self.token.clone().filter(|_| options.include_token);
+        let token = (self.token.as_ref())
+            .filter(|_| options.include_token)
+            .map(|t| t.expose().to_owned());
         let entry = RuntimeEntry::for_this_process(port, self.config.role, token);
         match options.dir.publish(&entry) {
             Ok(file) => {
@@ -328,7 +330,7 @@ impl WsTransport {
 
     /// The token connections must present (configured or minted); `None` in open mode.
     pub fn resolved_token(&self) -> Option<&str> {
-        self.token.as_deref()
+        self.token.as_ref().map(Token::expose)
     }
 
     /// Whether `start()` succeeded and `stop()` has not been called since.

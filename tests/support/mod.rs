@@ -50,7 +50,7 @@ pub const DELAY: Duration = Duration::from_millis(2);
 pub fn config() -> CarrierConfig {
     let mut config = CarrierConfig {
         port: 0,
-        token: Some("test-token".into()),
+        auth: carrier::server::Auth::Token("test-token".into()),
         driver_id: "host-driver".into(),
         surface: "test-surface".into(),
         ..Default::default()
