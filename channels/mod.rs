@@ -1,8 +1,9 @@
 //! Reference payload channels, built only on carrier's public API.
 //!
-//! This folder is not part of the `carrier` library: the `carrier` binary and the tests compile
-//! it as their own module (`#[path = "../channels/mod.rs"]`), so it can reach nothing but what
-//! the library exports — the proof that the public API is enough to write a channel.
+//! This crate (`carrier-channels`) is not part of the `carrier` library: it depends on it like
+//! any host would, without its default features, so it can reach nothing but what the library
+//! exports — the proof that the public API is enough to write a channel. The `carrier` binary
+//! mounts these with `--channel`.
 //!
 //! - [`echo`] — every frame back to its sender, with the server's own seq.
 //! - [`relay`] — every frame to every other connection.
@@ -10,7 +11,6 @@
 //!
 //! [`mount`] parses the CLI's `--channel NAME:KIND[:ARG]` and registers one of them;
 //! `NAME:echo:bulk` and `NAME:relay:bulk` mount echo and relay with the `bulk` delivery class.
-#![allow(dead_code)]
 
 pub mod echo;
 pub mod files;

@@ -2,9 +2,7 @@
 //! binary does not wire the subcommand yet: `cargo run --release --example loadgen -- URL …`
 //! takes exactly the arguments of `carrier bench`.
 
-#[path = "../src/cli/bench.rs"]
-mod bench;
-
+use carrier_cli::bench;
 use clap::Parser;
 
 /// Load-test a running server on loopback; prints one JSON line.

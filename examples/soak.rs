@@ -27,10 +27,6 @@
 //! Everything is bounded: connections and seconds come from the command line, connecting and
 //! draining have timeouts, and the child is stopped when the parent ends (its stdin closes).
 
-#[path = "../channels/echo.rs"]
-#[allow(dead_code)] // the soak mounts only the reliable echo
-mod echo;
-
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -40,6 +36,7 @@ use bytes::Bytes;
 use carrier::agent::{AgentProfile, EmbeddedAgent};
 use carrier::protocol::channel_frame::{self, FrameBody};
 use carrier::server::{CarrierConfig, Limits, WsTransport};
+use carrier_channels::echo;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};

@@ -17,22 +17,31 @@
 //! - [`agent`] — the host-side session traits, the session hub that stamps `seq` and keeps the
 //!   resume ring, the agent-protocol text profile, the embedded default agent, and external agent
 //!   processes (`carrier serve --agent-cmd`, [`agent::process`]).
-//! - [`client`] — the client `Transport` trait, the WebSocket client and the handshake layer.
+//! - [`client`] — the client `Transport` trait, the WebSocket client and the handshake layer
+//!   (feature `client`, default).
 //! - [`discovery`] — runtime files: how a local client finds a running carrier and its token
 //!   (SPEC section 10).
-//! - [`loadgen`] — the load generator behind `carrier bench` (SPEC section 12).
+//! - [`loadgen`] — the load generator behind `carrier bench` (SPEC section 12; feature
+//!   `loadgen`, default).
 //!
-//! The `carrier` binary (`src/main.rs`, `src/cli/`) only parses arguments and wires these
-//! together. The reference channels in `channels/` are compiled into the binary from outside the
-//! library, so they can only use its public API.
+//! Without default features the library is the server a host embeds: no client, no load
+//! generator. The `testing` feature (off) adds the test doubles the benches and the client's
+//! reference suite use.
+//!
+//! The `carrier` binary (`src/main.rs`, `src/cli/`) is the `carrier-cli` package of the
+//! workspace; it only parses arguments and wires these together. The reference channels in
+//! `channels/` are the `carrier-channels` crate, which depends on this library like any host, so
+//! they can only use its public API.
 //!
 //! Data flows one way: bytes in → frame decoded → routed (agent protocol or channel) → handler →
 //! outbound path → bytes out.
 
 pub mod agent;
+#[cfg(feature = "client")]
 pub mod client;
 pub mod discovery;
 /// The load generator behind `carrier bench`: N connections × M messages against a loopback URL.
+#[cfg(feature = "loadgen")]
 pub mod loadgen;
 pub mod protocol;
 pub mod server;

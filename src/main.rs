@@ -1,8 +1,7 @@
 //! The `carrier` binary. See `carrier --help` and the README.
 
-#[path = "../channels/mod.rs"]
-mod channels;
-mod cli;
+// The commands are the `carrier-cli` package's library (cli/Cargo.toml), so its tests can call them.
+use carrier_cli as cli;
 
 use std::process::ExitCode;
 

@@ -3,16 +3,15 @@
 //! Every test runs the real binary or a real child process, and checks that no agent process
 //! outlives its carrier.
 
-mod common;
-mod serve_process;
+use carrier_test_support as support;
 
 use std::path::Path;
 use std::time::Duration;
 
 use carrier::agent::process::{AgentProcess, AgentProcessConfig};
-use common::*;
 use serde_json::{json, Value};
-use serve_process::*;
+use support::serve_process::*;
+use support::*;
 
 #[tokio::test]
 async fn the_reverse_agent_streams_the_reversed_prompt_word_by_word() {
@@ -230,7 +229,7 @@ async fn sigterm_stops_the_carrier_and_its_agent_with_exit_0() {
 }
 
 fn silent_agent_ignoring_eof() -> AgentProcessConfig {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/silent.py");
+    let script = carrier_test_support::repo().join("tests/agents/silent.py");
     let script = script.to_string_lossy().into_owned();
     AgentProcessConfig::new(
         "python3",

@@ -2,12 +2,11 @@
 //! get the errors SPEC section 5 names, the carrier keeps serving, and no agent process
 //! outlives it.
 
-mod common;
-mod serve_process;
+use carrier_test_support as support;
 
-use common::*;
 use serde_json::json;
-use serve_process::*;
+use support::serve_process::*;
+use support::*;
 
 /// The carrier still answers after whatever the agent did.
 async fn still_serving(serve: &Serve) {

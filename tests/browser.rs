@@ -764,7 +764,7 @@ async fn save_screenshot(page: &Page, name: &str) {
     let png = page.screenshot().await;
     let dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+        .unwrap_or_else(|| carrier_test_support::repo().join("target"));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(name), png).unwrap();
 }

@@ -1,8 +1,6 @@
 //! Payload channels end to end over real sockets (SPEC section 7).
 
-#[path = "../channels/mod.rs"]
-mod channels;
-mod support;
+use carrier_test_support as support;
 
 use std::time::Duration;
 
@@ -45,13 +43,13 @@ async fn next_json(ws: &mut Ws) -> Value {
 
 #[tokio::test]
 async fn a_64_kib_upload_in_16_chunks_interleaved_with_text_arrives_identical_and_in_order() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     let handle = s
         .transport
         .register_channel(ChannelDescriptor::new("upload", &[], true))
         .unwrap();
     let mut inbound = handle.inbound(64);
-    let mut ws = connect_handshaken(&s.url()).await;
+    let mut ws = connect_handshaken(&s.url("")).await;
     let mut data = vec![0u8; 64 * 1024];
     rand::rng().fill_bytes(&mut data);
     for (i, chunk) in data.chunks(4096).enumerate() {
@@ -78,7 +76,7 @@ async fn a_64_kib_upload_in_16_chunks_interleaved_with_text_arrives_identical_an
 
 #[tokio::test]
 async fn a_seven_frame_20000_byte_upload_reaches_the_handler_in_order() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     let handle = s
         .transport
         .register_channel(ChannelDescriptor::new("up", &["meta"], true))
@@ -87,7 +85,7 @@ async fn a_seven_frame_20000_byte_upload_reaches_the_handler_in_order() {
     handle.on_inbound(move |m| {
         let _ = tx.send(m);
     });
-    let mut ws = connect_handshaken(&s.url()).await;
+    let mut ws = connect_handshaken(&s.url("")).await;
     let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
     let sizes = [1000, 5000, 3000, 4000, 2000, 4500, 500];
     let mut off = 0;
@@ -114,12 +112,12 @@ async fn a_seven_frame_20000_byte_upload_reaches_the_handler_in_order() {
 
 #[tokio::test]
 async fn routing_failures_get_protocol_errors_and_the_connection_keeps_working() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     let _text_only = s
         .transport
         .register_channel(ChannelDescriptor::new("chat", &["say"], false))
         .unwrap();
-    let mut ws = connect_handshaken(&s.url()).await;
+    let mut ws = connect_handshaken(&s.url("")).await;
     let cases = [
         (
             binary("nope", 3, b"x"),
@@ -174,9 +172,9 @@ async fn routing_failures_get_protocol_errors_and_the_connection_keeps_working()
 
 #[tokio::test]
 async fn observers_receive_channel_frames_but_may_not_send() {
-    let s = Server::default().await;
-    let handle = channels::echo::mount(s.transport.registry(), "mic").unwrap();
-    let mut observer = connect_handshaken(&format!("{}&role=observe", s.url())).await;
+    let s = Server::core_default().await;
+    let handle = carrier_channels::echo::mount(s.transport.registry(), "mic").unwrap();
+    let mut observer = connect_handshaken(&format!("{}&role=observe", s.url(""))).await;
     observer.send(binary("mic", 0, b"x")).await.unwrap();
     let reply = next_json(&mut observer).await;
     assert_eq!(reply["payload"]["code"], "forbidden");
@@ -195,14 +193,14 @@ async fn observers_receive_channel_frames_but_may_not_send() {
 
 #[tokio::test]
 async fn an_unauthenticated_socket_never_receives_channel_frames() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     let handle = s
         .transport
         .register_channel(ChannelDescriptor::new("news", &["*"], true))
         .unwrap();
     let (_, mut intruder) = Raw::upgrade(s.port, "/?token=wrong", &[]).await;
     // A legitimate connection proves the broadcasts really go out.
-    let mut member = connect_handshaken(&s.url()).await;
+    let mut member = connect_handshaken(&s.url("")).await;
     for i in 0..5 {
         handle.send_binary(Bytes::from(vec![i; 10])).unwrap();
     }
@@ -221,12 +219,12 @@ async fn an_unauthenticated_socket_never_receives_channel_frames() {
 
 #[tokio::test]
 async fn echo_returns_frames_with_server_seqs_and_relay_reaches_only_the_others() {
-    let s = Server::default().await;
-    channels::echo::mount(s.transport.registry(), "echo").unwrap();
-    channels::relay::mount(s.transport.registry(), "share").unwrap();
-    let mut a = connect_handshaken(&s.url()).await;
-    let mut b = connect_handshaken(&s.url()).await;
-    let mut c = connect_handshaken(&s.url()).await;
+    let s = Server::core_default().await;
+    carrier_channels::echo::mount(s.transport.registry(), "echo").unwrap();
+    carrier_channels::relay::mount(s.transport.registry(), "share").unwrap();
+    let mut a = connect_handshaken(&s.url("")).await;
+    let mut b = connect_handshaken(&s.url("")).await;
+    let mut c = connect_handshaken(&s.url("")).await;
     a.send(binary("echo", 41, b"hello")).await.unwrap();
     let f = next_frame(&mut a).await;
     assert_eq!(
@@ -252,7 +250,7 @@ async fn echo_returns_frames_with_server_seqs_and_relay_reaches_only_the_others(
 
 #[tokio::test]
 async fn host_sends_are_checked_against_the_descriptor() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     let h = s
         .transport
         .register_channel(ChannelDescriptor::new("t", &["a"], false))
@@ -276,7 +274,7 @@ async fn host_sends_are_checked_against_the_descriptor() {
         Err(ChannelError::Closed(_))
     ));
     // Closing frees the name; inbound for a closed channel is unknown.
-    let mut ws = connect_handshaken(&s.url()).await;
+    let mut ws = connect_handshaken(&s.url("")).await;
     ws.send(event("t", 0, "a", json!(null))).await.unwrap();
     assert_eq!(
         next_json(&mut ws).await["payload"]["code"],
@@ -289,9 +287,9 @@ async fn host_sends_are_checked_against_the_descriptor() {
 
 #[tokio::test]
 async fn channels_registered_after_start_work_and_seqs_increase_per_receiver() {
-    let s = Server::default().await;
-    let mut a = connect_handshaken(&s.url()).await;
-    let mut b = connect_handshaken(&s.url()).await;
+    let s = Server::core_default().await;
+    let mut a = connect_handshaken(&s.url("")).await;
+    let mut b = connect_handshaken(&s.url("")).await;
     let h = s
         .transport
         .register_channel(ChannelDescriptor::new("late", &["e"], true))
@@ -313,7 +311,7 @@ async fn channels_registered_after_start_work_and_seqs_increase_per_receiver() {
 
 #[tokio::test]
 async fn a_lossy_channel_drops_oldest_and_tells_the_reader_while_reliable_fails_1013() {
-    let s = Server::start(carrier::server::CarrierConfig {
+    let s = Server::core(carrier::server::CarrierConfig {
         limits: Limits {
             queue_bytes: 4 << 20,
             ..Limits::default()
@@ -434,9 +432,9 @@ fn entries(dir: &std::path::Path) -> Vec<String> {
 #[tokio::test]
 async fn files_saves_verified_uploads_and_refuses_escapes_wrong_sizes_and_wrong_hashes() {
     let dir = tempfile::tempdir().unwrap();
-    let s = Server::default().await;
-    channels::files::mount(s.transport.registry(), "upload", dir.path()).unwrap();
-    let mut ws = connect_handshaken(&s.url()).await;
+    let s = Server::core_default().await;
+    carrier_channels::files::mount(s.transport.registry(), "upload", dir.path()).unwrap();
+    let mut ws = connect_handshaken(&s.url("")).await;
     let data: Vec<u8> = (0..50_000u32).map(|i| (i * 7 % 256) as u8).collect();
 
     let saved = upload(&mut ws, "ok.bin", &data, data.len(), &sha(&data)).await;
@@ -518,12 +516,12 @@ async fn files_saves_verified_uploads_and_refuses_escapes_wrong_sizes_and_wrong_
 /// frames comes back whole.
 #[tokio::test]
 async fn bulk_echo_and_relay_pace_instead_of_failing_a_slow_receiver() {
-    let s = Server::default().await;
-    channels::echo::mount_bulk(s.transport.registry(), "back").unwrap();
-    channels::relay::mount_bulk(s.transport.registry(), "share").unwrap();
-    let mut slow = connect_handshaken(&s.url()).await;
-    let fast = connect_handshaken(&s.url()).await;
-    let mut sender = connect_handshaken(&s.url()).await;
+    let s = Server::core_default().await;
+    carrier_channels::echo::mount_bulk(s.transport.registry(), "back").unwrap();
+    carrier_channels::relay::mount_bulk(s.transport.registry(), "share").unwrap();
+    let mut slow = connect_handshaken(&s.url("")).await;
+    let fast = connect_handshaken(&s.url("")).await;
+    let mut sender = connect_handshaken(&s.url("")).await;
     const FRAMES: u32 = 320;
     let chunk = |i: u32| {
         let mut b = vec![0x33u8; 64 * 1024];
@@ -570,7 +568,7 @@ async fn bulk_echo_and_relay_pace_instead_of_failing_a_slow_receiver() {
 
 #[test]
 fn channel_specs_parse() {
-    use channels::{ChannelSpec, Delivery};
+    use carrier_channels::{ChannelSpec, Delivery};
     assert_eq!(
         "mic:echo".parse(),
         Ok(ChannelSpec::Echo("mic".into(), Delivery::Reliable))
@@ -608,13 +606,13 @@ fn channel_specs_parse() {
 /// receives, all 30 frames arrive in order and then the text is answered.
 #[tokio::test]
 async fn a_full_inbound_stream_pauses_the_sender_and_loses_nothing() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     let handle = s
         .transport
         .register_channel(ChannelDescriptor::new("slow", &[], true))
         .unwrap();
     let mut inbound = handle.inbound(1);
-    let mut ws = connect_handshaken(&s.url()).await;
+    let mut ws = connect_handshaken(&s.url("")).await;
     for i in 0..30u32 {
         ws.send(binary("slow", i, &i.to_be_bytes())).await.unwrap();
     }

@@ -1,17 +1,13 @@
 //! The client-side CLI commands (`send`, `connect`, `status`, `doctor`) against a small fake
 //! carrier built on tokio-tungstenite that behaves like the embedded default agent of SPEC
-//! section 5. The command module is compiled here from its source file, exactly as the binary
-//! compiles it, so it can only use `carrier`'s public API.
-
-#[allow(dead_code)]
-#[path = "../src/cli/client.rs"]
-mod client;
+//! section 5. The commands come from the `carrier-cli` library, the one the binary is built on;
+//! it can only use `carrier`'s public API.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
+use carrier_cli::client::{self, ConnectArgs, DoctorArgs, SendArgs, StatusArgs};
 use clap::Parser;
-use client::{ConnectArgs, DoctorArgs, SendArgs, StatusArgs};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -14,7 +14,7 @@ fn carrier(args: &[&std::ffi::OsStr]) -> Output {
 }
 
 fn committed(path: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+    carrier_test_support::repo().join(path)
 }
 
 fn copy_schemas(to: &Path) {

@@ -327,8 +327,7 @@ fn console_and_client_module_are_served() {
         assert!(response.starts_with("HTTP/1.1 200"), "/{name}: {response}");
         let body = response.split_once("\r\n\r\n").unwrap().1;
         let package =
-            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("js").join(&name))
-                .unwrap();
+            std::fs::read_to_string(carrier_test_support::repo().join("js").join(&name)).unwrap();
         assert_eq!(body, package, "/{name} is js/{name}");
         for import in body.split("from \"./").skip(1) {
             let target = import.split('"').next().unwrap().to_string();

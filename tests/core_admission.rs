@@ -1,6 +1,6 @@
 //! Admission over real sockets (SPEC section 2), with tokio-tungstenite as the client.
 
-mod support;
+use carrier_test_support as support;
 
 use carrier::protocol::Role;
 use carrier::server::{Auth, CarrierConfig, ConfigError, WsTransport};
@@ -16,13 +16,13 @@ async fn assert_admitted(url: &str, headers: &[(&str, &str)]) {
 
 #[tokio::test]
 async fn query_token_is_admitted() {
-    let s = Server::default().await;
-    assert_admitted(&s.url(), &[]).await;
+    let s = Server::core_default().await;
+    assert_admitted(&s.url(""), &[]).await;
 }
 
 #[tokio::test]
 async fn subprotocol_token_is_admitted_and_echoed() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     let url = format!("ws://127.0.0.1:{}/", s.port);
     let (mut ws, resp) = connect_with(&url, &[("Sec-WebSocket-Protocol", "test-token")])
         .await
@@ -39,7 +39,7 @@ async fn subprotocol_token_is_admitted_and_echoed() {
 
 #[tokio::test]
 async fn missing_token_is_closed_1008_before_any_data_frame() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     let (status, mut raw) = Raw::upgrade(s.port, "/", &[]).await;
     assert_eq!(status, 101);
     let first = raw.recv_data().await.expect("a frame");
@@ -52,7 +52,7 @@ async fn missing_token_is_closed_1008_before_any_data_frame() {
 
 #[tokio::test]
 async fn wrong_token_is_closed_1008_before_any_data_frame() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     let (status, mut raw) = Raw::upgrade(s.port, "/?token=test-tokem", &[]).await;
     assert_eq!(status, 101);
     let first = raw.recv_data().await.expect("a frame");
@@ -66,30 +66,30 @@ async fn wrong_token_is_closed_1008_before_any_data_frame() {
 
 #[tokio::test]
 async fn minted_token_works_and_differs_per_launch() {
-    let a = Server::start(CarrierConfig {
+    let a = Server::core(CarrierConfig {
         port: 0,
         ..Default::default()
     })
     .await;
-    let b = Server::start(CarrierConfig {
+    let b = Server::core(CarrierConfig {
         port: 0,
         ..Default::default()
     })
     .await;
-    let (ta, tb) = (a.token(), b.token());
+    let (ta, tb) = (a.token.clone(), b.token.clone());
     assert!(
         ta.len() >= 64 && ta.bytes().all(|c| c.is_ascii_hexdigit()),
         "{ta}"
     );
     assert_ne!(ta, tb);
-    assert_admitted(&a.url(), &[]).await;
+    assert_admitted(&a.url(""), &[]).await;
     let mut ws = connect(&format!("ws://127.0.0.1:{}/?token={tb}", a.port)).await;
     expect_close(&mut ws, 1008).await;
 }
 
 #[tokio::test]
 async fn open_mode_admits_without_token() {
-    let s = Server::start(CarrierConfig {
+    let s = Server::core(CarrierConfig {
         port: 0,
         auth: Auth::Open {
             reason: "integration test".into(),
@@ -121,7 +121,7 @@ async fn open_without_reason_is_refused_at_construction() {
 
 #[tokio::test]
 async fn foreign_host_gets_403_before_upgrade() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     for host in [
         "evil.example",
         "localhost.evil.example",
@@ -129,7 +129,7 @@ async fn foreign_host_gets_403_before_upgrade() {
         "localhost.",
     ] {
         assert_eq!(
-            connect_with(&s.url(), &[("Host", host)]).await.err(),
+            connect_with(&s.url(""), &[("Host", host)]).await.err(),
             Some(403),
             "{host}"
         );
@@ -138,27 +138,27 @@ async fn foreign_host_gets_403_before_upgrade() {
 
 #[tokio::test]
 async fn host_localhost_with_port_is_accepted() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     let host = format!("localhost:{}", s.port);
-    assert_admitted(&s.url(), &[("Host", &host)]).await;
-    assert_admitted(&s.url(), &[("Host", "[::1]:1234")]).await;
+    assert_admitted(&s.url(""), &[("Host", &host)]).await;
+    assert_admitted(&s.url(""), &[("Host", "[::1]:1234")]).await;
 }
 
 #[tokio::test]
 async fn allowed_host_is_accepted() {
-    let s = Server::start(CarrierConfig {
+    let s = Server::core(CarrierConfig {
         allowed_hosts: vec!["carrier.test".into()],
         ..config()
     })
     .await;
-    assert_admitted(&s.url(), &[("Host", "carrier.test:9")]).await;
+    assert_admitted(&s.url(""), &[("Host", "carrier.test:9")]).await;
 }
 
 #[tokio::test]
 async fn foreign_origin_gets_403() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     assert_eq!(
-        connect_with(&s.url(), &[("Origin", "https://evil.example")])
+        connect_with(&s.url(""), &[("Origin", "https://evil.example")])
             .await
             .err(),
         Some(403)
@@ -167,48 +167,48 @@ async fn foreign_origin_gets_403() {
 
 #[tokio::test]
 async fn null_origin_gets_403() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     assert_eq!(
-        connect_with(&s.url(), &[("Origin", "null")]).await.err(),
+        connect_with(&s.url(""), &[("Origin", "null")]).await.err(),
         Some(403)
     );
 }
 
 #[tokio::test]
 async fn loopback_and_allowed_origins_are_accepted() {
-    let s = Server::start(CarrierConfig {
+    let s = Server::core(CarrierConfig {
         allowed_origins: vec!["https://app.example".into()],
         ..config()
     })
     .await;
-    assert_admitted(&s.url(), &[("Origin", "https://app.example")]).await;
+    assert_admitted(&s.url(""), &[("Origin", "https://app.example")]).await;
     let local = format!("http://localhost:{}", s.port);
-    assert_admitted(&s.url(), &[("Origin", &local)]).await;
+    assert_admitted(&s.url(""), &[("Origin", &local)]).await;
 }
 
 #[tokio::test]
 async fn observe_role_on_a_drive_listener_is_granted() {
-    let s = Server::default().await;
-    assert_admitted(&format!("{}&role=observe", s.url()), &[]).await;
+    let s = Server::core_default().await;
+    assert_admitted(&format!("{}&role=observe", s.url("")), &[]).await;
 }
 
 #[tokio::test]
 async fn drive_role_on_an_observe_listener_is_closed_1008() {
-    let s = Server::start(CarrierConfig {
+    let s = Server::core(CarrierConfig {
         role: Role::Observe,
         ..config()
     })
     .await;
-    let mut ws = connect(&format!("{}&role=drive", s.url())).await;
+    let mut ws = connect(&format!("{}&role=drive", s.url(""))).await;
     expect_close(&mut ws, 1008).await;
-    assert_admitted(&s.url(), &[]).await;
+    assert_admitted(&s.url(""), &[]).await;
 }
 
 #[tokio::test]
 async fn unknown_role_is_closed_1008() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     for role in ["admin", "", "DRIVE"] {
-        let mut ws = connect(&format!("{}&role={role}", s.url())).await;
+        let mut ws = connect(&format!("{}&role={role}", s.url(""))).await;
         expect_close(&mut ws, 1008).await;
     }
 }
@@ -218,7 +218,7 @@ async fn taken_port_moves_to_the_next_one() {
     let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken = holder.local_addr().unwrap().port();
     // The next port may itself be busy on a shared machine; allow a few retries.
-    let s = Server::start(CarrierConfig {
+    let s = Server::core(CarrierConfig {
         port: taken,
         max_retries: 5,
         ..config()
@@ -229,7 +229,7 @@ async fn taken_port_moves_to_the_next_one() {
         "bound {} after {taken}",
         s.port
     );
-    assert_admitted(&s.url(), &[]).await;
+    assert_admitted(&s.url(""), &[]).await;
 }
 
 #[tokio::test]
@@ -260,7 +260,7 @@ async fn zero_retries_on_a_taken_port_is_a_clear_error_then_succeeds_once_free()
 
 #[tokio::test]
 async fn port_zero_reports_the_real_port() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     assert_ne!(s.port, 0);
     let tcp = std::net::TcpStream::connect(("127.0.0.1", s.port));
     assert!(tcp.is_ok());

@@ -3,9 +3,7 @@
 //! asserts on that process's resident memory (`VmHWM` after `clear_refs`), or against an
 //! in-process carrier and asserts on who gets in. Every loop is bounded in count and time.
 
-mod common;
-mod serve_process;
-mod support;
+use carrier_test_support as support;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -13,7 +11,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
-use serve_process::{alive, Serve, TOKEN};
+use support::serve_process::{alive, Serve, TOKEN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -97,7 +95,7 @@ async fn raw_upgrade_with(port: u16, query: &str, recv_buffer: Option<u32>) -> T
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
-        let n = tokio::time::timeout(common::WAIT, tcp.read(&mut byte))
+        let n = tokio::time::timeout(support::WAIT, tcp.read(&mut byte))
             .await
             .expect("response in time")
             .expect("read");
@@ -135,10 +133,10 @@ async fn read_until_close(tcp: &mut TcpStream) -> Option<u16> {
             }
             buf.drain(..hl + len);
         }
-        match tokio::time::timeout(common::WAIT, tcp.read(&mut chunk)).await {
+        match tokio::time::timeout(support::WAIT, tcp.read(&mut chunk)).await {
             Ok(Ok(0)) | Ok(Err(_)) => return None,
             Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
-            Err(_) => panic!("no close within {:?}", common::WAIT),
+            Err(_) => panic!("no close within {:?}", support::WAIT),
         }
     }
 }
@@ -199,7 +197,7 @@ async fn a_flood_of_refused_upgrades_does_not_lock_clients_out() {
     // close grace period (3 s), so a flood of them made every upgrade 503.
     let mut config = support::config();
     config.limits.max_connections = 20;
-    let s = support::Server::start(config).await;
+    let s = support::Server::core(config).await;
     let stop = Arc::new(AtomicBool::new(false));
     let refused = Arc::new(AtomicUsize::new(0));
     let mut flood = Vec::new();
@@ -221,7 +219,7 @@ async fn a_flood_of_refused_upgrades_does_not_lock_clients_out() {
     assert!(support::eventually(|| refused.load(Ordering::Relaxed) >= 200).await);
     let mut clients = Vec::new();
     for i in 0..20 {
-        match support::connect_with(&s.url(), &[]).await {
+        match support::connect_with(&s.url(""), &[]).await {
             Ok((mut ws, _)) => {
                 ws.send(Message::text("hs")).await.expect("send");
                 assert_eq!(support::next_text(&mut ws).await, "ok", "client {i}");
@@ -330,10 +328,10 @@ async fn read_until_text(tcp: &mut TcpStream, needle: &str) -> bool {
             }
             buf.drain(..hl + len);
         }
-        match tokio::time::timeout(common::WAIT, tcp.read(&mut chunk)).await {
+        match tokio::time::timeout(support::WAIT, tcp.read(&mut chunk)).await {
             Ok(Ok(0)) | Ok(Err(_)) => return false,
             Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
-            Err(_) => panic!("nothing within {:?}", common::WAIT),
+            Err(_) => panic!("nothing within {:?}", support::WAIT),
         }
     }
 }
@@ -373,7 +371,7 @@ fn channel_binary(channel: &str, seq: u32, payload: &[u8]) -> Vec<u8> {
 }
 
 /// Sends `payload` on the `echo1` channel and returns the echoed body.
-async fn echo_once(c: &mut common::Client, payload: &[u8]) -> Vec<u8> {
+async fn echo_once(c: &mut support::Client, payload: &[u8]) -> Vec<u8> {
     c.ws.send(Message::binary(channel_binary("echo1", 0, payload)))
         .await
         .expect("send");
@@ -458,7 +456,7 @@ async fn sixteen_clients_sending_15_mib_at_once_stay_within_the_inbound_budget()
 async fn idle_sockets(port: u16, n: usize) -> Vec<TcpStream> {
     let mut socks = Vec::with_capacity(n);
     for _ in 0..n {
-        match tokio::time::timeout(common::WAIT, TcpStream::connect(("127.0.0.1", port))).await {
+        match tokio::time::timeout(support::WAIT, TcpStream::connect(("127.0.0.1", port))).await {
             Ok(Ok(s)) => socks.push(s),
             _ => break, // the accept backlog is full: enough
         }

@@ -1,6 +1,6 @@
 //! The single outbound path (SPEC section 8): slow readers, vanished sockets, isolation.
 
-mod support;
+use carrier_test_support as support;
 
 use std::time::Duration;
 
@@ -23,12 +23,12 @@ fn small_budget() -> CarrierConfig {
 
 #[tokio::test]
 async fn a_reader_that_stops_is_closed_1013_within_budget_and_others_keep_receiving() {
-    let s = Server::start(small_budget()).await;
+    let s = Server::core(small_budget()).await;
     // The slow client: a raw socket we simply stop reading.
     let (_, mut slow) = Raw::upgrade(s.port, "/?token=test-token", &[]).await;
     slow.send(true, 1, b"hs").await;
     assert_eq!(slow.recv_data().await.unwrap().payload, b"ok");
-    let mut healthy = connect_handshaken(&s.url()).await;
+    let mut healthy = connect_handshaken(&s.url("")).await;
 
     // 4,000 x 16 KiB = 64 MiB: far more than the budget plus the kernel's socket buffers.
     slow.send(true, 1, b"flood 4000 16384").await;
@@ -70,7 +70,7 @@ async fn a_reader_that_stops_is_closed_1013_within_budget_and_others_keep_receiv
 
 #[tokio::test]
 async fn a_socket_that_vanishes_mid_stream_is_cleaned_up_exactly_once() {
-    let s = Server::start(small_budget()).await;
+    let s = Server::core(small_budget()).await;
     let (_, mut raw) = Raw::upgrade(s.port, "/?token=test-token", &[]).await;
     raw.send(true, 1, b"hs").await;
     assert_eq!(raw.recv_data().await.unwrap().payload, b"ok");
@@ -91,7 +91,7 @@ async fn a_socket_that_vanishes_mid_stream_is_cleaned_up_exactly_once() {
     assert_eq!(s.transport.metrics().cleanups(), 1);
     assert!(eventually(|| s.transport.metrics().connections() == 0).await);
     // The server keeps serving.
-    let mut ws = connect_handshaken(&s.url()).await;
+    let mut ws = connect_handshaken(&s.url("")).await;
     ws.send(Message::text("x")).await.unwrap();
     assert_eq!(next_text(&mut ws).await, "x");
     assert_eq!(count(&s.stats.closes), 1);
@@ -99,8 +99,8 @@ async fn a_socket_that_vanishes_mid_stream_is_cleaned_up_exactly_once() {
 
 #[tokio::test]
 async fn frames_of_one_connection_are_never_reordered() {
-    let s = Server::default().await;
-    let mut ws = connect_handshaken(&s.url()).await;
+    let s = Server::core_default().await;
+    let mut ws = connect_handshaken(&s.url("")).await;
     ws.send(Message::text("seq 2000")).await.unwrap();
     for i in 0..2000 {
         assert_eq!(next_text(&mut ws).await, format!("m{i}"));
@@ -109,7 +109,7 @@ async fn frames_of_one_connection_are_never_reordered() {
 
 #[tokio::test]
 async fn the_server_pings_and_a_silent_peer_is_closed_1001() {
-    let s = Server::start(CarrierConfig {
+    let s = Server::core(CarrierConfig {
         limits: Limits {
             ping_interval: Duration::from_millis(200),
             pong_timeout: Duration::from_millis(200),
@@ -119,7 +119,7 @@ async fn the_server_pings_and_a_silent_peer_is_closed_1001() {
     })
     .await;
     // tokio-tungstenite answers pings: it stays connected through several intervals.
-    let mut live = connect_handshaken(&s.url()).await;
+    let mut live = connect_handshaken(&s.url("")).await;
     let mut pings = 0;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(1200);
     while tokio::time::Instant::now() < deadline {

@@ -1,6 +1,6 @@
 //! The library lifecycle (SPEC section 9): attach → start → stop, and mounting as a service.
 
-mod support;
+use carrier_test_support as support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,21 +19,21 @@ async fn start_before_attach_is_an_error() {
 
 #[tokio::test]
 async fn a_second_start_while_running_is_an_error() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     assert!(matches!(
         s.transport.start().await,
         Err(LifecycleError::AlreadyRunning)
     ));
     // The first listener is unaffected.
-    let mut ws = connect_handshaken(&s.url()).await;
+    let mut ws = connect_handshaken(&s.url("")).await;
     ws.send(Message::text("x")).await.unwrap();
     assert_eq!(next_text(&mut ws).await, "x");
 }
 
 #[tokio::test]
 async fn stop_closes_clients_with_1001_and_twice_is_fine() {
-    let s = Server::default().await;
-    let mut ws = connect_handshaken(&s.url()).await;
+    let s = Server::core_default().await;
+    let mut ws = connect_handshaken(&s.url("")).await;
     let stop = tokio::spawn(async move {
         s.transport.stop().await;
         s.transport.stop().await;
@@ -48,12 +48,12 @@ async fn stop_closes_clients_with_1001_and_twice_is_fine() {
 
 #[tokio::test]
 async fn stop_returns_within_3_5_s_when_a_client_never_answers_the_close() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     // A raw client that completes the handshake and then never reads nor answers.
     let (_, mut raw) = Raw::upgrade(s.port, "/?token=test-token", &[]).await;
     raw.send(true, 1, b"hs").await;
     assert_eq!(raw.recv_data().await.unwrap().payload, b"ok");
-    let mut polite = connect_handshaken(&s.url()).await;
+    let mut polite = connect_handshaken(&s.url("")).await;
     let started = Instant::now();
     s.transport.stop().await;
     let took = started.elapsed();
@@ -71,7 +71,7 @@ async fn stop_returns_within_3_5_s_when_a_client_never_answers_the_close() {
 
 #[tokio::test]
 async fn restart_after_stop_needs_attach() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     s.transport.stop().await;
     assert!(matches!(
         s.transport.start().await,

@@ -1,6 +1,6 @@
 //! Message limits (SPEC section 3) at and one past each limit, and connection limits.
 
-mod support;
+use carrier_test_support as support;
 
 use carrier::server::{CarrierConfig, Limits};
 use futures_util::SinkExt;
@@ -24,8 +24,8 @@ fn limited() -> CarrierConfig {
 
 #[tokio::test]
 async fn text_at_the_soft_limit_is_delivered() {
-    let s = Server::start(limited()).await;
-    let mut ws = connect_handshaken(&s.url()).await;
+    let s = Server::core(limited()).await;
+    let mut ws = connect_handshaken(&s.url("")).await;
     let text = "a".repeat(TEXT);
     ws.send(Message::text(text.clone())).await.unwrap();
     assert_eq!(next_text(&mut ws).await, text);
@@ -33,8 +33,8 @@ async fn text_at_the_soft_limit_is_delivered() {
 
 #[tokio::test]
 async fn text_past_the_soft_limit_is_answered_too_large_and_stays_open() {
-    let s = Server::start(limited()).await;
-    let mut ws = connect_handshaken(&s.url()).await;
+    let s = Server::core(limited()).await;
+    let mut ws = connect_handshaken(&s.url("")).await;
     ws.send(Message::text("a".repeat(TEXT + 1))).await.unwrap();
     let reply: serde_json::Value = serde_json::from_str(&next_text(&mut ws).await).unwrap();
     assert_eq!(reply["event"], "protocol_error");
@@ -57,7 +57,7 @@ async fn text_past_the_soft_limit_is_answered_too_large_and_stays_open() {
 
 #[tokio::test]
 async fn binary_at_the_hard_cap_in_one_frame_is_accepted() {
-    let s = Server::start(limited()).await;
+    let s = Server::core(limited()).await;
     let (_, mut raw) = Raw::upgrade(s.port, "/?token=test-token", &[]).await;
     raw.send(true, 1, b"hs").await;
     assert_eq!(raw.recv_data().await.unwrap().payload, b"ok");
@@ -73,7 +73,7 @@ async fn binary_at_the_hard_cap_in_one_frame_is_accepted() {
 
 #[tokio::test]
 async fn one_frame_past_the_hard_cap_is_closed_1009() {
-    let s = Server::start(limited()).await;
+    let s = Server::core(limited()).await;
     let (_, mut raw) = Raw::upgrade(s.port, "/?token=test-token", &[]).await;
     raw.send(true, 1, b"hs").await;
     assert_eq!(raw.recv_data().await.unwrap().payload, b"ok");
@@ -83,7 +83,7 @@ async fn one_frame_past_the_hard_cap_is_closed_1009() {
 
 #[tokio::test]
 async fn fragments_reassembled_to_the_hard_cap_are_accepted_and_one_byte_more_closes_1009() {
-    let s = Server::start(limited()).await;
+    let s = Server::core(limited()).await;
     let (_, mut raw) = Raw::upgrade(s.port, "/?token=test-token", &[]).await;
     raw.send(true, 1, b"hs").await;
     assert_eq!(raw.recv_data().await.unwrap().payload, b"ok");
@@ -108,7 +108,7 @@ async fn fragments_reassembled_to_the_hard_cap_are_accepted_and_one_byte_more_cl
 
 #[tokio::test]
 async fn fragmented_text_is_reassembled_and_invalid_utf8_closes_1007() {
-    let s = Server::start(limited()).await;
+    let s = Server::core(limited()).await;
     let (_, mut raw) = Raw::upgrade(s.port, "/?token=test-token", &[]).await;
     raw.send(true, 1, b"hs").await;
     assert_eq!(raw.recv_data().await.unwrap().payload, b"ok");
@@ -122,12 +122,12 @@ async fn fragmented_text_is_reassembled_and_invalid_utf8_closes_1007() {
 
 #[tokio::test]
 async fn connections_up_to_the_limit_are_admitted_and_one_more_gets_503() {
-    let s = Server::start(limited()).await;
+    let s = Server::core(limited()).await;
     let mut held = Vec::new();
     for _ in 0..3 {
-        held.push(connect_handshaken(&s.url()).await);
+        held.push(connect_handshaken(&s.url("")).await);
     }
-    assert_eq!(connect_with(&s.url(), &[]).await.err(), Some(503));
+    assert_eq!(connect_with(&s.url(""), &[]).await.err(), Some(503));
     // Freeing one slot admits again.
     let mut first = held.remove(0);
     first.close(None).await.unwrap();
@@ -136,7 +136,7 @@ async fn connections_up_to_the_limit_are_admitted_and_one_more_gets_503() {
     assert!(eventually(|| std::net::TcpStream::connect(("127.0.0.1", s.port)).is_ok()).await);
     let mut ok = None;
     for _ in 0..100 {
-        if let Ok((ws, _)) = connect_with(&s.url(), &[]).await {
+        if let Ok((ws, _)) = connect_with(&s.url(""), &[]).await {
             ok = Some(ws);
             break;
         }
@@ -147,7 +147,7 @@ async fn connections_up_to_the_limit_are_admitted_and_one_more_gets_503() {
 
 #[tokio::test]
 async fn healthz_is_open_and_metrics_need_the_token() {
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     let get = |path: String, auth: Option<&'static str>| async move {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", s.port))

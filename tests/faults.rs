@@ -4,7 +4,7 @@
 //! The churn test runs `CARRIER_FAULT_CYCLES` connect/handshake/disconnect cycles (default 2,000
 //! so CI stays fast; the documented local run is `CARRIER_FAULT_CYCLES=10000`).
 
-mod support;
+use carrier_test_support as support;
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -50,8 +50,8 @@ async fn cleaned_up(server: &Server, n: usize) {
 
 #[tokio::test]
 async fn client_vanishing_mid_frame_is_cleaned_up_once() {
-    let server = Server::default().await;
-    let mut raw = raw_handshaken(server.port, &server.token()).await;
+    let server = Server::core_default().await;
+    let mut raw = raw_handshaken(server.port, &server.token).await;
     // A masked binary frame header announcing 1000 bytes, then only 10 of them.
     let mut partial = vec![0x82, 0x80 | 126, 0x03, 0xE8, 1, 2, 3, 4];
     partial.extend_from_slice(&[0u8; 10]);
@@ -59,14 +59,14 @@ async fn client_vanishing_mid_frame_is_cleaned_up_once() {
     drop(raw);
     cleaned_up(&server, 1).await;
     // The carrier still serves.
-    let mut ws = connect_handshaken(&server.url()).await;
+    let mut ws = connect_handshaken(&server.url("")).await;
     ws.close(None).await.ok();
 }
 
 #[tokio::test]
 async fn client_vanishing_mid_fragmented_message_is_cleaned_up_once() {
-    let server = Server::default().await;
-    let mut raw = raw_handshaken(server.port, &server.token()).await;
+    let server = Server::core_default().await;
+    let mut raw = raw_handshaken(server.port, &server.token).await;
     raw.send(false, 1, b"first fragment ").await;
     raw.send(false, 0, b"second fragment ").await;
     // A ping in the middle of the message is answered: the connection is alive and reading.
@@ -85,7 +85,7 @@ async fn client_vanishing_mid_fragmented_message_is_cleaned_up_once() {
 
 #[tokio::test]
 async fn silent_peer_that_never_pongs_is_closed_with_1001() {
-    let server = Server::start(CarrierConfig {
+    let server = Server::core(CarrierConfig {
         limits: Limits {
             ping_interval: Duration::from_millis(200),
             pong_timeout: Duration::from_millis(300),
@@ -95,7 +95,7 @@ async fn silent_peer_that_never_pongs_is_closed_with_1001() {
         ..config()
     })
     .await;
-    let mut raw = raw_handshaken(server.port, &server.token()).await;
+    let mut raw = raw_handshaken(server.port, &server.token).await;
     let started = Instant::now();
     // The client reads but never writes again: pings go unanswered.
     let mut pings = 0;
@@ -125,7 +125,7 @@ async fn silent_peer_that_never_pongs_is_closed_with_1001() {
 
 #[tokio::test]
 async fn slow_upgrade_that_trickles_headers_times_out() {
-    let server = Server::start(CarrierConfig {
+    let server = Server::core(CarrierConfig {
         limits: Limits {
             header_timeout: Duration::from_millis(500),
             ..Limits::default()
@@ -138,7 +138,7 @@ async fn slow_upgrade_that_trickles_headers_times_out() {
         .expect("connect");
     let request = format!(
         "GET /?token={} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nX-Slow: {}\r\n\r\n",
-        server.token(),
+        server.token.clone(),
         "z".repeat(200)
     );
     let started = Instant::now();
@@ -203,8 +203,8 @@ async fn churn_of_connections_leaks_no_fds_or_memory() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2_000);
-    let server = Arc::new(Server::default().await);
-    let token = server.token();
+    let server = Arc::new(Server::core_default().await);
+    let token = server.token.clone();
     const WORKERS: usize = 8;
     let run = |n: usize| {
         let token = token.clone();
@@ -398,8 +398,8 @@ async fn write_error_under_the_writer_fails_the_connection_exactly_once() {
 
 #[tokio::test]
 async fn reset_under_a_flooding_writer_is_cleaned_up_once() {
-    let server = Server::default().await;
-    let mut raw = raw_handshaken(server.port, &server.token()).await;
+    let server = Server::core_default().await;
+    let mut raw = raw_handshaken(server.port, &server.token).await;
     // 2,000 messages of 16 KiB: far more than the socket buffers hold, so the writer is
     // mid-stream when the peer resets the connection.
     raw.send(true, 1, b"flood 2000 16384").await;
@@ -451,7 +451,7 @@ async fn dropping_a_transport_frees_its_channels_and_their_handlers() {
 /// and the channel registry), leaking its outbound queue and the registry.
 #[tokio::test]
 async fn a_connection_that_ends_before_its_handshake_is_freed() {
-    let server = Server::default().await;
+    let server = Server::core_default().await;
     let alive = Arc::new(());
     let witness = Arc::downgrade(&alive);
     let handle = server
@@ -462,8 +462,7 @@ async fn a_connection_that_ends_before_its_handshake_is_freed() {
         let _keep = &alive;
     });
     drop(handle);
-    let (status, raw) =
-        Raw::upgrade(server.port, &format!("/?token={}", server.token()), &[]).await;
+    let (status, raw) = Raw::upgrade(server.port, &format!("/?token={}", server.token), &[]).await;
     assert_eq!(status, 101);
     drop(raw);
     cleaned_up(&server, 1).await;

@@ -24,8 +24,8 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
 /// Per-test bound inside `node --test`.
 const NODE_TEST_TIMEOUT: &str = "--test-timeout=60000";
 
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+fn repo() -> PathBuf {
+    carrier_test_support::repo()
 }
 
 fn js_dir() -> PathBuf {

@@ -1,9 +1,6 @@
 //! The load generator behind `carrier bench` against a real carrier on loopback: every mode
 //! completes its messages without errors. Counts only; no timing assertions.
 
-#[path = "../channels/mod.rs"]
-mod channels;
-
 use carrier::agent::{AgentProfile, EmbeddedAgent};
 use carrier::loadgen::{run, LoadError, Mode, Plan, TargetError};
 use carrier::server::{Auth, CarrierConfig, WsTransport};
@@ -16,10 +13,10 @@ async fn carrier() -> (WsTransport, String) {
     })
     .expect("config");
     transport.attach(AgentProfile::embedded(EmbeddedAgent::default()));
-    channels::echo::mount(transport.registry(), "echo").expect("echo");
-    channels::relay::mount(transport.registry(), "relay").expect("relay");
+    carrier_channels::echo::mount(transport.registry(), "echo").expect("echo");
+    carrier_channels::relay::mount(transport.registry(), "relay").expect("relay");
     transport.start().await.expect("start");
-    channels::echo::mount_bulk(transport.registry(), "bulk").expect("bulk echo");
+    carrier_channels::echo::mount_bulk(transport.registry(), "bulk").expect("bulk echo");
     let url = format!("ws://127.0.0.1:{}/", transport.bound_port().expect("port"));
     (transport, url)
 }

@@ -1,7 +1,7 @@
 //! A host's own `ProtocolSession`: the carrier owns seq, turn state and answers; the agent's
 //! forwarded reads are validated before they are sent.
 
-mod common;
+use carrier_test_support as support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -11,8 +11,8 @@ use carrier::agent::{
     ProtocolSession, TurnStart,
 };
 use carrier::protocol::methods::Decision;
-use common::*;
 use serde_json::json;
+use support::*;
 
 /// Answers synchronously from `start_turn`, and serves `session.history` in a different way on
 /// each call: valid, invalid, "method not found", failed.

@@ -1,6 +1,6 @@
 //! The serverless bridge: the same protocol over a host-owned socket, with latched delivery.
 
-mod common;
+use carrier_test_support as support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -9,8 +9,8 @@ use std::time::Duration;
 use carrier::agent::{AgentProfile, Bridge, BridgeFrame, EmbeddedAgent};
 use carrier::protocol::Role;
 use carrier::server::{CarrierContext, Driver, Limits};
-use common::{handshake_params, WAIT};
 use serde_json::{json, Value};
+use support::{handshake_params, WAIT};
 use tokio::sync::mpsc;
 
 fn ctx(limits: Limits) -> CarrierContext {

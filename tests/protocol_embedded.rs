@@ -1,12 +1,12 @@
 //! The embedded default agent to the byte (SPEC section 5).
 
-mod common;
+use carrier_test_support as support;
 
 use std::time::Duration;
 
 use carrier::agent::embedded::reply_deltas;
-use common::*;
 use serde_json::json;
+use support::*;
 
 #[tokio::test]
 async fn submit_streams_echo_word_by_word_then_completes() {

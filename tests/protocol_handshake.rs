@@ -1,14 +1,14 @@
 //! The handshake gate and version rules (SPEC section 4), over real sockets.
 
-mod common;
+use carrier_test_support as support;
 
 use std::time::Duration;
 
 use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
 use carrier::protocol::version::VersionPair;
 use carrier::server::ChannelDescriptor;
-use common::*;
 use serde_json::json;
+use support::*;
 
 #[tokio::test]
 async fn handshake_result_has_every_field() {

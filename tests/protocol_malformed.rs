@@ -1,10 +1,10 @@
 //! Table-driven: malformed text frames after the handshake each get the reply SPEC sections 4
 //! and 6 specify, and the connection keeps working after every one.
 
-mod common;
+use carrier_test_support as support;
 
-use common::*;
 use serde_json::{json, Value};
+use support::*;
 
 /// The reply a frame must get.
 enum Expect {

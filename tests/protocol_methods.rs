@@ -1,7 +1,7 @@
 //! Every method's success path and every error code of SPEC section 6, triggered by real
 //! requests over real sockets.
 
-mod common;
+use carrier_test_support as support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,8 +11,8 @@ use carrier::agent::{
     SessionEntry,
 };
 use carrier::server::ChannelDescriptor;
-use common::*;
 use serde_json::{json, Value};
+use support::*;
 
 #[tokio::test]
 async fn every_read_method_succeeds() {

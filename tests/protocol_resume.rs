@@ -1,13 +1,13 @@
 //! Resume (SPEC section 5): missed events replayed in order before live ones, evicted ranges
 //! reported as a gap, a restarted server reported as a reset.
 
-mod common;
+use carrier_test_support as support;
 
 use std::time::Duration;
 
 use carrier::agent::{AgentProfile, EmbeddedAgent};
-use common::*;
 use serde_json::{json, Value};
+use support::*;
 
 fn seqs(events: &[Value]) -> Vec<u64> {
     events.iter().map(|e| e["seq"].as_u64().unwrap()).collect()

@@ -1,11 +1,11 @@
 //! Roles, session fan-out and driver identity (SPEC sections 2 and 5).
 
-mod common;
+use carrier_test_support as support;
 
 use carrier::protocol::catalog::METHODS;
 use carrier::protocol::Role;
-use common::*;
 use serde_json::json;
+use support::*;
 
 #[tokio::test]
 async fn observers_are_refused_every_drive_method_with_forbidden() {

@@ -4,8 +4,7 @@
 //! longer than the cap travels as several events); the hub holds no more than the cap of a
 //! running turn. Real sockets, a `tokio-tungstenite` client, a real `carrier serve` child.
 
-mod common;
-mod serve_process;
+use carrier_test_support as support;
 
 use std::sync::{Arc, Mutex};
 
@@ -13,10 +12,10 @@ use carrier::agent::{
     AgentProfile, HostError, InMemoryDirectory, ProtocolSession, TurnSink, TurnStart,
 };
 use carrier::protocol::methods::Decision;
-use common::*;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use serve_process::*;
+use support::serve_process::*;
+use support::*;
 use tokio_tungstenite::tungstenite::Message;
 
 /// An agent whose turns the test plays by hand through the sink.

@@ -2,7 +2,7 @@
 //! encodings, oversized requests, secrets in logs and metrics, RFC 6455 masking, and a failing
 //! OS random source.
 
-mod support;
+use carrier_test_support as support;
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -57,8 +57,8 @@ fn upgrade_request(path: &str, host: Option<&str>, extra: &[&str]) -> Vec<u8> {
 
 #[tokio::test]
 async fn dns_rebinding_hosts_are_refused_before_upgrade() {
-    let server = Server::default().await;
-    let path = format!("/?token={}", server.token());
+    let server = Server::core_default().await;
+    let path = format!("/?token={}", server.token);
     let port = server.port;
     for host in [
         "evil.example".to_string(),
@@ -91,7 +91,7 @@ async fn dns_rebinding_hosts_are_refused_before_upgrade() {
         // Every route but /healthz sits behind the same check.
         let metrics = format!(
             "GET /metrics?token={} HTTP/1.1\r\nHost: {host}\r\n\r\n",
-            server.token()
+            server.token.clone()
         );
         assert_eq!(
             http_status(port, metrics.as_bytes()).await,
@@ -109,8 +109,8 @@ async fn dns_rebinding_hosts_are_refused_before_upgrade() {
 
 #[tokio::test]
 async fn loopback_hosts_in_any_spelling_are_admitted() {
-    let server = Server::default().await;
-    let path = format!("/?token={}", server.token());
+    let server = Server::core_default().await;
+    let path = format!("/?token={}", server.token);
     let port = server.port;
     for host in [
         format!("LOCALHOST:{port}"),
@@ -130,8 +130,8 @@ async fn loopback_hosts_in_any_spelling_are_admitted() {
 
 #[tokio::test]
 async fn null_and_foreign_origins_are_refused_before_upgrade() {
-    let server = Server::default().await;
-    let path = format!("/?token={}", server.token());
+    let server = Server::core_default().await;
+    let path = format!("/?token={}", server.token);
     let host = format!("127.0.0.1:{}", server.port);
     let refused = [
         "null",
@@ -182,7 +182,7 @@ async fn first_answer(port: u16, path: &str, extra: &[&str]) -> RawFrame {
 
 #[tokio::test]
 async fn percent_encoded_tokens_are_decoded_once_and_compared_exactly() {
-    let server = Server::default().await; // token "test-token"
+    let server = Server::core_default().await; // token "test-token"
     let port = server.port;
     // Fully and partly percent-encoded forms of the right token are the right token.
     for q in ["token=%74%65%73%74%2D%74%6F%6B%65%6E", "token=test%2dtoken"] {
@@ -216,20 +216,20 @@ async fn percent_encoded_tokens_are_decoded_once_and_compared_exactly() {
     assert_eq!(f.close_code(), Some(1008));
     let f = first_answer(port, "/", &["Sec-WebSocket-Protocol: test-token, other"]).await;
     assert_eq!(f.payload, b"ok");
-    let ws = connect(&server.url()).await;
+    let ws = connect(&server.url("")).await;
     drop(ws);
 }
 
 #[tokio::test]
 async fn overlong_requests_get_431_or_a_clean_refusal_never_a_hang() {
-    let server = Server::default().await;
+    let server = Server::core_default().await;
     let port = server.port;
-    let path = format!("/?token={}", server.token());
+    let path = format!("/?token={}", server.token);
     let host = format!("127.0.0.1:{port}");
     let big_header = format!("X-Big: {}", "a".repeat(100 * 1024));
     let many: Vec<String> = (0..500).map(|i| format!("X-H{i}: v")).collect();
     let many: Vec<&str> = many.iter().map(String::as_str).collect();
-    let long_path = format!("/?token={}&pad={}", server.token(), "p".repeat(80 * 1024));
+    let long_path = format!("/?token={}&pad={}", server.token, "p".repeat(80 * 1024));
     let big_protocol = format!("Sec-WebSocket-Protocol: {}", "t".repeat(70 * 1024));
     for (name, req) in [
         (
@@ -258,9 +258,9 @@ async fn overlong_requests_get_431_or_a_clean_refusal_never_a_hang() {
 
 #[tokio::test]
 async fn unmasked_client_frames_are_refused_with_1002() {
-    let server = Server::default().await;
+    let server = Server::core_default().await;
     let (status, mut raw) =
-        Raw::upgrade(server.port, &format!("/?token={}", server.token()), &[]).await;
+        Raw::upgrade(server.port, &format!("/?token={}", server.token), &[]).await;
     assert_eq!(status, 101);
     raw.send(true, 1, b"hs").await;
     assert_eq!(raw.recv_data().await.expect("ok").payload, b"ok");
@@ -268,7 +268,7 @@ async fn unmasked_client_frames_are_refused_with_1002() {
     let f = raw.recv_data().await.expect("close");
     assert_eq!(f.close_code(), Some(1002), "{f:?}");
     // An unmasked ping is refused the same way (and not answered with a pong).
-    let (_, mut raw) = Raw::upgrade(server.port, &format!("/?token={}", server.token()), &[]).await;
+    let (_, mut raw) = Raw::upgrade(server.port, &format!("/?token={}", server.token), &[]).await;
     raw.send_unmasked(true, 9, b"ping").await;
     let f = raw.recv().await.expect("close");
     assert_eq!(f.close_code(), Some(1002), "{f:?}");
@@ -276,8 +276,8 @@ async fn unmasked_client_frames_are_refused_with_1002() {
 
 #[tokio::test]
 async fn over_long_or_invalid_close_frames_are_refused_not_echoed() {
-    let server = Server::default().await;
-    let path = format!("/?token={}", server.token());
+    let server = Server::core_default().await;
+    let path = format!("/?token={}", server.token);
     let mut long_close = 1000u16.to_be_bytes().to_vec();
     long_close.extend_from_slice(&[b'r'; 130]);
     for (payload, code) in [
@@ -332,7 +332,7 @@ impl std::io::Write for LogWriter {
 async fn the_token_never_appears_in_logs_or_metrics() {
     let logs = captured_logs();
     let token = "Tk-5d1c8e0b7a2f4e6d9c3b1a0f8e7d6c5b";
-    let server = Server::start(CarrierConfig {
+    let server = Server::core(CarrierConfig {
         auth: Auth::Token(token.into()),
         ..config()
     })
@@ -559,8 +559,8 @@ fn request_line(
 /// request name a foreign host where a proxy or another parser reads the second.
 #[tokio::test]
 async fn two_host_headers_are_refused_with_400() {
-    let server = Server::default().await;
-    let (port, path) = (server.port, format!("/?token={}", server.token()));
+    let server = Server::core_default().await;
+    let (port, path) = (server.port, format!("/?token={}", server.token));
     for second in [
         "Host: 127.0.0.1",
         "Host: evil.example",
@@ -582,8 +582,8 @@ async fn two_host_headers_are_refused_with_400() {
 /// Admission judges one `Origin`; with two, which one a browser meant is unknowable.
 #[tokio::test]
 async fn two_origin_headers_are_refused_with_403() {
-    let server = Server::default().await;
-    let (port, path) = (server.port, format!("/?token={}", server.token()));
+    let server = Server::core_default().await;
+    let (port, path) = (server.port, format!("/?token={}", server.token));
     for pair in [
         ["Origin: http://127.0.0.1", "Origin: http://127.0.0.1"],
         ["Origin: http://localhost", "Origin: https://evil.example"],
@@ -605,8 +605,8 @@ async fn two_origin_headers_are_refused_with_403() {
 /// passes the same DNS-rebinding check.
 #[tokio::test]
 async fn an_absolute_form_target_with_a_foreign_authority_is_refused_with_403() {
-    let server = Server::default().await;
-    let (port, token) = (server.port, server.token());
+    let server = Server::core_default().await;
+    let (port, token) = (server.port, server.token.clone());
     for target in [
         format!("http://evil.example/?token={token}"),
         format!("http://evil.example:{port}/?token={token}"),
@@ -641,8 +641,8 @@ async fn an_absolute_form_target_with_a_foreign_authority_is_refused_with_403() 
 /// RFC 6455 §4.1: the opening handshake is an HTTP/1.1 GET.
 #[tokio::test]
 async fn an_upgrade_over_http_1_0_is_refused_with_400() {
-    let server = Server::default().await;
-    let (port, path) = (server.port, format!("/?token={}", server.token()));
+    let server = Server::core_default().await;
+    let (port, path) = (server.port, format!("/?token={}", server.token));
     let req = request_line("GET", &path, "HTTP/1.0", &[], &[]);
     assert_eq!(http_status(port, &req).await, Some(400));
     assert_eq!(server.transport.metrics().connections(), 0);
@@ -650,8 +650,8 @@ async fn an_upgrade_over_http_1_0_is_refused_with_400() {
 
 #[tokio::test]
 async fn a_head_upgrade_is_refused_with_400() {
-    let server = Server::default().await;
-    let (port, path) = (server.port, format!("/?token={}", server.token()));
+    let server = Server::core_default().await;
+    let (port, path) = (server.port, format!("/?token={}", server.token));
     let req = request_line("HEAD", &path, "HTTP/1.1", &[], &[]);
     assert_eq!(http_status(port, &req).await, Some(400));
     assert_eq!(server.transport.metrics().connections(), 0);
@@ -664,8 +664,8 @@ async fn a_head_upgrade_is_refused_with_400() {
 /// such key is accepted; anything else is a bad request.
 #[tokio::test]
 async fn a_sec_websocket_key_that_is_not_16_bytes_of_base64_is_refused_with_400() {
-    let server = Server::default().await;
-    let (port, path) = (server.port, format!("/?token={}", server.token()));
+    let server = Server::core_default().await;
+    let (port, path) = (server.port, format!("/?token={}", server.token));
     for key in [
         "",
         "short",

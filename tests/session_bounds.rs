@@ -4,7 +4,7 @@
 //! any state of the directory, within the connection's outbound budget. Real sockets, a
 //! `tokio-tungstenite` client.
 
-mod common;
+use carrier_test_support as support;
 
 use std::sync::{Arc, Mutex};
 
@@ -13,8 +13,8 @@ use carrier::agent::{
     SessionEntry,
 };
 use carrier::server::CarrierConfig;
-use common::*;
 use serde_json::{json, Value};
+use support::*;
 
 const MAX_TITLE: usize = 256;
 const MAX_SESSIONS: usize = 64;

@@ -4,7 +4,7 @@
 //! operation runs. Clients are raw sockets writing prebuilt bytes and reading into prebuilt
 //! buffers, so the only large allocations left are the server's.
 
-mod support;
+use carrier_test_support as support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -97,7 +97,7 @@ async fn routing_an_inbound_5_mib_frame_to_a_handler_does_not_copy_the_payload()
 /// Routes one `size`-byte payload to a handler and checks the large heap allocations made.
 async fn route_without_copy(size: usize, expected_large: usize) {
     let _serial = SERIAL.lock().await;
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     let handle = s
         .transport
         .register_channel(ChannelDescriptor::new("bulk", &[], true))
@@ -136,7 +136,7 @@ async fn route_without_copy(size: usize, expected_large: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broadcasting_1_mib_to_50_connections_allocates_the_payload_once() {
     let _serial = SERIAL.lock().await;
-    let s = Server::default().await;
+    let s = Server::core_default().await;
     let handle = s
         .transport
         .register_channel(ChannelDescriptor::new("bulk", &[], true))

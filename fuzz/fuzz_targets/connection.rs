@@ -22,15 +22,13 @@
 
 #![no_main]
 
-#[path = "../../channels/echo.rs"]
-mod echo;
-
 use std::time::Duration;
 
 use bytes::Bytes;
 use carrier::protocol::channel_frame::{self, ChannelFrame};
 use carrier::protocol::Role;
 use carrier::server::CloseRefusal;
+use carrier_channels::echo;
 use carrier::server::{
     CarrierConfig, CarrierContext, Connection, Limits, TextProfile, TextSession, WsTransport,
 };

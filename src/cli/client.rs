@@ -39,15 +39,9 @@
 //!
 //! One file per command under `client/`; this file holds the arguments and what they share.
 
-// Explicit paths: tests/cli_client.rs compiles this file through `#[path]`, and these resolve to
-// the same files in both builds.
-#[path = "client/console.rs"]
 mod console;
-#[path = "client/doctor.rs"]
 mod doctor;
-#[path = "client/send.rs"]
 mod send;
-#[path = "client/status.rs"]
 mod status;
 
 use std::io::{self, Write};

@@ -12,7 +12,7 @@ use carrier::protocol::Role;
 use carrier::server::{Auth, CarrierConfig, Limits, RuntimeFileOptions, Token, WsTransport};
 use clap::Args;
 
-use crate::channels::{self, ChannelSpec};
+use carrier_channels::{self as channels, ChannelSpec};
 
 /// Flags of `carrier serve` (SPEC section 10). Every flag also reads an environment variable;
 /// prefer `CARRIER_TOKEN` over `--token`: command lines are visible to other local users.

@@ -65,6 +65,7 @@ mod probe;
 mod reconnect;
 mod resume;
 mod subscribers;
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod testing;
 mod transport;

@@ -76,7 +76,8 @@ pub const MAX_TRANSFER: u64 = 16 << 30;
 pub const MAX_DURATION: Duration = Duration::from_secs(600);
 
 /// What a run does; see the module docs. Also the values of `carrier bench --mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// `system.ping` round trips after `system.handshake` (text, S-byte frames).

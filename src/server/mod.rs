@@ -23,6 +23,7 @@
 //! The modules import one another without a loop; `tests/layout.rs` checks it.
 
 mod admission;
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod bench_support;
 mod config;

@@ -50,7 +50,7 @@ fn find_or_install() -> Result<PathBuf, String> {
     if runs(&default) {
         return Ok(default);
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/install-browser.sh");
+    let script = carrier_test_support::repo().join(".ci/install-browser.sh");
     eprintln!(
         "browser test: {DEFAULT_CHROMIUM} is missing; installing Debian's chromium with {} (once)",
         script.display()

@@ -1,407 +1,139 @@
-//! Shared helpers for the carrier-core integration tests: a payload-agnostic test profile, a
-//! server launcher, a `tokio-tungstenite` connector and a raw WebSocket client for byte-exact
-//! frame tests. Everything talks over real sockets on 127.0.0.1.
-#![allow(dead_code)]
+//! What the integration tests share (the `carrier-test-support` crate): one server launcher, one
+//! config, one wait bound, and the clients that talk to it over real sockets on 127.0.0.1.
+//!
+//! - [`Server`] starts a [`WsTransport`] on port 0 with the embedded agent ([`Server::start`],
+//!   [`Server::with`]) or with the payload-agnostic [`TestProfile`] ([`Server::core`]).
+//! - The agent-protocol client ([`Client`]: handshake, requests, waiting for events) and the
+//!   carrier-core helpers (a `tokio-tungstenite` connector, the byte-exact [`Raw`] client).
+//! - [`serve_process`] runs the real `carrier serve` binary as a child (only for the tests of
+//!   `carrier-cli`, the binary's package).
+//!
+//! A crate rather than a `mod` in each test, so every test uses what it needs and nothing is
+//! dead code for the others.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod agent;
+pub mod serve_process;
+mod wire;
+
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use carrier::server::{
-    CarrierConfig, CarrierContext, Connection, TextProfile, TextSession, WsTransport,
-};
-use futures_util::{SinkExt, StreamExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use carrier::agent::AgentProfile;
+use carrier::server::{CarrierConfig, WsTransport};
 use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::HeaderValue;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::Message;
 
+pub use agent::*;
+pub use wire::*;
+
+/// The repository's root, for the committed files tests read (`schemas/`, `js/`,
+/// `tests/agents/`, …): the tests belong to different packages, so their own
+/// `CARGO_MANIFEST_DIR` is not it.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("tests/support sits two levels below the root")
+        .to_path_buf()
+}
+
+/// A client WebSocket as `tokio-tungstenite` opens it.
 pub type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;
 
+/// How long any single wait may take before the test fails.
 pub const WAIT: Duration = Duration::from_secs(10);
 
-/// What the test profile observed.
-#[derive(Default)]
-pub struct Stats {
-    pub closes: AtomicUsize,
-    pub max_queued: AtomicUsize,
-    pub sent: AtomicUsize,
-    pub send_errors: AtomicUsize,
-    pub budget: AtomicUsize,
+/// The demo delay of the embedded agent in these tests: small, but nonzero so turns interleave.
+pub const DELAY: Duration = Duration::from_millis(2);
+
+/// A config for tests: port 0, a fixed token, named driver and surface, a 5 s handshake timeout.
+pub fn config() -> CarrierConfig {
+    let mut config = CarrierConfig {
+        port: 0,
+        auth: carrier::server::Auth::Token("test-token".into()),
+        driver_id: "host-driver".into(),
+        surface: "test-surface".into(),
+        ..Default::default()
+    };
+    config.limits.handshake_timeout = Duration::from_secs(5);
+    config
 }
 
-/// A minimal text profile: `hs` completes the handshake, `flood N SIZE` streams N text
-/// messages of SIZE bytes, `seq N` streams `m0..m{N-1}`, anything else is echoed.
-pub struct TestProfile {
-    pub stats: Arc<Stats>,
-}
-
-struct TestSession {
-    conn: Connection,
-    stats: Arc<Stats>,
-}
-
-impl TextProfile for TestProfile {
-    fn open(&self, conn: Connection, _ctx: &CarrierContext) -> Box<dyn TextSession> {
-        Box::new(TestSession {
-            conn,
-            stats: self.stats.clone(),
-        })
-    }
-}
-
-impl TextSession for TestSession {
-    fn on_text(&mut self, text: &str) {
-        let mut words = text.split_whitespace();
-        match words.next() {
-            Some("hs") => {
-                self.conn.mark_handshaken();
-                let _ = self.conn.send_text("ok");
-            }
-            Some("flood") => {
-                let n: usize = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
-                let size: usize = words.next().and_then(|w| w.parse().ok()).unwrap_or(1);
-                let conn = self.conn.clone();
-                let stats = self.stats.clone();
-                tokio::spawn(async move {
-                    let payload = Bytes::from(vec![b'x'; size]);
-                    stats
-                        .budget
-                        .store(conn.outbound().budget(), Ordering::SeqCst);
-                    for _ in 0..n {
-                        let r = conn.send_text(payload.clone());
-                        stats
-                            .max_queued
-                            .fetch_max(conn.outbound().queued_bytes(), Ordering::SeqCst);
-                        match r {
-                            Ok(()) => stats.sent.fetch_add(1, Ordering::SeqCst),
-                            Err(_) => stats.send_errors.fetch_add(1, Ordering::SeqCst),
-                        };
-                        tokio::task::yield_now().await;
-                    }
-                });
-            }
-            Some("seq") => {
-                let n: usize = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
-                for i in 0..n {
-                    let _ = self.conn.send_text(format!("m{i}"));
-                }
-            }
-            _ => {
-                let _ = self.conn.send_text(text.to_string());
-            }
-        }
-    }
-
-    fn on_close(&mut self) {
-        self.stats.closes.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-/// A started transport with the test profile.
+/// A started carrier on 127.0.0.1.
 pub struct Server {
     pub transport: WsTransport,
-    pub stats: Arc<Stats>,
     pub port: u16,
+    pub token: String,
+    /// What the [`TestProfile`] observed; stays zero under any other profile.
+    pub stats: Arc<Stats>,
 }
 
 impl Server {
-    pub async fn start(config: CarrierConfig) -> Server {
+    /// The embedded agent with [`DELAY`] on [`config()`].
+    pub async fn start() -> Server {
+        Server::with(config(), embedded(DELAY)).await
+    }
+
+    /// A server with a given config and agent profile.
+    pub async fn with(config: CarrierConfig, profile: AgentProfile) -> Server {
+        let transport = WsTransport::new(config).expect("valid config");
+        transport.attach(profile);
+        Server::listen(transport, Arc::default()).await
+    }
+
+    /// The payload-agnostic [`TestProfile`] on `config`.
+    pub async fn core(config: CarrierConfig) -> Server {
         let transport = WsTransport::new(config).expect("valid config");
         let stats = Arc::new(Stats::default());
         transport.attach(Arc::new(TestProfile {
             stats: stats.clone(),
         }));
+        Server::listen(transport, stats).await
+    }
+
+    /// The [`TestProfile`] on [`config()`].
+    pub async fn core_default() -> Server {
+        Server::core(config()).await
+    }
+
+    async fn listen(transport: WsTransport, stats: Arc<Stats>) -> Server {
         transport.start().await.expect("start");
         let port = transport.bound_port().expect("bound port");
+        let token = transport.resolved_token().unwrap_or_default().to_owned();
         Server {
             transport,
-            stats,
             port,
+            token,
+            stats,
         }
     }
 
-    pub async fn default() -> Server {
-        Server::start(config()).await
+    /// The WebSocket URL with the token and an extra query (e.g. `"&role=observe"`, or `""`).
+    pub fn url(&self, extra_query: &str) -> String {
+        format!(
+            "ws://127.0.0.1:{}/?token={}{extra_query}",
+            self.port, self.token
+        )
     }
 
-    pub fn token(&self) -> String {
-        self.transport
-            .resolved_token()
-            .unwrap_or_default()
-            .to_string()
+    /// Connects an agent-protocol client without handshaking.
+    pub async fn connect(&self, extra_query: &str) -> Client {
+        Client::connect(&self.url(extra_query)).await
     }
 
-    pub fn url(&self) -> String {
-        format!("ws://127.0.0.1:{}/?token={}", self.port, self.token())
-    }
-}
-
-/// Port 0, a fixed token, and short timings.
-pub fn config() -> CarrierConfig {
-    CarrierConfig {
-        port: 0,
-        auth: carrier::server::Auth::Token("test-token".into()),
-        ..CarrierConfig::default()
-    }
-}
-
-/// Connects with tokio-tungstenite, applying extra headers. Returns the socket and response
-/// headers, or the HTTP status of a refused upgrade.
-pub async fn connect_with(
-    url: &str,
-    headers: &[(&str, &str)],
-) -> Result<
-    (
-        Ws,
-        tokio_tungstenite::tungstenite::http::Response<Option<Vec<u8>>>,
-    ),
-    u16,
-> {
-    let mut req = url.into_client_request().expect("request");
-    for (k, v) in headers {
-        let name = tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(k.as_bytes())
-            .expect("header name");
-        req.headers_mut()
-            .insert(name, HeaderValue::from_str(v).expect("header value"));
-    }
-    match tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(req)).await {
-        Ok(Ok((ws, resp))) => Ok((ws, resp)),
-        Ok(Err(tokio_tungstenite::tungstenite::Error::Http(resp))) => Err(resp.status().as_u16()),
-        Ok(Err(e)) => panic!("connect failed: {e}"),
-        Err(_) => panic!("connect timed out"),
-    }
-}
-
-pub async fn connect(url: &str) -> Ws {
-    connect_with(url, &[]).await.expect("upgrade").0
-}
-
-/// Connects and completes the test profile's handshake.
-pub async fn connect_handshaken(url: &str) -> Ws {
-    let mut ws = connect(url).await;
-    ws.send(Message::text("hs")).await.expect("send");
-    assert_eq!(next_text(&mut ws).await, "ok");
-    ws
-}
-
-/// The next message, skipping pings/pongs; panics after [`WAIT`].
-pub async fn next_message(ws: &mut Ws) -> Option<Message> {
-    loop {
-        match tokio::time::timeout(WAIT, ws.next())
-            .await
-            .expect("timed out waiting for a message")
-        {
-            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-            Some(Ok(m)) => return Some(m),
-            Some(Err(_)) | None => return None,
-        }
-    }
-}
-
-pub async fn next_text(ws: &mut Ws) -> String {
-    match next_message(ws).await {
-        Some(Message::Text(t)) => t.to_string(),
-        other => panic!("expected text, got {other:?}"),
-    }
-}
-
-/// Asserts the very next frame is a close with `code` (no data frame before it).
-pub async fn expect_close(ws: &mut Ws, code: u16) {
-    match next_message(ws).await {
-        Some(Message::Close(Some(frame))) => assert_eq!(
-            u16::from(frame.code),
-            code,
-            "close reason: {}",
-            frame.reason
-        ),
-        other => panic!("expected close {code}, got {other:?}"),
-    }
-}
-
-pub fn close_code(code: u16) -> CloseCode {
-    CloseCode::from(code)
-}
-
-/// A raw WebSocket client over a plain TCP stream: writes masked frames byte by byte and reads
-/// server frames, for tests that need exact control (fragments, silence, no data frames).
-pub struct Raw {
-    pub tcp: TcpStream,
-    buf: Vec<u8>,
-}
-
-/// One server frame as read by [`Raw`].
-#[derive(Debug, PartialEq, Eq)]
-pub struct RawFrame {
-    pub fin: bool,
-    pub opcode: u8,
-    pub payload: Vec<u8>,
-}
-
-impl RawFrame {
-    pub fn close_code(&self) -> Option<u16> {
-        (self.opcode == 8 && self.payload.len() >= 2)
-            .then(|| u16::from_be_bytes([self.payload[0], self.payload[1]]))
-    }
-}
-
-impl Raw {
-    /// Performs the upgrade with `path_and_query` and extra header lines; returns the status
-    /// line's code and the client.
-    pub async fn upgrade(port: u16, path_and_query: &str, extra: &[&str]) -> (u16, Raw) {
-        let mut tcp = TcpStream::connect(("127.0.0.1", port))
-            .await
-            .expect("tcp connect");
-        let mut req = format!(
-            "GET {path_and_query} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-        );
-        for line in extra {
-            req.push_str(line);
-            req.push_str("\r\n");
-        }
-        req.push_str("\r\n");
-        tcp.write_all(req.as_bytes()).await.expect("write request");
-        let mut raw = Raw {
-            tcp,
-            buf: Vec::new(),
-        };
-        let head_end = loop {
-            if let Some(i) = raw.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i + 4;
-            }
-            let mut chunk = [0u8; 4096];
-            let n = tokio::time::timeout(WAIT, raw.tcp.read(&mut chunk))
-                .await
-                .expect("response timeout")
-                .expect("read");
-            assert!(n > 0, "connection closed before the response");
-            raw.buf.extend_from_slice(&chunk[..n]);
-        };
-        let head = String::from_utf8_lossy(&raw.buf[..head_end]).to_string();
-        raw.buf.drain(..head_end);
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        (status, raw)
+    /// Connects and completes the handshake; returns the client and the handshake result.
+    pub async fn drive(&self) -> (Client, serde_json::Value) {
+        self.handshaken("").await
     }
 
-    /// A raw client over a stream that is already past the upgrade.
-    pub fn from_stream(tcp: TcpStream) -> Raw {
-        Raw {
-            tcp,
-            buf: Vec::new(),
-        }
+    /// Connects as observer and completes the handshake.
+    pub async fn observe(&self) -> (Client, serde_json::Value) {
+        self.handshaken("&role=observe").await
     }
 
-    /// Writes one frame without a masking key (which RFC 6455 forbids a client to do).
-    pub async fn send_unmasked(&mut self, fin: bool, opcode: u8, payload: &[u8]) {
-        assert!(payload.len() < 126, "short frames only");
-        let mut f = vec![(if fin { 0x80 } else { 0 }) | opcode, payload.len() as u8];
-        f.extend_from_slice(payload);
-        let _ = self.tcp.write_all(&f).await;
+    async fn handshaken(&self, extra_query: &str) -> (Client, serde_json::Value) {
+        let mut c = self.connect(extra_query).await;
+        let result = c.handshake(serde_json::json!({})).await;
+        (c, result)
     }
-
-    /// Writes one masked frame.
-    pub async fn send(&mut self, fin: bool, opcode: u8, payload: &[u8]) {
-        let mut f = vec![(if fin { 0x80 } else { 0 }) | opcode];
-        let len = payload.len();
-        if len < 126 {
-            f.push(0x80 | len as u8);
-        } else if len <= 65535 {
-            f.push(0x80 | 126);
-            f.extend_from_slice(&(len as u16).to_be_bytes());
-        } else {
-            f.push(0x80 | 127);
-            f.extend_from_slice(&(len as u64).to_be_bytes());
-        }
-        let mask = [0x12u8, 0x34, 0x56, 0x78];
-        f.extend_from_slice(&mask);
-        f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
-        // The peer may already have closed; a failed write shows up in the next read.
-        let _ = self.tcp.write_all(&f).await;
-    }
-
-    async fn fill(&mut self, n: usize) -> bool {
-        while self.buf.len() < n {
-            let mut chunk = vec![0u8; 64 * 1024];
-            match tokio::time::timeout(WAIT, self.tcp.read(&mut chunk))
-                .await
-                .expect("read timeout")
-            {
-                Ok(0) | Err(_) => return false,
-                Ok(k) => self.buf.extend_from_slice(&chunk[..k]),
-            }
-        }
-        true
-    }
-
-    /// Reads one server frame; `None` at EOF.
-    pub async fn recv(&mut self) -> Option<RawFrame> {
-        if !self.fill(2).await {
-            return None;
-        }
-        let fin = self.buf[0] & 0x80 != 0;
-        let opcode = self.buf[0] & 0x0f;
-        assert_eq!(self.buf[1] & 0x80, 0, "server frames must not be masked");
-        let (hl, len) = match self.buf[1] & 0x7f {
-            126 => {
-                if !self.fill(4).await {
-                    return None;
-                }
-                (4, u16::from_be_bytes([self.buf[2], self.buf[3]]) as usize)
-            }
-            127 => {
-                if !self.fill(10).await {
-                    return None;
-                }
-                (
-                    10,
-                    u64::from_be_bytes(self.buf[2..10].try_into().ok()?) as usize,
-                )
-            }
-            n => (2, n as usize),
-        };
-        if !self.fill(hl + len).await {
-            return None;
-        }
-        let payload = self.buf[hl..hl + len].to_vec();
-        self.buf.drain(..hl + len);
-        Some(RawFrame {
-            fin,
-            opcode,
-            payload,
-        })
-    }
-
-    /// Reads frames until a non-control one (or close) arrives.
-    pub async fn recv_data(&mut self) -> Option<RawFrame> {
-        loop {
-            let f = self.recv().await?;
-            if f.opcode == 9 || f.opcode == 10 {
-                continue;
-            }
-            return Some(f);
-        }
-    }
-}
-
-/// Polls `cond` until it holds or [`WAIT`] passes.
-pub async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while tokio::time::Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    cond()
-}
-
-pub fn count(a: &AtomicUsize) -> usize {
-    a.load(Ordering::SeqCst)
 }

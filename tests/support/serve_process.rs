@@ -1,7 +1,6 @@
 //! Runs the real `carrier serve` binary (`--port 0`) as a child of the test, reads its
 //! `listening` line, and finds the agent processes it runs through `/proc`. Every wait has a
 //! timeout; nothing sleeps and hopes.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -11,7 +10,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::common::{Client, WAIT};
+use crate::{Client, WAIT};
 
 pub const TOKEN: &str = "test-token";
 
@@ -19,9 +18,7 @@ pub const TOKEN: &str = "test-token";
 /// would need it (the carrier splits it with POSIX rules). `-S` skips `site`: the agents use
 /// the standard library only, and start several times faster.
 pub fn python_agent(script: &str, args: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/agents")
-        .join(script);
+    let path = crate::repo().join("tests/agents").join(script);
     format!("python3 -S '{}' {args}", path.display())
 }
 
@@ -37,10 +34,29 @@ pub fn reverse_agent(delay_ms: u64) -> String {
 }
 
 fn examples_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_carrier"))
+    carrier_bin()
         .parent()
         .map(|p| p.join("examples"))
         .unwrap_or_default()
+}
+
+/// The `carrier` binary that `cargo test` built beside the running test: Cargo puts a test at
+/// `target/PROFILE/deps/NAME-HASH` and the binary at `target/PROFILE/carrier` (the path
+/// `CARGO_BIN_EXE_carrier` names, which only the binary's own package's tests see, and this
+/// crate is not that package). Only `carrier-cli`'s tests call this; for them Cargo builds it.
+pub fn carrier_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|profile| profile.join("carrier"))
+        .unwrap_or_default();
+    assert!(
+        bin.exists(),
+        "{} is missing: Serve runs the binary that `cargo test -p carrier-cli` builds",
+        bin.display()
+    );
+    bin
 }
 
 /// A running `carrier serve`.
@@ -72,11 +88,11 @@ impl Serve {
         let stderr = tempfile::NamedTempFile::new().expect("temp file");
         let runtime = tempfile::tempdir().expect("runtime dir");
         let mut command = match fds {
-            None => Command::new(env!("CARGO_BIN_EXE_carrier")),
+            None => Command::new(carrier_bin()),
             Some(n) => {
                 let mut c = Command::new("sh");
                 c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\"")])
-                    .arg(env!("CARGO_BIN_EXE_carrier"));
+                    .arg(carrier_bin());
                 c
             }
         };

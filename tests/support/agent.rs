@@ -1,95 +1,15 @@
-//! Shared helpers for the agent-protocol integration tests: start a `WsTransport` with the
-//! embedded agent on 127.0.0.1 port 0, connect with `tokio-tungstenite`, handshake, send
-//! requests and wait for specific frames with timeouts (never sleep-and-hope).
-#![allow(dead_code)]
+//! The agent-protocol side: a JSON client over `tokio-tungstenite` that handshakes, sends
+//! requests and waits for specific frames with timeouts (never sleep-and-hope).
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use carrier::agent::{AgentProfile, EmbeddedAgent};
-use carrier::server::{CarrierConfig, WsTransport};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 
-pub type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;
-
-/// How long any single wait may take before the test fails.
-pub const WAIT: Duration = Duration::from_secs(10);
-
-/// The demo delay used by default in these tests: small, but nonzero so turns interleave.
-pub const DELAY: Duration = Duration::from_millis(2);
-
-/// A running carrier with the embedded agent.
-pub struct Server {
-    pub transport: WsTransport,
-    pub port: u16,
-    pub token: String,
-}
-
-/// A config for tests: port 0, a fixed token, fast handshake timeout.
-pub fn config() -> CarrierConfig {
-    let mut config = CarrierConfig {
-        port: 0,
-        auth: carrier::server::Auth::Token("test-token".into()),
-        driver_id: "host-driver".into(),
-        surface: "test-surface".into(),
-        ..Default::default()
-    };
-    config.limits.handshake_timeout = Duration::from_secs(5);
-    config
-}
-
-impl Server {
-    /// The embedded agent with [`DELAY`] on the default test config.
-    pub async fn start() -> Server {
-        Server::with(config(), embedded(DELAY)).await
-    }
-
-    /// A server with a given config and profile.
-    pub async fn with(config: CarrierConfig, profile: AgentProfile) -> Server {
-        let transport = WsTransport::new(config).expect("config");
-        transport.attach(profile);
-        transport.start().await.expect("start");
-        let port = transport.bound_port().expect("port");
-        let token = transport.resolved_token().unwrap_or_default().to_owned();
-        Server {
-            transport,
-            port,
-            token,
-        }
-    }
-
-    /// The WebSocket URL with the token and an extra query (e.g. `"&role=observe"`).
-    pub fn url(&self, extra_query: &str) -> String {
-        format!(
-            "ws://127.0.0.1:{}/?token={}{extra_query}",
-            self.port, self.token
-        )
-    }
-
-    /// Connects without handshaking.
-    pub async fn connect(&self, extra_query: &str) -> Client {
-        Client::connect(&self.url(extra_query)).await
-    }
-
-    /// Connects and completes the handshake; returns the client and the handshake result.
-    pub async fn drive(&self) -> (Client, Value) {
-        self.handshaken("").await
-    }
-
-    /// Connects as observer and completes the handshake.
-    pub async fn observe(&self) -> (Client, Value) {
-        self.handshaken("&role=observe").await
-    }
-
-    async fn handshaken(&self, extra_query: &str) -> (Client, Value) {
-        let mut c = self.connect(extra_query).await;
-        let result = c.handshake(json!({})).await;
-        (c, result)
-    }
-}
+use crate::{Ws, WAIT};
 
 /// The embedded agent with a demo delay.
 pub fn embedded(delay: Duration) -> AgentProfile {
