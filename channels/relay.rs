@@ -2,12 +2,12 @@
 
 use carrier::protocol::channel_frame::FrameBody;
 use carrier::server::{
-    ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, InboundBody,
+    Binary, ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, InboundBody,
 };
 
 /// Registers a relay channel named `name` (any event, binary).
 pub fn mount(registry: &ChannelRegistry, name: &str) -> Result<ChannelHandle, ChannelError> {
-    let handle = registry.register(ChannelDescriptor::new(name, &["*"], true))?;
+    let handle = registry.register(ChannelDescriptor::new(name, &["*"], Binary::Accepted))?;
     let relay = handle.clone();
     handle.on_inbound(move |msg| {
         let body = match msg.body {

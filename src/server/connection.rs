@@ -22,10 +22,11 @@ use tokio::time::Instant;
 use super::admission::CloseRefusal;
 use super::frame_reader::{FrameReader, Incoming, ReadEnd};
 use super::liveness::Liveness;
-use super::outbound::{close_code, FailReason, MessageKind, OutItem, Outbound};
+use super::outbound::{FailReason, MessageKind, OutItem, Outbound};
 use super::profile::{Connection, ConnectionId, TextSession};
 use super::shared::Shared;
 use super::wire::{FrameWriter, Opcode};
+use crate::protocol::close::CloseCode;
 use crate::protocol::envelope::too_large_reply;
 use crate::protocol::error::{protocol_error_event, ProtocolErrorCode};
 use crate::protocol::Role;
@@ -159,7 +160,7 @@ async fn run_split(
 
     let close_queued = match verdict {
         Err(refusal) => {
-            out.close(close_code::POLICY, &refusal.to_string());
+            out.close(CloseCode::POLICY, &refusal.to_string());
             true
         }
         Ok(role) => serve_admitted(&mut frames, role, &out, &shared, &live, &terminate).await,
@@ -215,7 +216,7 @@ async fn serve_admitted(
     let id = ConnectionId::next();
     let conn = Connection::new(id, role, out.clone());
     let Some(mut session) = shared.open_session(&conn, terminate.clone()) else {
-        out.close(close_code::GOING_AWAY, "server stopping");
+        out.close(CloseCode::GOING_AWAY, "server stopping");
         return true;
     };
     {
@@ -256,7 +257,7 @@ async fn serve_admitted(
             _ = &mut terminated => break,
             _ = &mut failed => break,
             _ = &mut handshake_deadline, if !conn.is_handshaken() => {
-                conn.close(close_code::POLICY, "handshake timeout");
+                conn.close(CloseCode::POLICY, "handshake timeout");
                 break;
             }
             r = frames.next() => r,
@@ -291,7 +292,7 @@ async fn serve_admitted(
                         "the first frame must be a system.handshake request",
                         Map::new(),
                     );
-                    conn.close(close_code::POLICY, "handshake required");
+                    conn.close(CloseCode::POLICY, "handshake required");
                     break;
                 }
                 if let Some(data) = session.on_binary(data) {
@@ -325,7 +326,7 @@ fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, te
     match std::str::from_utf8(&text) {
         Ok(s) => session.on_text(s),
         // Unreachable in practice: the reader validated it. Close as RFC 6455 asks.
-        Err(_) => conn.close(close_code::INVALID_PAYLOAD, "invalid UTF-8"),
+        Err(_) => conn.close(CloseCode::INVALID_PAYLOAD, "invalid UTF-8"),
     }
 }
 
@@ -372,7 +373,7 @@ async fn write_loop(
             _ = out.next_batch(&mut batch, &mut drops) => {}
             _ = ping.tick() => {
                 if live.silent_for() >= limits.ping_interval + limits.pong_timeout {
-                    out.close(close_code::GOING_AWAY, "no pong");
+                    out.close(CloseCode::GOING_AWAY, "no pong");
                 } else {
                     let _ = out.push(OutItem::Ping(Bytes::new()));
                 }
@@ -384,14 +385,17 @@ async fn write_loop(
             if let Some(reason) = out.failure() {
                 let (code, text) = match reason {
                     FailReason::SlowReader => (
-                        close_code::TRY_AGAIN_LATER,
+                        CloseCode::TRY_AGAIN_LATER,
                         "slow reader: outbound queue over budget",
                     ),
                     FailReason::WriteError => break 'run false,
                 };
                 let sent = tokio::time::timeout(limits.stop_grace, async {
-                    w.frame(Opcode::Close, &[&code.to_be_bytes(), text.as_bytes()])
-                        .await?;
+                    w.frame(
+                        Opcode::Close,
+                        &[&code.as_u16().to_be_bytes(), text.as_bytes()],
+                    )
+                    .await?;
                     w.shutdown().await
                 })
                 .await;
@@ -432,8 +436,11 @@ async fn write_loop(
                 OutItem::Pong(p) => w.frame(Opcode::Pong, &[p]).await,
                 OutItem::Close { code, reason } => {
                     closing = true;
-                    w.frame(Opcode::Close, &[&code.to_be_bytes(), reason.as_bytes()])
-                        .await
+                    w.frame(
+                        Opcode::Close,
+                        &[&code.as_u16().to_be_bytes(), reason.as_bytes()],
+                    )
+                    .await
                 }
             };
             out.written(&item);

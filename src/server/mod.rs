@@ -38,10 +38,9 @@ mod wire;
 pub use config::{CarrierConfig, ConfigError, Limits};
 pub use context::{CarrierContext, Driver};
 pub use http::CarrierService;
-pub use outbound::{close_code, DeliveryError, Outbound, ITEM_OVERHEAD};
+pub use outbound::{DeliveryError, Outbound, ITEM_OVERHEAD};
 pub use profile::{Attachment, Connection, ConnectionId, TextProfile, TextSession};
-pub use registry::{
-    ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, DeliveryClass, Inbound,
-    InboundBody, DEFAULT_BULK_WINDOW,
-};
+pub use registry::{ChannelError, ChannelHandle, ChannelRegistry, Inbound, InboundBody};
+// The channel types are the wire's (`carrier::protocol::channel`), re-exported for hosts.
+pub use crate::protocol::channel::{Binary, ChannelDescriptor, DeliveryClass, DEFAULT_BULK_WINDOW};
 pub use transport::{mint_token, LifecycleError, RuntimeFileOptions, WsTransport};

@@ -12,6 +12,7 @@ use bytes::Bytes;
 
 use super::context::CarrierContext;
 use super::outbound::{DeliveryError, Outbound};
+use crate::protocol::close::CloseCode;
 use crate::protocol::Role;
 
 /// Identifies one admitted connection for the lifetime of a transport.
@@ -88,7 +89,7 @@ impl Connection {
     }
 
     /// Closes the connection after everything already queued (graceful close).
-    pub fn close(&self, code: u16, reason: &str) {
+    pub fn close(&self, code: CloseCode, reason: &str) {
         self.inner.outbound.close(code, reason)
     }
 

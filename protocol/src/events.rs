@@ -18,15 +18,6 @@ pub struct DriverInfo {
     pub surface: String,
 }
 
-impl From<&crate::server::Driver> for DriverInfo {
-    fn from(d: &crate::server::Driver) -> Self {
-        DriverInfo {
-            driver_id: d.driver_id.clone(),
-            surface: d.surface.clone(),
-        }
-    }
-}
-
 /// `session.turn_started`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TurnStarted {

@@ -17,9 +17,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::channel::ChannelDescriptor;
 use super::version::ProtocolVersion;
 use super::Role;
-use crate::server::ChannelDescriptor;
 
 /// An empty params or result object, `{}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

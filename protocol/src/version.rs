@@ -3,11 +3,11 @@
 //!
 //! Two peers are compatible when they share the major version and each speaks at least the
 //! other's minimum. A different minor is *skew*: the connection works, and features the older
-//! side lacks are refused by feature preflight (see [`crate::protocol::catalog`]). App versions
+//! side lacks are refused by feature preflight (see [`crate::catalog`]). App versions
 //! (`server.version`, `client.version`) are never compared.
 //!
 //! ```
-//! use carrier::protocol::version::{Compatibility, ProtocolVersion, VersionPair};
+//! use carrier_protocol::version::{Compatibility, ProtocolVersion, VersionPair};
 //!
 //! let server = VersionPair::CURRENT;
 //! let client = VersionPair::parse("1.3", "1.0").unwrap();
