@@ -6,25 +6,8 @@ use serde_json::{json, Value};
 
 use super::error::ClientError;
 
-/// The answer to a permission prompt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Decision {
-    /// Let the tool run.
-    Allow,
-    /// Refuse it.
-    Deny,
-}
-
-impl Decision {
-    /// `"allow"` or `"deny"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Allow => "allow",
-            Decision::Deny => "deny",
-        }
-    }
-}
+/// The answer to a permission prompt: the protocol's type.
+pub use crate::protocol::methods::Decision;
 
 /// One session event, delivered once and in `seq` order.
 #[derive(Debug, Clone, PartialEq)]
@@ -143,37 +126,9 @@ impl SessionEventKind {
     }
 }
 
-/// How a handshake bound this connection to a session (the handshake result's `resume`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(tag = "outcome", rename_all = "lowercase")]
-pub enum ResumeOutcome {
-    /// No resume was asked for: a fresh binding.
-    #[default]
-    New,
-    /// Every event after the resume point is replayed (`replayed` of them) before new ones.
-    Resumed {
-        /// How many events the server replays.
-        replayed: u64,
-    },
-    /// Events `from..=to` are gone from the server's ring; the ones after are replayed. The
-    /// client refetches the history.
-    Gap {
-        /// The first lost seq.
-        from: u64,
-        /// The last lost seq.
-        to: u64,
-    },
-    /// The session is unknown or the server restarted (another epoch); the connection is bound
-    /// to the default session. The client refetches the history.
-    Reset,
-}
-
-impl ResumeOutcome {
-    /// True when events were lost, so the application should rebuild from history.
-    pub fn needs_history(self) -> bool {
-        matches!(self, ResumeOutcome::Gap { .. } | ResumeOutcome::Reset)
-    }
-}
+/// How a handshake bound this connection to a session (the handshake result's `resume`): the
+/// protocol's type.
+pub use crate::protocol::methods::ResumeOutcome;
 
 /// One entry of `session.history`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
