@@ -311,6 +311,22 @@ pub struct HistoryEntry {
     pub truncated: Option<bool>,
 }
 
+/// One `session.history` entry as a client reads it: the tolerant reader of [`HistoryEntry`]
+/// (a role this build does not know is kept as sent; an entry without a turn still reads).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReceivedHistoryEntry {
+    /// Who said it (`user`, `assistant`, …).
+    pub role: String,
+    /// What was said.
+    pub text: String,
+    /// The turn it belongs to.
+    #[serde(default)]
+    pub turn_id: Option<String>,
+    /// True when `text` is a reply the server cut to its `max_reply_bytes`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+}
+
 /// `session.history` result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HistoryResult {

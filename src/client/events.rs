@@ -1,7 +1,7 @@
 //! What a [`Client`](super::Client) tells its application: typed session events (SPEC
 //! section 5) and connection milestones such as a resume outcome.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::error::ClientError;
@@ -130,20 +130,8 @@ impl SessionEventKind {
 /// protocol's type.
 pub use crate::protocol::methods::ResumeOutcome;
 
-/// One entry of `session.history`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HistoryEntry {
-    /// Who said it (`user`, `assistant`, …).
-    pub role: String,
-    /// What was said.
-    pub text: String,
-    /// The turn it belongs to.
-    #[serde(default)]
-    pub turn_id: Option<String>,
-    /// True when `text` is a reply the server cut to its `max_reply_bytes`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub truncated: bool,
-}
+/// One entry of `session.history`, read tolerantly: the protocol's reader.
+pub use crate::protocol::methods::ReceivedHistoryEntry as HistoryEntry;
 
 /// Everything a [`Client`](super::Client) reports to [`on_event`](super::Client::on_event)
 /// handlers.
