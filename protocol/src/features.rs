@@ -151,6 +151,21 @@ impl Peers {
         }
     }
 
+    /// Preflight as a client of this build runs it after the handshake: a feature the server
+    /// announced as available is (the server already judged it for this client's protocol);
+    /// any other is judged by [`Peers::preflight`] over [`Peers::announced`], so the error is
+    /// the one the server answers with.
+    pub fn preflight_announced(
+        server_protocol: ProtocolVersion,
+        features: &BTreeMap<String, bool>,
+        f: Feature,
+    ) -> Result<(), ErrorObject> {
+        if features.get(f.name()) == Some(&true) {
+            return Ok(());
+        }
+        Peers::announced(server_protocol, features).preflight(f)
+    }
+
     /// Whether `f` can be used on this connection.
     pub fn available(&self, f: Feature) -> bool {
         self.preflight(f).is_ok()

@@ -36,16 +36,14 @@ fn method_feature(method: &str) -> Option<Feature> {
 }
 
 /// Whether a server that announced `features` at `server_protocol` lacks what `method` needs
-/// ([`Peers::announced`] says how an unlisted feature counts); the error is the one the server
-/// would answer with.
+/// ([`Peers::preflight_announced`]); the error is the one the server would answer with.
 pub fn preflight(
     method: &str,
     server_protocol: ProtocolVersion,
     features: &BTreeMap<String, bool>,
 ) -> Option<WireError> {
     let feature = method_feature(method)?;
-    Peers::announced(server_protocol, features)
-        .preflight(feature)
+    Peers::preflight_announced(server_protocol, features, feature)
         .err()
         .map(WireError::from)
 }
