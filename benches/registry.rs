@@ -15,7 +15,9 @@ use bytes::Bytes;
 use carrier::protocol::channel_frame::{self, FrameBody};
 use carrier::protocol::Role;
 use carrier::server::bench_support::{drain, RegistryHarness};
-use carrier::server::{ChannelDescriptor, ChannelRegistry, Connection, ConnectionId, Outbound};
+use carrier::server::{
+    Binary, ChannelDescriptor, ChannelRegistry, Connection, ConnectionId, Outbound,
+};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use futures_util::FutureExt;
 use std::hint::black_box;
@@ -36,14 +38,14 @@ fn route(c: &mut Criterion) {
     let seen = Arc::new(AtomicU64::new(0));
     let counter = seen.clone();
     let sink = registry
-        .register(ChannelDescriptor::new("sink", &["*"], true))
+        .register(ChannelDescriptor::new("sink", &["*"], Binary::Accepted))
         .expect("register");
     sink.on_inbound(move |msg| {
         black_box(msg);
         counter.fetch_add(1, Ordering::Relaxed);
     });
     let echo = registry
-        .register(ChannelDescriptor::new("echo", &["*"], true))
+        .register(ChannelDescriptor::new("echo", &["*"], Binary::Accepted))
         .expect("register");
     let reply = echo.clone();
     echo.on_inbound(move |msg| {
@@ -90,7 +92,7 @@ fn fanout(c: &mut Criterion) {
             let registry = ChannelRegistry::default();
             let harness = RegistryHarness::new(registry.clone());
             let channel = registry
-                .register(ChannelDescriptor::new("relay", &["*"], true))
+                .register(ChannelDescriptor::new("relay", &["*"], Binary::Accepted))
                 .expect("register");
             let conns: Vec<Connection> = (0..receivers).map(|_| connection()).collect();
             for conn in &conns {

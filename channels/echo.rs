@@ -2,13 +2,13 @@
 
 use carrier::protocol::channel_frame::FrameBody;
 use carrier::server::{
-    ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, DeliveryClass, Inbound,
-    InboundBody,
+    Binary, ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, DeliveryClass,
+    Inbound, InboundBody,
 };
 
 /// Registers an echo channel named `name` (any event, binary).
 pub fn mount(registry: &ChannelRegistry, name: &str) -> Result<ChannelHandle, ChannelError> {
-    let handle = registry.register(ChannelDescriptor::new(name, &["*"], true))?;
+    let handle = registry.register(ChannelDescriptor::new(name, &["*"], Binary::Accepted))?;
     let reply = handle.clone();
     handle.on_inbound(move |msg| {
         let Some(body) = body_of(msg.body) else {
@@ -32,8 +32,9 @@ pub const BULK_INBOUND_FRAMES: usize = 4;
 /// read its echoes slows the other senders on the same channel (mount one channel per client
 /// where that matters).
 pub fn mount_bulk(registry: &ChannelRegistry, name: &str) -> Result<ChannelHandle, ChannelError> {
-    let handle = registry
-        .register(ChannelDescriptor::new(name, &["*"], true).delivery(DeliveryClass::Bulk))?;
+    let handle = registry.register(
+        ChannelDescriptor::new(name, &["*"], Binary::Accepted).delivery(DeliveryClass::Bulk),
+    )?;
     let mut inbound = handle.inbound(BULK_INBOUND_FRAMES);
     let reply = handle.clone();
     tokio::spawn(async move {

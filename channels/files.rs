@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use carrier::protocol::channel_frame::FrameBody;
 use carrier::server::{
-    ChannelDescriptor, ChannelHandle, ChannelRegistry, ConnectionId, Inbound, InboundBody,
+    Binary, ChannelDescriptor, ChannelHandle, ChannelRegistry, ConnectionId, Inbound, InboundBody,
 };
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -33,7 +33,7 @@ pub fn mount(
     let handle = registry.register(ChannelDescriptor::new(
         name,
         &["begin", "end", "saved", "error"],
-        true,
+        Binary::Accepted,
     ))?;
     let inbound = handle.inbound(64);
     tokio::spawn(run(handle.clone(), inbound, dir));

@@ -1,14 +1,14 @@
 //! `relay`: each frame goes to every other handshaken connection.
 
 use carrier::server::{
-    ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, DeliveryClass, Inbound,
+    Binary, ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, DeliveryClass, Inbound,
 };
 
 use super::echo::{body_of, BULK_INBOUND_FRAMES};
 
 /// Registers a relay channel named `name` (any event, binary).
 pub fn mount(registry: &ChannelRegistry, name: &str) -> Result<ChannelHandle, ChannelError> {
-    let handle = registry.register(ChannelDescriptor::new(name, &["*"], true))?;
+    let handle = registry.register(ChannelDescriptor::new(name, &["*"], Binary::Accepted))?;
     let relay = handle.clone();
     handle.on_inbound(move |msg| {
         let Some(body) = body_of(msg.body) else {
@@ -25,8 +25,9 @@ pub fn mount(registry: &ChannelRegistry, name: &str) -> Result<ChannelHandle, Ch
 /// sender's reader waits too: the sender goes at the pace of the slowest receiver, and no one
 /// is failed for being slow. Needs a tokio runtime.
 pub fn mount_bulk(registry: &ChannelRegistry, name: &str) -> Result<ChannelHandle, ChannelError> {
-    let handle = registry
-        .register(ChannelDescriptor::new(name, &["*"], true).delivery(DeliveryClass::Bulk))?;
+    let handle = registry.register(
+        ChannelDescriptor::new(name, &["*"], Binary::Accepted).delivery(DeliveryClass::Bulk),
+    )?;
     let mut inbound = handle.inbound(BULK_INBOUND_FRAMES);
     let relay = handle.clone();
     tokio::spawn(async move {

@@ -7,8 +7,10 @@
 //!
 //! ## Layout
 //!
-//! - [`protocol`] — the protocol core, with no I/O: the text envelope and its codec, versions and
-//!   features, the method catalog, error codes, the channel-frame codec and the resume ring.
+//! - [`protocol`] — the `carrier-protocol` crate (`protocol/`), the wire with no I/O runtime,
+//!   sockets or clock: the text envelope and its codec, versions and features, the method
+//!   catalog, error codes, close codes, channel descriptors, the channel-frame codec and the
+//!   resume ring. Server and client both use its types and define none of them again.
 //! - [`server`] — the listener and port retry, admission (one function decides), the
 //!   per-connection task with its single outbound path, limits, metrics, the channel registry and
 //!   the [`server::WsTransport`] lifecycle. Each of its public types has one path,
@@ -43,5 +45,7 @@ pub mod discovery;
 /// The load generator behind `carrier bench`: N connections × M messages against a loopback URL.
 #[cfg(feature = "loadgen")]
 pub mod loadgen;
-pub mod protocol;
 pub mod server;
+
+/// The wire (the `carrier-protocol` crate): one module, reachable as `carrier::protocol`.
+pub use carrier_protocol as protocol;

@@ -14,8 +14,8 @@ use bytes::Bytes;
 use carrier::agent::{AgentProfile, EmbeddedAgent};
 use carrier::protocol::channel_frame::{self, FrameBody};
 use carrier::server::{
-    CarrierConfig, ChannelDescriptor, ChannelError, ChannelHandle, ConnectionId, DeliveryClass,
-    WsTransport, DEFAULT_BULK_WINDOW,
+    Binary, CarrierConfig, ChannelDescriptor, ChannelError, ChannelHandle, ConnectionId,
+    DeliveryClass, WsTransport, DEFAULT_BULK_WINDOW,
 };
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -42,7 +42,9 @@ async fn carrier() -> (WsTransport, ChannelHandle, u16) {
     transport.attach(AgentProfile::embedded(EmbeddedAgent::default()));
     let handle = transport
         .registry()
-        .register(ChannelDescriptor::new("bulk", &["*"], true).delivery(DeliveryClass::Bulk))
+        .register(
+            ChannelDescriptor::new("bulk", &["*"], Binary::Accepted).delivery(DeliveryClass::Bulk),
+        )
         .expect("register");
     transport.start().await.expect("start");
     let port = transport.bound_port().expect("port");
@@ -424,7 +426,7 @@ async fn bulk_sends_on_a_reliable_channel_are_refused() {
     let (transport, _bulk, port) = carrier().await;
     let reliable = transport
         .registry()
-        .register(ChannelDescriptor::new("plain", &["*"], true))
+        .register(ChannelDescriptor::new("plain", &["*"], Binary::Accepted))
         .expect("register");
     let mut ws = client(port, "drive").await;
     let frame =

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use carrier::protocol::channel_frame::{self, FrameBody};
-use carrier::server::{ChannelDescriptor, ChannelError, DeliveryClass, InboundBody, Limits};
+use carrier::server::{
+    Binary, ChannelDescriptor, ChannelError, DeliveryClass, InboundBody, Limits,
+};
 use futures_util::SinkExt;
 use rand::RngCore;
 use serde_json::{json, Value};
@@ -46,7 +48,7 @@ async fn a_64_kib_upload_in_16_chunks_interleaved_with_text_arrives_identical_an
     let s = Server::core_default().await;
     let handle = s
         .transport
-        .register_channel(ChannelDescriptor::new("upload", &[], true))
+        .register_channel(ChannelDescriptor::new("upload", &[], Binary::Accepted))
         .unwrap();
     let mut inbound = handle.inbound(64);
     let mut ws = connect_handshaken(&s.url("")).await;
@@ -79,7 +81,7 @@ async fn a_seven_frame_20000_byte_upload_reaches_the_handler_in_order() {
     let s = Server::core_default().await;
     let handle = s
         .transport
-        .register_channel(ChannelDescriptor::new("up", &["meta"], true))
+        .register_channel(ChannelDescriptor::new("up", &["meta"], Binary::Accepted))
         .unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     handle.on_inbound(move |m| {
@@ -115,7 +117,7 @@ async fn routing_failures_get_protocol_errors_and_the_connection_keeps_working()
     let s = Server::core_default().await;
     let _text_only = s
         .transport
-        .register_channel(ChannelDescriptor::new("chat", &["say"], false))
+        .register_channel(ChannelDescriptor::new("chat", &["say"], Binary::Refused))
         .unwrap();
     let mut ws = connect_handshaken(&s.url("")).await;
     let cases = [
@@ -196,7 +198,7 @@ async fn an_unauthenticated_socket_never_receives_channel_frames() {
     let s = Server::core_default().await;
     let handle = s
         .transport
-        .register_channel(ChannelDescriptor::new("news", &["*"], true))
+        .register_channel(ChannelDescriptor::new("news", &["*"], Binary::Accepted))
         .unwrap();
     let (_, mut intruder) = Raw::upgrade(s.port, "/?token=wrong", &[]).await;
     // A legitimate connection proves the broadcasts really go out.
@@ -253,7 +255,7 @@ async fn host_sends_are_checked_against_the_descriptor() {
     let s = Server::core_default().await;
     let h = s
         .transport
-        .register_channel(ChannelDescriptor::new("t", &["a"], false))
+        .register_channel(ChannelDescriptor::new("t", &["a"], Binary::Refused))
         .unwrap();
     assert!(matches!(
         h.send_event("b", json!(null)),
@@ -265,7 +267,7 @@ async fn host_sends_are_checked_against_the_descriptor() {
     ));
     assert!(matches!(
         s.transport
-            .register_channel(ChannelDescriptor::new("t", &[], true)),
+            .register_channel(ChannelDescriptor::new("t", &[], Binary::Accepted)),
         Err(ChannelError::NameTaken(_))
     ));
     h.close();
@@ -281,7 +283,7 @@ async fn host_sends_are_checked_against_the_descriptor() {
         "unknown_channel"
     );
     s.transport
-        .register_channel(ChannelDescriptor::new("t", &[], true))
+        .register_channel(ChannelDescriptor::new("t", &[], Binary::Accepted))
         .unwrap();
 }
 
@@ -292,7 +294,7 @@ async fn channels_registered_after_start_work_and_seqs_increase_per_receiver() {
     let mut b = connect_handshaken(&s.url("")).await;
     let h = s
         .transport
-        .register_channel(ChannelDescriptor::new("late", &["e"], true))
+        .register_channel(ChannelDescriptor::new("late", &["e"], Binary::Accepted))
         .unwrap();
     let ids = s.transport.registry().sinks();
     let s0 = h.send_binary(Bytes::from_static(b"0")).unwrap();
@@ -321,7 +323,9 @@ async fn a_lossy_channel_drops_oldest_and_tells_the_reader_while_reliable_fails_
     .await;
     let lossy = s
         .transport
-        .register_channel(ChannelDescriptor::new("video", &[], true).delivery(DeliveryClass::Lossy))
+        .register_channel(
+            ChannelDescriptor::new("video", &[], Binary::Accepted).delivery(DeliveryClass::Lossy),
+        )
         .unwrap();
     lossy.set_lossy_budget(64 * 1024);
     let (_, mut raw) = Raw::upgrade(s.port, "/?token=test-token", &[]).await;
@@ -373,7 +377,7 @@ async fn a_lossy_channel_drops_oldest_and_tells_the_reader_while_reliable_fails_
     // The same flood on a reliable channel fails the connection with 1013.
     let reliable = s
         .transport
-        .register_channel(ChannelDescriptor::new("file", &[], true))
+        .register_channel(ChannelDescriptor::new("file", &[], Binary::Accepted))
         .unwrap();
     for _ in 0..2000 {
         let _ = reliable.send_binary(payload.clone());
@@ -609,7 +613,7 @@ async fn a_full_inbound_stream_pauses_the_sender_and_loses_nothing() {
     let s = Server::core_default().await;
     let handle = s
         .transport
-        .register_channel(ChannelDescriptor::new("slow", &[], true))
+        .register_channel(ChannelDescriptor::new("slow", &[], Binary::Accepted))
         .unwrap();
     let mut inbound = handle.inbound(1);
     let mut ws = connect_handshaken(&s.url("")).await;

@@ -515,10 +515,10 @@ async fn a_server_with_a_newer_minor_is_version_skew_and_requests_still_work() {
     assert!(info.version_skew);
     assert_eq!(
         (
-            info.protocol_version.as_str(),
-            info.min_compatible_protocol.as_str()
+            info.protocol_version.to_string(),
+            info.min_compatible_protocol.to_string()
         ),
-        ("1.1", "1.0")
+        ("1.1".to_owned(), "1.0".to_owned())
     );
     assert_eq!(c.client.state(), ConnectionState::VersionSkew);
     assert_eq!(c.ready().await, (ResumeOutcome::New, true));

@@ -680,6 +680,31 @@ async fn version_incompatible_fails_connect_and_stops_reconnecting() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_server_announcing_a_padded_version_is_refused_like_the_server_refuses_one() {
+    // The server's parser refuses "01.0" from a client; the client reads the server's versions
+    // with the same parser, so the handshake fails instead of counting "01.0" as 1.0.
+    assert!("01.0"
+        .parse::<carrier::protocol::version::ProtocolVersion>()
+        .is_err());
+    let mut h = Harness::new();
+    let server = &mut h.server;
+    let result = handshake_result(json!({"protocol_version": "01.0"}));
+    let (connected, _peer) = tokio::join!(h.client.connect(), async move {
+        let mut peer = server.accept().await.expect("accepted");
+        answer_handshake(&mut peer, result).await;
+        peer
+    });
+    match connected {
+        Err(ClientError::MalformedResponse { method, reason }) => {
+            assert_eq!(method, "system.handshake");
+            assert!(reason.contains("01.0"), "{reason}");
+        }
+        other => panic!("expected MalformedResponse, got {other:?}"),
+    }
+    assert_ne!(h.client.state(), ConnectionState::Connected);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_1008_close_during_the_handshake_is_reported_as_refused() {
     let mut h = Harness::new();
     let server = &mut h.server;

@@ -423,7 +423,7 @@ async fn dropping_a_transport_frees_its_channels_and_their_handlers() {
         .register_channel(carrier::server::ChannelDescriptor::new(
             "loop",
             &["*"],
-            true,
+            carrier::server::Binary::Accepted,
         ))
         .expect("register");
     let reply = handle.clone();
@@ -456,7 +456,11 @@ async fn a_connection_that_ends_before_its_handshake_is_freed() {
     let witness = Arc::downgrade(&alive);
     let handle = server
         .transport
-        .register_channel(carrier::server::ChannelDescriptor::new("w", &["*"], true))
+        .register_channel(carrier::server::ChannelDescriptor::new(
+            "w",
+            &["*"],
+            carrier::server::Binary::Accepted,
+        ))
         .expect("register");
     handle.on_inbound(move |_| {
         let _keep = &alive;

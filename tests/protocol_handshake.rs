@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
 use carrier::protocol::version::VersionPair;
-use carrier::server::ChannelDescriptor;
+use carrier::server::{Binary, ChannelDescriptor};
 use serde_json::json;
 use support::*;
 
@@ -15,7 +15,7 @@ async fn handshake_result_has_every_field() {
     let server = Server::start().await;
     server
         .transport
-        .register_channel(ChannelDescriptor::new("mic", &["level"], true))
+        .register_channel(ChannelDescriptor::new("mic", &["level"], Binary::Accepted))
         .unwrap();
     let (_c, r) = server.drive().await;
     assert_eq!(r["protocol_version"], "1.0");

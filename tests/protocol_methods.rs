@@ -10,7 +10,7 @@ use carrier::agent::{
     AgentProfile, EmbeddedAgent, HostError, InMemoryDirectory, ProtocolSession, SessionDirectory,
     SessionEntry,
 };
-use carrier::server::ChannelDescriptor;
+use carrier::server::{Binary, ChannelDescriptor};
 use serde_json::{json, Value};
 use support::*;
 
@@ -19,7 +19,7 @@ async fn every_read_method_succeeds() {
     let server = Server::start().await;
     server
         .transport
-        .register_channel(ChannelDescriptor::new("share", &["*"], true))
+        .register_channel(ChannelDescriptor::new("share", &["*"], Binary::Accepted))
         .unwrap();
     let (mut c, hs) = server.drive().await;
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use carrier::protocol::channel_frame;
-use carrier::server::{ChannelDescriptor, InboundBody};
+use carrier::server::{Binary, ChannelDescriptor, InboundBody};
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -100,7 +100,7 @@ async fn route_without_copy(size: usize, expected_large: usize) {
     let s = Server::core_default().await;
     let handle = s
         .transport
-        .register_channel(ChannelDescriptor::new("bulk", &[], true))
+        .register_channel(ChannelDescriptor::new("bulk", &[], Binary::Accepted))
         .unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
     handle.on_inbound(move |m| {
@@ -139,7 +139,7 @@ async fn broadcasting_1_mib_to_50_connections_allocates_the_payload_once() {
     let s = Server::core_default().await;
     let handle = s
         .transport
-        .register_channel(ChannelDescriptor::new("bulk", &[], true))
+        .register_channel(ChannelDescriptor::new("bulk", &[], Binary::Accepted))
         .unwrap();
     let mut clients = Vec::new();
     for _ in 0..50 {

@@ -33,12 +33,13 @@ use bytes::Bytes;
 use tokio::task::JoinHandle;
 
 use super::profile::AgentProfile;
+use crate::protocol::close::CloseCode;
 use crate::protocol::envelope::too_large_reply;
 use crate::protocol::Role;
-use crate::server::{close_code, FailReason, MessageKind, OutItem};
 use crate::server::{
     CarrierContext, Connection, ConnectionId, DeliveryError, Outbound, TextProfile, TextSession,
 };
+use crate::server::{FailReason, MessageKind, OutItem};
 
 /// One frame for the host to write to its socket.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +104,7 @@ impl Bridge {
             runtime.spawn(async move {
                 tokio::time::sleep(timeout).await;
                 if !conn.is_handshaken() {
-                    conn.close(close_code::POLICY, "handshake timeout");
+                    conn.close(CloseCode::POLICY, "handshake timeout");
                 }
             })
         };
@@ -152,7 +153,7 @@ impl Bridge {
         }
         self.timer.abort();
         self.session.on_close();
-        self.conn.close(close_code::NORMAL, "");
+        self.conn.close(CloseCode::NORMAL, "");
         self.ctx.metrics.connection_closed();
     }
 }
@@ -190,7 +191,7 @@ where
                 } => (Some(BridgeFrame::Text(head)), false),
                 OutItem::Close { code, reason } => (
                     Some(BridgeFrame::Close {
-                        code,
+                        code: code.as_u16(),
                         reason: reason.to_string(),
                     }),
                     true,

@@ -16,12 +16,12 @@ use super::host::AgentHost;
 use super::hub::SessionHub;
 use super::reply::{send_error, Reply};
 use crate::protocol::catalog::{def, parse_params, Method, MethodDef, Params};
+use crate::protocol::close::CloseCode;
 use crate::protocol::envelope::{self, Frame, Rejection, Request};
 use crate::protocol::error::{
     protocol_error_event, EffectState, ErrorCode, ErrorObject, ProtocolErrorCode,
 };
 use crate::protocol::features::Peers;
-use crate::server::close_code;
 use crate::server::{CarrierContext, Connection, TextSession};
 
 /// What a handler may use and never changes: the host, the connection and the carrier.
@@ -91,7 +91,7 @@ impl AgentConnection {
             None => protocol_error_event(ProtocolErrorCode::HandshakeRequired, message, Map::new()),
         };
         let _ = io.conn.send_text(frame);
-        io.conn.close(close_code::POLICY, "handshake required");
+        io.conn.close(CloseCode::POLICY, "handshake required");
     }
 
     fn after_handshake(&mut self, frame: Result<Frame, Rejection>) {

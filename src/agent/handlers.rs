@@ -11,7 +11,6 @@ use super::reply::{internal, not_found, Reply};
 use super::session::{AgentAnswer, AgentCallError};
 use crate::protocol::catalog::{def, MethodDef};
 use crate::protocol::error::{EffectState, ErrorCode, ErrorObject};
-use crate::protocol::events::DriverInfo;
 use crate::protocol::methods::*;
 
 /// The bound session; after a successful handshake there always is one.
@@ -52,7 +51,7 @@ pub(crate) fn surface_role(io: &Io, _: &mut State, reply: &Reply<def::SurfaceRol
 pub(crate) fn submit(io: &Io, st: &mut State, reply: &Reply<def::SessionSubmit>, p: SubmitParams) {
     if let Some(hub) = bound(st, reply) {
         let cap = io.ctx.limits().max_reply_bytes;
-        hub.submit(reply, p, DriverInfo::from(io.ctx.driver()), cap);
+        hub.submit(reply, p, io.ctx.driver().clone(), cap);
     }
 }
 

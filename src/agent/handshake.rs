@@ -4,6 +4,7 @@
 use super::connection::{Io, State};
 use super::reply::{internal, Reply};
 use crate::protocol::catalog::def;
+use crate::protocol::close::CloseCode;
 use crate::protocol::envelope::MAX_ID_BYTES;
 use crate::protocol::error::{EffectState, ErrorCode, ErrorObject};
 use crate::protocol::features::Peers;
@@ -11,7 +12,6 @@ use crate::protocol::methods::{
     AppInfo, HandshakeParams, HandshakeResult, LimitsInfo, ResumeOutcome,
 };
 use crate::protocol::version::{Compatibility, VersionPair};
-use crate::server::close_code;
 
 /// Handles `system.handshake`. A second handshake on the same connection is refused with
 /// `protocol_error` (`data.reason: "already_handshaken"`): the binding and versions are fixed
@@ -71,7 +71,7 @@ pub(crate) fn handle(
                     })),
             );
             io.conn
-                .close(close_code::PROTOCOL_ERROR, "protocol version incompatible");
+                .close(CloseCode::PROTOCOL_ERROR, "protocol version incompatible");
             return;
         }
     };

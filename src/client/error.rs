@@ -1,128 +1,16 @@
 //! Errors a client sees: the wire error object of SPEC section 6, and what can go wrong locally.
 
-use std::fmt;
 use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::transport::{CloseInfo, TransportError};
 
-/// What happened to the effect a request asked for (SPEC section 6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EffectState {
-    /// Nothing happened; the request is safe to retry.
-    None,
-    /// It may or may not have happened; check before retrying.
-    Unknown,
-    /// It happened.
-    Applied,
-}
-
-/// An error `code` from the wire. Codes this client does not know are kept in
-/// [`ErrorCode::Other`] rather than refused, so a newer server's errors still come through.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(from = "String", into = "String")]
-pub enum ErrorCode {
-    /// `protocol_error`: not a valid envelope, or params failed validation.
-    ProtocolError,
-    /// `handshake_required`: a request before the handshake.
-    HandshakeRequired,
-    /// `version_incompatible`: the protocol versions cannot talk.
-    VersionIncompatible,
-    /// `method_not_found`: unknown method.
-    MethodNotFound,
-    /// `forbidden`: the connection's role is below the method's least role.
-    Forbidden,
-    /// `unsupported_feature`: the peer's protocol lacks a feature the request needs.
-    UnsupportedFeature,
-    /// `busy`: a turn is already running.
-    Busy,
-    /// `too_large`: a text message over the soft limit.
-    TooLarge,
-    /// `not_found`: unknown session, turn or request id.
-    NotFound,
-    /// `limit_exceeded`: the request would pass a published limit (e.g. `max_sessions`).
-    LimitExceeded,
-    /// `internal`: a host or session failure.
-    Internal,
-    /// Any other code, as sent.
-    Other(String),
-}
-
-impl ErrorCode {
-    /// The wire spelling.
-    pub fn as_str(&self) -> &str {
-        match self {
-            ErrorCode::ProtocolError => "protocol_error",
-            ErrorCode::HandshakeRequired => "handshake_required",
-            ErrorCode::VersionIncompatible => "version_incompatible",
-            ErrorCode::MethodNotFound => "method_not_found",
-            ErrorCode::Forbidden => "forbidden",
-            ErrorCode::UnsupportedFeature => "unsupported_feature",
-            ErrorCode::Busy => "busy",
-            ErrorCode::TooLarge => "too_large",
-            ErrorCode::NotFound => "not_found",
-            ErrorCode::LimitExceeded => "limit_exceeded",
-            ErrorCode::Internal => "internal",
-            ErrorCode::Other(code) => code,
-        }
-    }
-}
-
-impl From<String> for ErrorCode {
-    fn from(code: String) -> ErrorCode {
-        match code.as_str() {
-            "protocol_error" => ErrorCode::ProtocolError,
-            "handshake_required" => ErrorCode::HandshakeRequired,
-            "version_incompatible" => ErrorCode::VersionIncompatible,
-            "method_not_found" => ErrorCode::MethodNotFound,
-            "forbidden" => ErrorCode::Forbidden,
-            "unsupported_feature" => ErrorCode::UnsupportedFeature,
-            "busy" => ErrorCode::Busy,
-            "too_large" => ErrorCode::TooLarge,
-            "not_found" => ErrorCode::NotFound,
-            "limit_exceeded" => ErrorCode::LimitExceeded,
-            "internal" => ErrorCode::Internal,
-            _ => ErrorCode::Other(code),
-        }
-    }
-}
-
-impl From<ErrorCode> for String {
-    fn from(code: ErrorCode) -> String {
-        code.as_str().to_owned()
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The `error` object of a response: `{code, message, effect_state?, data?}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WireError {
-    /// What kind of failure.
-    pub code: ErrorCode,
-    /// A human-readable explanation.
-    pub message: String,
-    /// What happened to the requested effect, when the peer said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub effect_state: Option<EffectState>,
-    /// Structured details (e.g. `{feature, component, required_protocol, actual_protocol,
-    /// recovery}` for `unsupported_feature`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
-}
-
-impl fmt::Display for WireError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
-    }
-}
+/// What happened to the effect a request asked for (SPEC section 6): the protocol's type.
+pub use crate::protocol::error::EffectState;
+/// The `error` object of a response, read tolerantly (the protocol's reader).
+pub use crate::protocol::error::ReceivedError as WireError;
+/// An error `code` from the wire: the protocol's tolerant reader, so codes this client does not
+/// know are kept in [`ErrorCode::Other`] rather than refused.
+pub use crate::protocol::error::ReceivedErrorCode as ErrorCode;
 
 /// Why a [`Client`](super::Client) call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

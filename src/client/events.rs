@@ -1,194 +1,25 @@
 //! What a [`Client`](super::Client) tells its application: typed session events (SPEC
 //! section 5) and connection milestones such as a resume outcome.
 
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::error::ClientError;
 
-/// The answer to a permission prompt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Decision {
-    /// Let the tool run.
-    Allow,
-    /// Refuse it.
-    Deny,
-}
+/// The answer to a permission prompt: the protocol's type.
+pub use crate::protocol::methods::Decision;
 
-impl Decision {
-    /// `"allow"` or `"deny"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Allow => "allow",
-            Decision::Deny => "deny",
-        }
-    }
-}
+/// One session event, delivered once and in `seq` order: the protocol's tolerant reader.
+pub use crate::protocol::events::ReceivedSessionEvent as SessionEvent;
+/// The session events of SPEC section 5 as the client types them (unknown ones arrive as
+/// [`SessionEventKind::Other`]): the protocol's tolerant reader.
+pub use crate::protocol::events::ReceivedSessionEventKind as SessionEventKind;
 
-/// One session event, delivered once and in `seq` order.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SessionEvent {
-    /// The per-session sequence number.
-    pub seq: u64,
-    /// What happened.
-    pub kind: SessionEventKind,
-}
+/// How a handshake bound this connection to a session (the handshake result's `resume`): the
+/// protocol's type.
+pub use crate::protocol::methods::ResumeOutcome;
 
-/// The session events of SPEC section 5. An event with an unknown name, or whose payload does
-/// not have the documented fields, arrives as [`SessionEventKind::Other`] rather than being lost.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "event", content = "payload")]
-pub enum SessionEventKind {
-    /// `session.turn_started`: a turn began; `driver` is the host-configured identity.
-    #[serde(rename = "session.turn_started")]
-    TurnStarted {
-        /// The turn.
-        turn_id: String,
-        /// Who drives it, as the host configured it.
-        #[serde(default)]
-        driver: Value,
-        /// The submitted prompt, whoever submitted it; `None` from a carrier that predates
-        /// the field.
-        #[serde(default)]
-        prompt: Option<String>,
-    },
-    /// `session.text_delta`: the next piece of the turn's reply.
-    #[serde(rename = "session.text_delta")]
-    TextDelta {
-        /// The turn.
-        turn_id: String,
-        /// Text to append.
-        delta: String,
-    },
-    /// `session.permission_request`: the turn waits for an allow/deny answer.
-    #[serde(rename = "session.permission_request")]
-    PermissionRequest {
-        /// The turn.
-        turn_id: String,
-        /// The id to answer with `session.permission.respond`.
-        request_id: String,
-        /// The tool that wants to run.
-        tool: String,
-        /// The tool's input.
-        #[serde(default)]
-        input: Value,
-    },
-    /// `session.permission_resolved`: a permission prompt was answered.
-    #[serde(rename = "session.permission_resolved")]
-    PermissionResolved {
-        /// The prompt.
-        request_id: String,
-        /// The answer.
-        decision: Decision,
-    },
-    /// `session.turn_completed`: the turn ended.
-    #[serde(rename = "session.turn_completed")]
-    TurnCompleted {
-        /// The turn.
-        turn_id: String,
-        /// The whole reply.
-        #[serde(default)]
-        text: String,
-        /// True when it was aborted (by `session.abort`, a timeout or an agent exit).
-        #[serde(default)]
-        aborted: bool,
-        /// True when `text` was cut to the server's `max_reply_bytes`; the deltas hold the
-        /// whole reply.
-        #[serde(default)]
-        truncated: bool,
-    },
-    /// `session.error`: something went wrong in the session.
-    #[serde(rename = "session.error")]
-    Error {
-        /// The turn, when the error belongs to one.
-        #[serde(default)]
-        turn_id: Option<String>,
-        /// What kind of failure (e.g. `agent_timeout`, `agent_exited`).
-        code: String,
-        /// A human-readable explanation.
-        message: String,
-    },
-    /// Any other session event, as received.
-    #[serde(skip)]
-    Other {
-        /// The event name.
-        event: String,
-        /// The payload.
-        payload: Value,
-    },
-}
-
-impl SessionEventKind {
-    /// Types an event by name; falls back to [`SessionEventKind::Other`].
-    pub fn parse(event: &str, payload: &Value) -> SessionEventKind {
-        serde_json::from_value(json!({ "event": event, "payload": payload })).unwrap_or_else(|_| {
-            SessionEventKind::Other {
-                event: event.to_owned(),
-                payload: payload.clone(),
-            }
-        })
-    }
-
-    /// The turn this event belongs to, if any.
-    pub fn turn_id(&self) -> Option<&str> {
-        match self {
-            SessionEventKind::TurnStarted { turn_id, .. }
-            | SessionEventKind::TextDelta { turn_id, .. }
-            | SessionEventKind::PermissionRequest { turn_id, .. }
-            | SessionEventKind::TurnCompleted { turn_id, .. } => Some(turn_id),
-            SessionEventKind::Error { turn_id, .. } => turn_id.as_deref(),
-            SessionEventKind::PermissionResolved { .. } | SessionEventKind::Other { .. } => None,
-        }
-    }
-}
-
-/// How a handshake bound this connection to a session (the handshake result's `resume`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(tag = "outcome", rename_all = "lowercase")]
-pub enum ResumeOutcome {
-    /// No resume was asked for: a fresh binding.
-    #[default]
-    New,
-    /// Every event after the resume point is replayed (`replayed` of them) before new ones.
-    Resumed {
-        /// How many events the server replays.
-        replayed: u64,
-    },
-    /// Events `from..=to` are gone from the server's ring; the ones after are replayed. The
-    /// client refetches the history.
-    Gap {
-        /// The first lost seq.
-        from: u64,
-        /// The last lost seq.
-        to: u64,
-    },
-    /// The session is unknown or the server restarted (another epoch); the connection is bound
-    /// to the default session. The client refetches the history.
-    Reset,
-}
-
-impl ResumeOutcome {
-    /// True when events were lost, so the application should rebuild from history.
-    pub fn needs_history(self) -> bool {
-        matches!(self, ResumeOutcome::Gap { .. } | ResumeOutcome::Reset)
-    }
-}
-
-/// One entry of `session.history`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HistoryEntry {
-    /// Who said it (`user`, `assistant`, …).
-    pub role: String,
-    /// What was said.
-    pub text: String,
-    /// The turn it belongs to.
-    #[serde(default)]
-    pub turn_id: Option<String>,
-    /// True when `text` is a reply the server cut to its `max_reply_bytes`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub truncated: bool,
-}
+/// One entry of `session.history`, read tolerantly: the protocol's reader.
+pub use crate::protocol::methods::ReceivedHistoryEntry as HistoryEntry;
 
 /// Everything a [`Client`](super::Client) reports to [`on_event`](super::Client::on_event)
 /// handlers.
@@ -232,6 +63,7 @@ pub enum ClientEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn known_events_are_typed() {

@@ -11,13 +11,12 @@
 //! - On a `gap` or `reset` resume outcome the history is fetched again and handed to the
 //!   application as [`ClientEvent::HistoryRefetched`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use tokio::runtime::Handle;
 use tokio::sync::{oneshot, watch};
@@ -29,8 +28,7 @@ use super::features;
 use super::resume::{ResumePoint, SessionCursor};
 use super::subscribers::{lock, Subscribers};
 use super::transport::{ConnectionState, Subscription, Transport, TransportError};
-use super::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
-use crate::protocol::Role;
+use crate::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
 
 /// The name this client announces in its handshake.
 pub const CLIENT_NAME: &str = "carrier-cli";
@@ -59,46 +57,12 @@ impl Default for ClientOptions {
     }
 }
 
-/// A `{name, version}` pair, as the server names itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PeerInfo {
-    /// Program name.
-    pub name: String,
-    /// Program version.
-    pub version: String,
-}
-
-/// The `system.handshake` result (SPEC section 4).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct HandshakeInfo {
-    /// The protocol version the server speaks.
-    pub protocol_version: String,
-    /// The oldest protocol version the server accepts.
-    pub min_compatible_protocol: String,
-    /// The server program.
-    pub server: PeerInfo,
-    /// The role this connection was granted.
-    pub role: Role,
-    /// The session this connection is bound to.
-    pub session_id: String,
-    /// Changes whenever the server process restarts.
-    pub epoch: String,
-    /// True when the minor protocol versions differ.
-    #[serde(default)]
-    pub version_skew: bool,
-    /// Feature → available, for this connection's protocol.
-    #[serde(default)]
-    pub features: BTreeMap<String, bool>,
-    /// The declared channel descriptors.
-    #[serde(default)]
-    pub channels: Vec<Value>,
-    /// The server's limits (message sizes, timeouts …).
-    #[serde(default)]
-    pub limits: Value,
-    /// How the connection was bound to its session.
-    #[serde(default)]
-    pub resume: ResumeOutcome,
-}
+/// A `{name, version}` pair, as the server names itself: the protocol's [`AppInfo`].
+///
+/// [`AppInfo`]: crate::protocol::methods::AppInfo
+pub use crate::protocol::methods::AppInfo as PeerInfo;
+/// The `system.handshake` result as the client reads it: the protocol's tolerant reader.
+pub use crate::protocol::methods::HandshakeInfo;
 
 /// The client side of the agent protocol over any [`Transport`]. Cheap to clone; clones share
 /// one connection.
@@ -421,7 +385,7 @@ impl Inner {
             return Ok(None);
         }
         if let Some(info) = &core.handshake {
-            if let Some(error) = features::preflight(method, &info.protocol_version, &info.features)
+            if let Some(error) = features::preflight(method, info.protocol_version, &info.features)
             {
                 return Err(ClientError::Preflight {
                     method: method.to_owned(),

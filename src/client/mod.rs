@@ -69,7 +69,6 @@ mod subscribers;
 #[doc(hidden)]
 pub mod testing;
 mod transport;
-mod version;
 mod ws;
 
 pub use backoff::Backoff;
@@ -88,7 +87,8 @@ pub use transport::{
     BinaryHandler, CloseInfo, ConnectionState, MessageHandler, StateHandler, Subscription,
     Transport, TransportError,
 };
-pub use version::{
-    Compatibility, ProtocolVersion, Side, VersionRange, MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION,
+// The wire's version types: one parser, the server's (it refuses `"01.0"`, for one).
+pub use crate::protocol::version::{
+    ProtocolVersion, Side, Verdict, VersionPair, MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION,
 };
 pub use ws::{TokenPlacement, WsClientTransport, WsConnector, WsOptions};

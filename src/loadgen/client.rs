@@ -21,9 +21,8 @@ use tokio::net::TcpStream;
 
 use super::target::Target;
 use super::LoadError;
-
-/// The protocol version the `rpc`, `channel` and `fanout` modes announce (SPEC section 4).
-pub const PROTOCOL_VERSION: &str = "1.0";
+// The `rpc`, `channel` and `fanout` modes announce what this build speaks (SPEC section 4).
+use crate::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
 
 /// Runs hyper's client connection task (it ends once the upgrade completes) on tokio.
 struct SpawnExecutor;
@@ -192,7 +191,7 @@ pub(crate) fn handshake_frame(id: &str) -> String {
         "method": "system.handshake",
         "params": {
             "protocol_version": PROTOCOL_VERSION,
-            "min_compatible_protocol": PROTOCOL_VERSION,
+            "min_compatible_protocol": MIN_COMPATIBLE_PROTOCOL,
             "client": {"name": "carrier-bench", "version": env!("CARGO_PKG_VERSION")},
         }
     })

@@ -4,17 +4,13 @@ use std::sync::Arc;
 
 use super::config::Limits;
 use super::metrics::Metrics;
-use super::registry::{ChannelDescriptor, ChannelRegistry};
+use super::registry::ChannelRegistry;
+use crate::protocol::channel::ChannelDescriptor;
 use crate::protocol::Role;
 
-/// The identity the host stamps on turns: never a value a client claims.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Driver {
-    /// Host-configured driver id.
-    pub driver_id: String,
-    /// Host-configured surface name.
-    pub surface: String,
-}
+/// The identity the host stamps on turns: never a value a client claims. The wire's
+/// [`DriverInfo`](crate::protocol::events::DriverInfo), under the name hosts configure it by.
+pub use crate::protocol::events::DriverInfo as Driver;
 
 /// Read access to the running carrier for text profiles: limits, grant, driver identity, epoch,
 /// connection count, declared channels, and the protocol-error counter.

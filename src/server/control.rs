@@ -4,8 +4,8 @@
 //! The carrier answers pings and closes itself (through the outbound queue, like every frame):
 //! a close is echoed with the peer's code but never with an over-long or invalid payload.
 
-use super::outbound::close_code;
 use super::wire::Opcode;
+use crate::protocol::close::CloseCode;
 
 /// Largest payload of a control frame (RFC 6455 §5.5).
 pub(crate) const MAX_CONTROL_PAYLOAD: usize = 125;
@@ -14,12 +14,12 @@ pub(crate) const MAX_CONTROL_PAYLOAD: usize = 125;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Violation {
     /// The close code to send.
-    pub(crate) code: u16,
+    pub(crate) code: CloseCode,
     /// The close reason to send.
     pub(crate) reason: &'static str,
 }
 
-const fn violation(code: u16, reason: &'static str) -> Violation {
+const fn violation(code: CloseCode, reason: &'static str) -> Violation {
     Violation { code, reason }
 }
 
@@ -33,7 +33,7 @@ pub(crate) enum Control<'a> {
     /// The peer closes: echo `code` (1000 when it sent none) and end reading.
     Close {
         /// The code to echo.
-        code: u16,
+        code: CloseCode,
         /// The peer's reason, already checked to be UTF-8.
         reason: &'a str,
     },
@@ -44,7 +44,7 @@ pub(crate) enum Control<'a> {
 pub(crate) fn classify(opcode: Opcode, payload: &[u8]) -> Result<Control<'_>, Violation> {
     if payload.len() > MAX_CONTROL_PAYLOAD {
         return Err(violation(
-            close_code::PROTOCOL_ERROR,
+            CloseCode::PROTOCOL_ERROR,
             "control frame payload over 125 bytes",
         ));
     }
@@ -53,7 +53,7 @@ pub(crate) fn classify(opcode: Opcode, payload: &[u8]) -> Result<Control<'_>, Vi
         Opcode::Pong => Ok(Control::Pong),
         Opcode::Close => close(payload),
         Opcode::Text | Opcode::Binary | Opcode::Continuation => {
-            Err(violation(close_code::PROTOCOL_ERROR, "not a control frame"))
+            Err(violation(CloseCode::PROTOCOL_ERROR, "not a control frame"))
         }
     }
 }
@@ -61,30 +61,23 @@ pub(crate) fn classify(opcode: Opcode, payload: &[u8]) -> Result<Control<'_>, Vi
 fn close(payload: &[u8]) -> Result<Control<'_>, Violation> {
     match payload {
         [] => Ok(Control::Close {
-            code: close_code::NORMAL,
+            code: CloseCode::NORMAL,
             reason: "",
         }),
         [_] => Err(violation(
-            close_code::PROTOCOL_ERROR,
+            CloseCode::PROTOCOL_ERROR,
             "close frame with a 1-byte payload",
         )),
         [hi, lo, reason @ ..] => {
-            let code = u16::from_be_bytes([*hi, *lo]);
-            if !close_code_allowed(code) {
-                return Err(violation(close_code::PROTOCOL_ERROR, "invalid close code"));
+            let code = CloseCode(u16::from_be_bytes([*hi, *lo]));
+            if !code.may_be_sent() {
+                return Err(violation(CloseCode::PROTOCOL_ERROR, "invalid close code"));
             }
             let reason = std::str::from_utf8(reason)
-                .map_err(|_| violation(close_code::INVALID_PAYLOAD, "close reason is not UTF-8"))?;
+                .map_err(|_| violation(CloseCode::INVALID_PAYLOAD, "close reason is not UTF-8"))?;
             Ok(Control::Close { code, reason })
         }
     }
-}
-
-/// Close codes a peer may send (RFC 6455 §7.4 and the IANA registry): 1000–1003, 1007–1014
-/// and the application ranges 3000–4999. 1004–1006 and 1015 are reserved or must never be
-/// sent on the wire.
-pub(crate) fn close_code_allowed(code: u16) -> bool {
-    matches!(code, 1000..=1003 | 1007..=1014 | 3000..=4999)
 }
 
 #[cfg(test)]
@@ -95,7 +88,10 @@ mod tests {
     fn control_payload_is_bounded() {
         assert_eq!(classify(Opcode::Pong, &[0; 125]), Ok(Control::Pong));
         for op in [Opcode::Ping, Opcode::Pong, Opcode::Close] {
-            assert_eq!(classify(op, &[0; 126]).map_err(|v| v.code), Err(1002));
+            assert_eq!(
+                classify(op, &[0; 126]).map_err(|v| v.code.as_u16()),
+                Err(1002)
+            );
         }
     }
 
@@ -104,23 +100,23 @@ mod tests {
         assert_eq!(
             classify(Opcode::Close, b""),
             Ok(Control::Close {
-                code: 1000,
+                code: CloseCode(1000),
                 reason: ""
             })
         );
         assert_eq!(
             classify(Opcode::Close, b"\x0f\xa0bye"),
             Ok(Control::Close {
-                code: 4000,
+                code: CloseCode(4000),
                 reason: "bye"
             })
         );
         assert_eq!(
-            classify(Opcode::Close, b"\x03").map_err(|v| v.code),
+            classify(Opcode::Close, b"\x03").map_err(|v| v.code.as_u16()),
             Err(1002)
         );
         assert_eq!(
-            classify(Opcode::Close, b"\x03\xe8\xff").map_err(|v| v.code),
+            classify(Opcode::Close, b"\x03\xe8\xff").map_err(|v| v.code.as_u16()),
             Err(1007)
         );
         for bad in [
@@ -137,7 +133,7 @@ mod tests {
         ] {
             let p = bad.to_be_bytes();
             assert_eq!(
-                classify(Opcode::Close, &p).map_err(|v| v.code),
+                classify(Opcode::Close, &p).map_err(|v| v.code.as_u16()),
                 Err(1002),
                 "{bad}"
             );

@@ -28,8 +28,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use super::control::{self, Control, Violation};
 use super::inbound::{self, InboundBudget, MessageBuf, Permit};
 use super::liveness::Liveness;
-use super::outbound::{close_code, MessageKind};
+use super::outbound::MessageKind;
 use super::wire::Opcode;
+use crate::protocol::close::CloseCode;
 
 /// Size of the pooled read buffer: one read takes whatever the socket holds up to this, so
 /// pipelined small frames cost one read syscall per batch rather than per frame.
@@ -57,7 +58,7 @@ pub(crate) struct Header {
     pub(crate) size: usize,
 }
 
-const fn violation(code: u16, reason: &'static str) -> Violation {
+const fn violation(code: CloseCode, reason: &'static str) -> Violation {
     Violation { code, reason }
 }
 
@@ -70,15 +71,15 @@ pub(crate) fn parse_header(buf: &[u8]) -> Result<Option<Header>, Violation> {
         return Ok(None);
     };
     if b0 & 0x70 != 0 {
-        return Err(violation(close_code::PROTOCOL_ERROR, "reserved bits set"));
+        return Err(violation(CloseCode::PROTOCOL_ERROR, "reserved bits set"));
     }
     let Some(opcode) = Opcode::from_bits(b0 & 0x0F) else {
-        return Err(violation(close_code::PROTOCOL_ERROR, "reserved opcode"));
+        return Err(violation(CloseCode::PROTOCOL_ERROR, "reserved opcode"));
     };
     let fin = b0 & 0x80 != 0;
     if b1 & 0x80 == 0 {
         return Err(violation(
-            close_code::PROTOCOL_ERROR,
+            CloseCode::PROTOCOL_ERROR,
             "unmasked client frame",
         ));
     }
@@ -101,20 +102,20 @@ pub(crate) fn parse_header(buf: &[u8]) -> Result<Option<Header>, Violation> {
     };
     if len >> 63 != 0 {
         return Err(violation(
-            close_code::PROTOCOL_ERROR,
+            CloseCode::PROTOCOL_ERROR,
             "frame length with the top bit set",
         ));
     }
     if opcode.is_control() {
         if !fin {
             return Err(violation(
-                close_code::PROTOCOL_ERROR,
+                CloseCode::PROTOCOL_ERROR,
                 "fragmented control frame",
             ));
         }
         if len > control::MAX_CONTROL_PAYLOAD as u64 {
             return Err(violation(
-                close_code::PROTOCOL_ERROR,
+                CloseCode::PROTOCOL_ERROR,
                 "control frame payload over 125 bytes",
             ));
         }
@@ -140,7 +141,7 @@ pub(crate) enum Incoming {
     /// A pong: nothing to do.
     Pong,
     /// The peer closes with this code (1000 when it sent none).
-    Close(u16, String),
+    Close(CloseCode, String),
 }
 
 /// Why reading ended.
@@ -361,14 +362,14 @@ impl FrameReader {
         let kind = match (h.opcode, self.message.is_some()) {
             (Opcode::Continuation, false) => {
                 return Err(violation(
-                    close_code::PROTOCOL_ERROR,
+                    CloseCode::PROTOCOL_ERROR,
                     "continuation frame without a message",
                 )
                 .into())
             }
             (Opcode::Text | Opcode::Binary, true) => {
                 return Err(violation(
-                    close_code::PROTOCOL_ERROR,
+                    CloseCode::PROTOCOL_ERROR,
                     "new message before the previous one ended",
                 )
                 .into())
@@ -380,7 +381,7 @@ impl FrameReader {
         let have = self.message.as_ref().map_or(0, |m| m.data.len());
         let len = usize::try_from(h.len).unwrap_or(usize::MAX);
         if len > self.cap.saturating_sub(have) {
-            return Err(violation(close_code::TOO_BIG, "message over the size cap").into());
+            return Err(violation(CloseCode::TOO_BIG, "message over the size cap").into());
         }
         if let Some(kind) = kind {
             // A fragmented message reserves the whole cap up front, so it never waits for more
@@ -526,13 +527,13 @@ impl FrameReader {
 
 /// The OS refused memory for a message the budget had room for.
 fn no_memory() -> ReadEnd {
-    ReadEnd::Violation(violation(close_code::TOO_BIG, "no memory for the message"))
+    ReadEnd::Violation(violation(CloseCode::TOO_BIG, "no memory for the message"))
 }
 
 /// Validates the text bytes added since the last check. An incomplete sequence at the end is
 /// fine until the final fragment.
 fn check_utf8(m: &mut Message, fin: bool) -> Result<(), Violation> {
-    let invalid = violation(close_code::INVALID_PAYLOAD, "invalid UTF-8");
+    let invalid = violation(CloseCode::INVALID_PAYLOAD, "invalid UTF-8");
     match std::str::from_utf8(&m.data.as_ref()[m.valid..]) {
         Ok(_) => {
             m.valid = m.data.len();

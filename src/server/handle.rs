@@ -2,6 +2,7 @@
 //! that sends to a connection (text profiles, channels) holds one; the connection's tasks own
 //! the socket.
 
+use crate::protocol::close::CloseCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -84,7 +85,7 @@ impl Connection {
     }
 
     /// Closes the connection after everything already queued (graceful close).
-    pub fn close(&self, code: u16, reason: &str) {
+    pub fn close(&self, code: CloseCode, reason: &str) {
         self.inner.outbound.close(code, reason)
     }
 

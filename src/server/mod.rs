@@ -58,10 +58,11 @@ pub use http::{Body, CarrierService, MAX_HEAD_BYTES};
 pub use listener::{bind_loopback, BindError};
 pub use metrics::Metrics;
 pub(crate) use outbound::OutItem;
-pub use outbound::{close_code, DeliveryError, FailReason, MessageKind, Outbound, ITEM_OVERHEAD};
+pub use outbound::{DeliveryError, FailReason, MessageKind, Outbound, ITEM_OVERHEAD};
 pub use profile::{Attachment, TextProfile, TextSession};
 pub use registry::{
-    ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, DeliveryClass, Inbound,
-    InboundBody, DEFAULT_BULK_WINDOW, DEFAULT_LOSSY_BUDGET,
+    ChannelError, ChannelHandle, ChannelRegistry, Inbound, InboundBody, DEFAULT_LOSSY_BUDGET,
 };
+// The channel types are the wire's (`carrier::protocol::channel`), re-exported for hosts.
+pub use crate::protocol::channel::{Binary, ChannelDescriptor, DeliveryClass, DEFAULT_BULK_WINDOW};
 pub use transport::{mint_token, LifecycleError, RuntimeFileOptions, WsTransport};

@@ -13,11 +13,12 @@ use super::context::{CarrierContext, Driver};
 use super::http::CarrierService;
 use super::listener::{accept_loop, bind_loopback, BindError};
 use super::metrics::Metrics;
-use super::outbound::close_code;
 use super::profile::Attachment;
-use super::registry::{ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry};
+use super::registry::{ChannelError, ChannelHandle, ChannelRegistry};
 use super::shared::{Running, Shared};
 use crate::discovery::{RuntimeDir, RuntimeEntry, RuntimeFile};
+use crate::protocol::channel::ChannelDescriptor;
+use crate::protocol::close::CloseCode;
 
 /// A lifecycle call made in the wrong state, or a bind failure.
 #[derive(Debug, thiserror::Error)]
@@ -301,7 +302,7 @@ impl WsTransport {
             entry
                 .value()
                 .0
-                .close(close_code::GOING_AWAY, "server stopping");
+                .close(CloseCode::GOING_AWAY, "server stopping");
         }
         let grace = self.shared.limits.stop_grace;
         if tokio::time::timeout(grace, self.shared.all_tasks_done())

@@ -8,7 +8,7 @@ use std::ops::RangeInclusive;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use carrier::client::{probe_health, Compatibility, ErrorCode, Health, VersionRange};
+use carrier::client::{probe_health, ErrorCode, Health, Verdict, VersionPair};
 use carrier::discovery::{RuntimeDir, RuntimeEntry};
 use carrier::protocol::Role;
 use serde_json::{json, Value};
@@ -126,7 +126,7 @@ pub async fn doctor_with(
 /// features. Returns false when something needs fixing.
 async fn check_versions(port: u16, token: &str, out: &mut impl Write) -> bool {
     let url = format!("ws://127.0.0.1:{port}/");
-    let ours = VersionRange::this_client();
+    let ours = VersionPair::CURRENT;
     let session = match open_session(&url, Some(token), Some(Role::Observe)).await {
         Ok(session) => session,
         Err(error) => {
@@ -136,9 +136,9 @@ async fn check_versions(port: u16, token: &str, out: &mut impl Write) -> bool {
                         .data
                         .as_ref()
                         .and_then(server_range)
-                        .map(|theirs| Compatibility::assess(ours, theirs));
+                        .map(|theirs| Verdict::assess(ours, theirs));
                     let advice = match update {
-                        Some(Compatibility::Incompatible { update }) => {
+                        Some(Verdict::Incompatible { update }) => {
                             format!("update the {}", update.as_str())
                         }
                         _ => "update whichever side is older".to_owned(),
@@ -162,16 +162,16 @@ async fn check_versions(port: u16, token: &str, out: &mut impl Write) -> bool {
         info.min_compatible_protocol,
         info.session_id
     );
-    let verdict = match VersionRange::parse(&info.protocol_version, &info.min_compatible_protocol) {
-        Some(theirs) => Compatibility::assess(ours, theirs),
-        None => Compatibility::Compatible,
+    let verdict = match VersionPair::new(info.protocol_version, info.min_compatible_protocol) {
+        Ok(theirs) => Verdict::assess(ours, theirs),
+        Err(_) => Verdict::Compatible,
     };
     let healthy = match verdict {
-        Compatibility::Compatible => {
+        Verdict::Compatible => {
             let _ = writeln!(out, "  compatible");
             true
         }
-        Compatibility::Skew { update } => {
+        Verdict::Skew { update } => {
             let _ = writeln!(
                 out,
                 "  compatible with version skew: update the {} to get the newest features",
@@ -179,7 +179,7 @@ async fn check_versions(port: u16, token: &str, out: &mut impl Write) -> bool {
             );
             true
         }
-        Compatibility::Incompatible { update } => {
+        Verdict::Incompatible { update } => {
             let _ = writeln!(out, "  incompatible: update the {}", update.as_str());
             false
         }
@@ -203,9 +203,9 @@ async fn check_versions(port: u16, token: &str, out: &mut impl Write) -> bool {
 
 /// The server's versions from a `version_incompatible` error's `data`, when it names them
 /// (`{server: {protocol_version, min_compatible_protocol}}` or the same keys at the top).
-fn server_range(data: &Value) -> Option<VersionRange> {
+fn server_range(data: &Value) -> Option<VersionPair> {
     let server = data.get("server").filter(|v| v.is_object()).unwrap_or(data);
     let protocol = string_field(server, "protocol_version")?;
     let min = string_field(server, "min_compatible_protocol").unwrap_or(protocol);
-    VersionRange::parse(protocol, min)
+    VersionPair::parse(protocol, min)
 }

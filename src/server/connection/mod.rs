@@ -26,8 +26,9 @@ use writer::{write_loop, Writer};
 use super::admission::CloseRefusal;
 use super::frame_reader::FrameReader;
 use super::liveness::Liveness;
-use super::outbound::{close_code, Outbound};
+use super::outbound::Outbound;
 use super::shared::Shared;
+use crate::protocol::close::CloseCode;
 use crate::protocol::Role;
 
 type Reader = Box<dyn AsyncRead + Send + Unpin>;
@@ -133,7 +134,7 @@ async fn run_split(
 
     let close_queued = match verdict {
         Err(refusal) => {
-            out.close(close_code::POLICY, &refusal.to_string());
+            out.close(CloseCode::POLICY, &refusal.to_string());
             true
         }
         Ok(role) => serve_admitted(&mut frames, role, &out, &shared, &live, &terminate).await,

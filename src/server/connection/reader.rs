@@ -8,13 +8,14 @@ use bytes::Bytes;
 use serde_json::Map;
 
 use super::terminate::Terminate;
+use crate::protocol::close::CloseCode;
 use crate::protocol::envelope::too_large_reply;
 use crate::protocol::error::{protocol_error_event, ProtocolErrorCode};
 use crate::protocol::Role;
 use crate::server::frame_reader::{FrameReader, Incoming, ReadEnd};
 use crate::server::handle::{Connection, ConnectionId};
 use crate::server::liveness::Liveness;
-use crate::server::outbound::{close_code, FailReason, MessageKind, Outbound};
+use crate::server::outbound::{FailReason, MessageKind, Outbound};
 use crate::server::profile::TextSession;
 use crate::server::registry::ChannelRefusal;
 use crate::server::shared::Shared;
@@ -47,7 +48,7 @@ pub(super) async fn serve_admitted(
     let id = ConnectionId::next();
     let conn = Connection::new(id, role, out.clone());
     let Some(mut session) = shared.open_session(&conn, terminate.clone()) else {
-        out.close(close_code::GOING_AWAY, "server stopping");
+        out.close(CloseCode::GOING_AWAY, "server stopping");
         return true;
     };
     {
@@ -88,7 +89,7 @@ pub(super) async fn serve_admitted(
             _ = &mut terminated => break,
             _ = &mut failed => break,
             _ = &mut handshake_deadline, if !conn.is_handshaken() => {
-                conn.close(close_code::POLICY, "handshake timeout");
+                conn.close(CloseCode::POLICY, "handshake timeout");
                 break;
             }
             r = frames.next() => r,
@@ -123,7 +124,7 @@ pub(super) async fn serve_admitted(
                         "the first frame must be a system.handshake request",
                         Map::new(),
                     );
-                    conn.close(close_code::POLICY, "handshake required");
+                    conn.close(CloseCode::POLICY, "handshake required");
                     break;
                 }
                 if let Some(data) = session.on_binary(data) {
@@ -166,7 +167,7 @@ fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, te
     match std::str::from_utf8(&text) {
         Ok(s) => session.on_text(s),
         // Unreachable in practice: the reader validated it. Close as RFC 6455 asks.
-        Err(_) => conn.close(close_code::INVALID_PAYLOAD, "invalid UTF-8"),
+        Err(_) => conn.close(CloseCode::INVALID_PAYLOAD, "invalid UTF-8"),
     }
 }
 

@@ -7,10 +7,11 @@ use tokio::io::AsyncWrite;
 use tokio::time::Instant;
 
 use super::terminate::Terminate;
+use crate::protocol::close::CloseCode;
 use crate::protocol::envelope::encode_event;
 use crate::protocol::events::ChannelDropped;
 use crate::server::liveness::Liveness;
-use crate::server::outbound::{close_code, FailReason, MessageKind, OutItem, Outbound};
+use crate::server::outbound::{FailReason, MessageKind, OutItem, Outbound};
 use crate::server::shared::Shared;
 use crate::server::wire::{FrameWriter, Opcode};
 
@@ -38,7 +39,7 @@ pub(super) async fn write_loop(
             _ = out.next_batch(&mut batch, &mut drops) => {}
             _ = ping.tick() => {
                 if live.silent_for() >= limits.ping_interval + limits.pong_timeout {
-                    out.close(close_code::GOING_AWAY, "no pong");
+                    out.close(CloseCode::GOING_AWAY, "no pong");
                 } else {
                     let _ = out.push(OutItem::Ping(Bytes::new()));
                 }
@@ -50,14 +51,17 @@ pub(super) async fn write_loop(
             if let Some(reason) = out.failure() {
                 let (code, text) = match reason {
                     FailReason::SlowReader => (
-                        close_code::TRY_AGAIN_LATER,
+                        CloseCode::TRY_AGAIN_LATER,
                         "slow reader: outbound queue over budget",
                     ),
                     FailReason::WriteError => break 'run false,
                 };
                 let sent = tokio::time::timeout(limits.stop_grace, async {
-                    w.frame(Opcode::Close, &[&code.to_be_bytes(), text.as_bytes()])
-                        .await?;
+                    w.frame(
+                        Opcode::Close,
+                        &[&code.as_u16().to_be_bytes(), text.as_bytes()],
+                    )
+                    .await?;
                     w.shutdown().await
                 })
                 .await;
@@ -107,8 +111,11 @@ pub(super) async fn write_loop(
                 OutItem::Pong(p) => w.frame(Opcode::Pong, &[p]).await,
                 OutItem::Close { code, reason } => {
                     closing = true;
-                    w.frame(Opcode::Close, &[&code.to_be_bytes(), reason.as_bytes()])
-                        .await
+                    w.frame(
+                        Opcode::Close,
+                        &[&code.as_u16().to_be_bytes(), reason.as_bytes()],
+                    )
+                    .await
                 }
             };
             out.written(&item);

@@ -1,5 +1,6 @@
 //! What one connection's outbound queue holds: the items, and what each costs in memory.
 
+use crate::protocol::close::CloseCode;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -30,7 +31,7 @@ pub(crate) enum OutItem {
     Ping(Bytes),
     Pong(Bytes),
     Close {
-        code: u16,
+        code: CloseCode,
         reason: Arc<str>,
     },
 }

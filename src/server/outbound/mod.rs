@@ -16,29 +16,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 use tokio::sync::Notify;
 
+use crate::protocol::close::CloseCode;
 use bulk::BulkLane;
 pub(crate) use item::{BulkFrame, OutItem};
 pub use item::{MessageKind, ITEM_OVERHEAD};
-
-/// WebSocket close codes the carrier uses.
-pub mod close_code {
-    /// Normal closure.
-    pub const NORMAL: u16 = 1000;
-    /// Going away: server stop, or the peer stopped answering pings.
-    pub const GOING_AWAY: u16 = 1001;
-    /// Protocol error (RFC 6455), or an incompatible protocol version.
-    pub const PROTOCOL_ERROR: u16 = 1002;
-    /// Invalid payload data, e.g. invalid UTF-8 in a text message.
-    pub const INVALID_PAYLOAD: u16 = 1007;
-    /// Policy violation: unauthorized, refused role, handshake missing or late.
-    pub const POLICY: u16 = 1008;
-    /// Message too big for the hard cap.
-    pub const TOO_BIG: u16 = 1009;
-    /// Internal error: a write to the socket failed.
-    pub const INTERNAL: u16 = 1011;
-    /// Try again later: the reader fell past the outbound byte budget.
-    pub const TRY_AGAIN_LATER: u16 = 1013;
-}
 
 /// Pongs that may wait in one queue before new pings replace the newest of them.
 pub(crate) const MAX_PENDING_PONGS: usize = 16;
@@ -335,7 +316,7 @@ impl Outbound {
 
     /// Queues a close frame; the writer sends it after everything queued before it and then
     /// ends the connection. Later sends fail with [`DeliveryError::Closed`].
-    pub fn close(&self, code: u16, reason: &str) {
+    pub fn close(&self, code: CloseCode, reason: &str) {
         let _ = self.push(OutItem::Close {
             code,
             reason: Arc::from(truncate_reason(reason)),
@@ -719,7 +700,7 @@ mod tests {
     #[test]
     fn close_stops_further_sends() {
         let out = Outbound::new(1000);
-        out.close(1000, "bye");
+        out.close(CloseCode::NORMAL, "bye");
         assert_eq!(
             out.send_text(Bytes::from_static(b"late")),
             Err(DeliveryError::Closed)

@@ -11,7 +11,7 @@ use dashmap::DashSet;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::descriptor::ChannelDescriptor;
+use crate::protocol::channel::ChannelDescriptor;
 use crate::server::handle::ConnectionId;
 
 /// Default per-connection budget of a lossy channel's queued frames.

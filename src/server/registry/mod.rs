@@ -5,14 +5,12 @@
 //! `Bytes` is reference-counted, never copied per receiver. Inbound binary payloads reach the
 //! handler as a slice of the received message.
 //!
-//! - `descriptor` — what the host declares: [`ChannelDescriptor`], [`DeliveryClass`].
 //! - `entry` — one registered channel and its inbound sink ([`Inbound`]).
 //! - `map` — the channels by name and the receiving connections.
 //! - `router` — inbound frames to their channel, or a refusal for the connection to answer.
 //! - `channel_handle` — the host's sends ([`ChannelHandle`]).
 
 mod channel_handle;
-mod descriptor;
 mod entry;
 mod error;
 mod map;
@@ -22,8 +20,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+pub use crate::protocol::channel::ChannelDescriptor;
 pub use channel_handle::ChannelHandle;
-pub use descriptor::{ChannelDescriptor, DeliveryClass, DEFAULT_BULK_WINDOW};
 pub(crate) use entry::Backpressure;
 use entry::ChannelEntry;
 pub use entry::{Inbound, InboundBody, DEFAULT_LOSSY_BUDGET};

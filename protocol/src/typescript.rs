@@ -483,7 +483,8 @@ mod tests {
     #[test]
     fn committed_declarations_are_current() {
         // `CARRIER_BLESS_SCHEMAS=1 cargo test` regenerates them (like `carrier schema --ts`).
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("js/wire.d.ts");
+        // The JavaScript package lives at the repository root, one directory above this crate.
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../js/wire.d.ts");
         if std::env::var_os("CARRIER_BLESS_SCHEMAS").is_some() {
             write_typescript(&path).unwrap();
         }

@@ -1,4 +1,8 @@
-//! The protocol core: wire formats and rules with no I/O, no tokio and no clock.
+//! # carrier-protocol
+//!
+//! carrier's wire: formats and rules with no I/O runtime, no sockets and no clock, so the
+//! server, the client and any other implementation read and write the same types. The
+//! `carrier` crate re-exports this crate as `carrier::protocol`.
 //!
 //! - [`role`] — the connection roles `drive` and `observe`.
 //! - [`envelope`] — the text envelope: parsing a frame into request/response/event with strict
@@ -12,9 +16,18 @@
 //! - [`channel_frame`] — the binary channel-frame codec (SPEC section 7), zero-copy.
 //! - [`error`] — error codes, error objects and the `protocol_error` event.
 //! - [`resume`] — the bounded per-session ring of recent events used for resume.
+//! - [`channel`] — payload channels as the host declares them, and their delivery classes.
+//! - [`close`] — the WebSocket close codes the carrier sends.
+//!
+//! The only file access is in [`schema`] and [`typescript`] (writing and checking the
+//! generated files for `carrier schema`).
+
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod catalog;
+pub mod channel;
 pub mod channel_frame;
+pub mod close;
 pub mod envelope;
 pub mod error;
 pub mod events;

@@ -7,7 +7,7 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use carrier::protocol::resume::{Replay, ResumeRing};
+//! use carrier_protocol::resume::{Replay, ResumeRing};
 //!
 //! let mut ring = ResumeRing::new(2, 1024);
 //! for seq in 1..=3 {

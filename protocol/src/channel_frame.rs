@@ -18,7 +18,7 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use carrier::protocol::channel_frame::{decode, encode_binary, FrameBody};
+//! use carrier_protocol::channel_frame::{decode, encode_binary, FrameBody};
 //!
 //! let encoded = encode_binary("audio", 7, Bytes::from_static(b"\x01\x02")).unwrap();
 //! let frame = decode(Bytes::from(encoded.to_vec())).unwrap();
@@ -275,7 +275,7 @@ pub fn encode_event(
     })?;
     Ok(EncodedFrame {
         head,
-        body: crate::protocol::envelope::encode::exact(body),
+        body: crate::envelope::encode::exact(body),
     })
 }
 

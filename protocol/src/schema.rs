@@ -179,7 +179,8 @@ mod tests {
     #[test]
     fn committed_schemas_are_current() {
         // `CARRIER_BLESS_SCHEMAS=1 cargo test` regenerates them (like `carrier schema --out`).
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas");
+        // The schemas live at the repository root, one directory above this crate.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas");
         if std::env::var_os("CARRIER_BLESS_SCHEMAS").is_some() {
             write_schemas(&dir).unwrap();
         }

@@ -16,7 +16,7 @@
 //! - `seq` may be absent or `null`; when present it is an unsigned integer.
 //!
 //! ```
-//! use carrier::protocol::envelope::{parse, Frame};
+//! use carrier_protocol::envelope::{parse, Frame};
 //!
 //! let Ok(Frame::Request(r)) = parse(r#"{"id":"r1","method":"system.ping"}"#) else { panic!() };
 //! assert_eq!((r.id.as_str(), r.method.as_str(), r.params.len()), ("r1", "system.ping", 0));

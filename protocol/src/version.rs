@@ -3,11 +3,11 @@
 //!
 //! Two peers are compatible when they share the major version and each speaks at least the
 //! other's minimum. A different minor is *skew*: the connection works, and features the older
-//! side lacks are refused by feature preflight (see [`crate::protocol::catalog`]). App versions
+//! side lacks are refused by feature preflight (see [`crate::catalog`]). App versions
 //! (`server.version`, `client.version`) are never compared.
 //!
 //! ```
-//! use carrier::protocol::version::{Compatibility, ProtocolVersion, VersionPair};
+//! use carrier_protocol::version::{Compatibility, ProtocolVersion, VersionPair};
 //!
 //! let server = VersionPair::CURRENT;
 //! let client = VersionPair::parse("1.3", "1.0").unwrap();
@@ -197,6 +197,59 @@ impl VersionPair {
     }
 }
 
+/// Which side of a connection should be updated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The client (a program, a browser console, another client library).
+    Client,
+    /// The carrier server.
+    Server,
+}
+
+impl Side {
+    /// `"client"` or `"server"`, as in `unsupported_feature`'s `component`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Client => "client",
+            Side::Server => "server",
+        }
+    }
+}
+
+/// [`VersionPair::check`] as a client reports it to a person: whether the two talk, and which
+/// side to update when they differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Same protocol version.
+    Compatible,
+    /// Same major, different minor: they talk, the older side lacks newer features.
+    Skew {
+        /// The side with the older version.
+        update: Side,
+    },
+    /// They cannot talk.
+    Incompatible {
+        /// The side with the older version.
+        update: Side,
+    },
+}
+
+impl Verdict {
+    /// Compares a client's pair with a server's by the rules of [`VersionPair::check`].
+    pub fn assess(client: VersionPair, server: VersionPair) -> Verdict {
+        let update = if client.version < server.version {
+            Side::Client
+        } else {
+            Side::Server
+        };
+        match client.check(&server) {
+            Compatibility::Compatible { skew: false } => Verdict::Compatible,
+            Compatibility::Compatible { skew: true } => Verdict::Skew { update },
+            Compatibility::Incompatible(_) => Verdict::Incompatible { update },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +303,40 @@ mod tests {
             Compatibility::Incompatible(Incompatibility::PeerTooOld)
         );
         assert_eq!(VersionPair::parse("1.0", "1.1"), None);
+    }
+
+    #[test]
+    fn verdict_names_the_side_to_update() {
+        let pair = |a, b| VersionPair::parse(a, b).unwrap();
+        let client = pair("1.0", "1.0");
+        assert_eq!(
+            Verdict::assess(client, pair("1.0", "1.0")),
+            Verdict::Compatible
+        );
+        assert_eq!(
+            Verdict::assess(client, pair("1.3", "1.0")),
+            Verdict::Skew {
+                update: Side::Client
+            }
+        );
+        assert_eq!(
+            Verdict::assess(pair("1.2", "1.0"), pair("1.0", "1.0")),
+            Verdict::Skew {
+                update: Side::Server
+            }
+        );
+        assert_eq!(
+            Verdict::assess(client, pair("2.0", "2.0")),
+            Verdict::Incompatible {
+                update: Side::Client
+            }
+        );
+        assert_eq!(
+            Verdict::assess(client, pair("1.4", "1.2")),
+            Verdict::Incompatible {
+                update: Side::Client
+            }
+        );
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! How the host declares a channel: its [`ChannelDescriptor`] and [`DeliveryClass`].
+//! Payload channels as the host declares them (SPEC section 7): the descriptor `channels.list`
+//! and the handshake show, and the delivery class that decides what happens to a slow reader.
 
 use serde::{Deserialize, Serialize};
 
@@ -18,11 +19,22 @@ pub enum DeliveryClass {
     /// connection, within a window per connection ([`ChannelDescriptor::bulk_window`]) outside
     /// its byte budget. Senders wait for room ([`ChannelHandle::send_bulk_to`]) instead of
     /// failing a slow reader.
+    // The text above is also the JSON Schema's description (byte-identical schemas), so it
+    // keeps naming the server's `ChannelHandle`, which this crate cannot link to.
     Bulk,
 }
 
 /// Default per-connection window of a bulk channel: 1 MiB.
 pub const DEFAULT_BULK_WINDOW: usize = 1 << 20;
+
+/// Whether a channel takes opaque binary frames besides its declared events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binary {
+    /// Binary frames are routed to the channel's handler.
+    Accepted,
+    /// Binary frames are refused with `binary_not_declared`.
+    Refused,
+}
 
 /// A channel as the host declares it (and as `channels.list` and the handshake show it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -48,12 +60,19 @@ fn default_bulk_window() -> usize {
 }
 
 impl ChannelDescriptor {
-    /// A reliable channel with the given events and binary flag.
-    pub fn new(name: impl Into<String>, events: &[&str], binary: bool) -> Self {
+    /// A reliable channel carrying `events`, taking binary frames or not.
+    ///
+    /// ```
+    /// use carrier_protocol::channel::{Binary, ChannelDescriptor};
+    ///
+    /// let chat = ChannelDescriptor::new("chat", &["say"], Binary::Refused);
+    /// assert!(chat.declares("say") && !chat.binary);
+    /// ```
+    pub fn new(name: impl Into<String>, events: &[&str], binary: Binary) -> Self {
         ChannelDescriptor {
             name: name.into(),
             events: events.iter().map(|e| e.to_string()).collect(),
-            binary,
+            binary: binary == Binary::Accepted,
             delivery: DeliveryClass::Reliable,
             bulk_window: DEFAULT_BULK_WINDOW,
         }

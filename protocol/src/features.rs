@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 use super::error::{EffectState, ErrorCode, ErrorObject};
 use super::methods::{FeatureCompatibility, UsageScope};
-use super::version::ProtocolVersion;
+use super::version::{ProtocolVersion, PROTOCOL_VERSION};
 
 /// A protocol feature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -131,6 +131,41 @@ pub struct Peers {
 }
 
 impl Peers {
+    /// The peers as a client of this build sees them after the handshake, from the server's
+    /// `protocol_version` and `features`. A feature announced `false` is missing. One the
+    /// server does not mention is missing only when its protocol predates the feature: an older
+    /// server cannot know a newer feature's name, while a current one may simply not list
+    /// features it always has.
+    pub fn announced(server_protocol: ProtocolVersion, features: &BTreeMap<String, bool>) -> Peers {
+        let server_features = Feature::ALL
+            .iter()
+            .filter(|f| match features.get(f.name()) {
+                Some(&available) => available,
+                None => server_protocol >= f.introduced(),
+            })
+            .fold(FeatureSet::empty(), |set, &f| set.with(f));
+        Peers {
+            server_features,
+            server_protocol,
+            client_protocol: PROTOCOL_VERSION,
+        }
+    }
+
+    /// Preflight as a client of this build runs it after the handshake: a feature the server
+    /// announced as available is (the server already judged it for this client's protocol);
+    /// any other is judged by [`Peers::preflight`] over [`Peers::announced`], so the error is
+    /// the one the server answers with.
+    pub fn preflight_announced(
+        server_protocol: ProtocolVersion,
+        features: &BTreeMap<String, bool>,
+        f: Feature,
+    ) -> Result<(), ErrorObject> {
+        if features.get(f.name()) == Some(&true) {
+            return Ok(());
+        }
+        Peers::announced(server_protocol, features).preflight(f)
+    }
+
     /// Whether `f` can be used on this connection.
     pub fn available(&self, f: Feature) -> bool {
         self.preflight(f).is_ok()
@@ -145,7 +180,8 @@ impl Peers {
                     format!("update the carrier server to protocol {required} or later")
                 } else {
                     format!(
-                        "the host did not enable {}; ask the host to wire it",
+                        "the host did not enable {}; ask the host to wire it, or update the \
+                         carrier server to a build that has it",
                         f.name()
                     )
                 };

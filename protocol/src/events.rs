@@ -3,7 +3,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::error::ProtocolErrorCode;
 use super::methods::Decision;
@@ -16,15 +16,6 @@ pub struct DriverInfo {
     pub driver_id: String,
     /// Host-configured surface name.
     pub surface: String,
-}
-
-impl From<&crate::server::Driver> for DriverInfo {
-    fn from(d: &crate::server::Driver) -> Self {
-        DriverInfo {
-            driver_id: d.driver_id.clone(),
-            surface: d.surface.clone(),
-        }
-    }
 }
 
 /// `session.turn_started`.
@@ -215,6 +206,126 @@ impl SessionEvent {
             "session.error" => SessionEvent::Error(typed("session.error", payload)?),
             other => return Err(EventError::UnknownEvent(other.chars().take(64).collect())),
         })
+    }
+}
+
+/// One numbered session event as a client reads it: the tolerant reader of [`SessionEvent`]
+/// with its `seq`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceivedSessionEvent {
+    /// The per-session sequence number.
+    pub seq: u64,
+    /// What happened.
+    pub kind: ReceivedSessionEventKind,
+}
+
+/// The session events of SPEC section 5 as a client reads them (the tolerant reader of
+/// [`SessionEvent`]). An event with an unknown name, or whose payload does not have the
+/// documented fields, arrives as [`ReceivedSessionEventKind::Other`] rather than being lost.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "event", content = "payload")]
+pub enum ReceivedSessionEventKind {
+    /// `session.turn_started`: a turn began; `driver` is the host-configured identity.
+    #[serde(rename = "session.turn_started")]
+    TurnStarted {
+        /// The turn.
+        turn_id: String,
+        /// Who drives it, as the host configured it.
+        #[serde(default)]
+        driver: Value,
+        /// The submitted prompt, whoever submitted it; `None` from a carrier that predates
+        /// the field.
+        #[serde(default)]
+        prompt: Option<String>,
+    },
+    /// `session.text_delta`: the next piece of the turn's reply.
+    #[serde(rename = "session.text_delta")]
+    TextDelta {
+        /// The turn.
+        turn_id: String,
+        /// Text to append.
+        delta: String,
+    },
+    /// `session.permission_request`: the turn waits for an allow/deny answer.
+    #[serde(rename = "session.permission_request")]
+    PermissionRequest {
+        /// The turn.
+        turn_id: String,
+        /// The id to answer with `session.permission.respond`.
+        request_id: String,
+        /// The tool that wants to run.
+        tool: String,
+        /// The tool's input.
+        #[serde(default)]
+        input: Value,
+    },
+    /// `session.permission_resolved`: a permission prompt was answered.
+    #[serde(rename = "session.permission_resolved")]
+    PermissionResolved {
+        /// The prompt.
+        request_id: String,
+        /// The answer.
+        decision: Decision,
+    },
+    /// `session.turn_completed`: the turn ended.
+    #[serde(rename = "session.turn_completed")]
+    TurnCompleted {
+        /// The turn.
+        turn_id: String,
+        /// The whole reply.
+        #[serde(default)]
+        text: String,
+        /// True when it was aborted (by `session.abort`, a timeout or an agent exit).
+        #[serde(default)]
+        aborted: bool,
+        /// True when `text` was cut to the server's `max_reply_bytes`; the deltas hold the
+        /// whole reply.
+        #[serde(default)]
+        truncated: bool,
+    },
+    /// `session.error`: something went wrong in the session.
+    #[serde(rename = "session.error")]
+    Error {
+        /// The turn, when the error belongs to one.
+        #[serde(default)]
+        turn_id: Option<String>,
+        /// What kind of failure (e.g. `agent_timeout`, `agent_exited`).
+        code: String,
+        /// A human-readable explanation.
+        message: String,
+    },
+    /// Any other session event, as received.
+    #[serde(skip)]
+    Other {
+        /// The event name.
+        event: String,
+        /// The payload.
+        payload: Value,
+    },
+}
+
+impl ReceivedSessionEventKind {
+    /// Types an event by name; falls back to [`ReceivedSessionEventKind::Other`].
+    pub fn parse(event: &str, payload: &Value) -> ReceivedSessionEventKind {
+        serde_json::from_value(json!({ "event": event, "payload": payload })).unwrap_or_else(|_| {
+            ReceivedSessionEventKind::Other {
+                event: event.to_owned(),
+                payload: payload.clone(),
+            }
+        })
+    }
+
+    /// The turn this event belongs to, if any.
+    pub fn turn_id(&self) -> Option<&str> {
+        match self {
+            ReceivedSessionEventKind::TurnStarted { turn_id, .. }
+            | ReceivedSessionEventKind::TextDelta { turn_id, .. }
+            | ReceivedSessionEventKind::PermissionRequest { turn_id, .. }
+            | ReceivedSessionEventKind::TurnCompleted { turn_id, .. } => Some(turn_id),
+            ReceivedSessionEventKind::Error { turn_id, .. } => turn_id.as_deref(),
+            ReceivedSessionEventKind::PermissionResolved { .. }
+            | ReceivedSessionEventKind::Other { .. } => None,
+        }
     }
 }
 

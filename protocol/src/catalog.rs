@@ -8,8 +8,8 @@
 //! [`EVENTS`] the same way.
 //!
 //! ```
-//! use carrier::protocol::catalog::{Effect, Method};
-//! use carrier::protocol::Role;
+//! use carrier_protocol::catalog::{Effect, Method};
+//! use carrier_protocol::Role;
 //!
 //! let submit = Method::from_name("session.submit").unwrap().spec();
 //! assert_eq!((submit.least_role, submit.effect), (Role::Drive, Effect::Mutate));

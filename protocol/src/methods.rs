@@ -17,9 +17,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::channel::ChannelDescriptor;
 use super::version::ProtocolVersion;
 use super::Role;
-use crate::server::ChannelDescriptor;
 
 /// An empty params or result object, `{}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -65,10 +65,11 @@ pub struct HandshakeParams {
 }
 
 /// The typed outcome of a handshake's `resume` (SPEC section 5).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "outcome", rename_all = "lowercase")]
 pub enum ResumeOutcome {
     /// No resume was asked for.
+    #[default]
     New,
     /// Every missed event is replayed after the result, before any new one.
     Resumed {
@@ -84,6 +85,13 @@ pub enum ResumeOutcome {
     },
     /// Unknown session or another epoch (the server restarted): bound afresh, nothing replayed.
     Reset,
+}
+
+impl ResumeOutcome {
+    /// True when events were lost, so the application should rebuild from history.
+    pub fn needs_history(self) -> bool {
+        matches!(self, ResumeOutcome::Gap { .. } | ResumeOutcome::Reset)
+    }
 }
 
 /// Every limit, published in the handshake result.
@@ -143,6 +151,42 @@ pub struct HandshakeResult {
     /// The server's limits.
     pub limits: LimitsInfo,
     /// What happened to the requested resume.
+    pub resume: ResumeOutcome,
+}
+
+/// The `system.handshake` result as a client reads it: the tolerant reader of
+/// [`HandshakeResult`]. The versions are parsed strictly (a server announcing `"01.0"` fails
+/// the handshake, as a client announcing it does on the server); what a client only shows or
+/// passes on (`channels`, `limits`) stays JSON, and what an older server may leave out has a
+/// default.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct HandshakeInfo {
+    /// The protocol version the server speaks.
+    pub protocol_version: ProtocolVersion,
+    /// The oldest protocol version the server accepts.
+    pub min_compatible_protocol: ProtocolVersion,
+    /// The server program.
+    pub server: AppInfo,
+    /// The role this connection was granted.
+    pub role: Role,
+    /// The session this connection is bound to.
+    pub session_id: String,
+    /// Changes whenever the server process restarts.
+    pub epoch: String,
+    /// True when the minor protocol versions differ.
+    #[serde(default)]
+    pub version_skew: bool,
+    /// Feature → available, for this connection's protocol.
+    #[serde(default)]
+    pub features: BTreeMap<String, bool>,
+    /// The declared channel descriptors.
+    #[serde(default)]
+    pub channels: Vec<Value>,
+    /// The server's limits (message sizes, timeouts …).
+    #[serde(default)]
+    pub limits: Value,
+    /// How the connection was bound to its session.
+    #[serde(default)]
     pub resume: ResumeOutcome,
 }
 
@@ -265,6 +309,22 @@ pub struct HistoryEntry {
     /// `true` when `text` is a reply cut to `limits.max_reply_bytes`; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<bool>,
+}
+
+/// One `session.history` entry as a client reads it: the tolerant reader of [`HistoryEntry`]
+/// (a role this build does not know is kept as sent; an entry without a turn still reads).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReceivedHistoryEntry {
+    /// Who said it (`user`, `assistant`, …).
+    pub role: String,
+    /// What was said.
+    pub text: String,
+    /// The turn it belongs to.
+    #[serde(default)]
+    pub turn_id: Option<String>,
+    /// True when `text` is a reply the server cut to its `max_reply_bytes`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
 }
 
 /// `session.history` result.

@@ -5,9 +5,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::MAX_ID_BYTES;
-use crate::protocol::error::{
-    protocol_error_event, EffectState, ErrorCode, ErrorObject, ProtocolErrorCode,
-};
+use crate::error::{protocol_error_event, EffectState, ErrorCode, ErrorObject, ProtocolErrorCode};
 
 #[derive(Serialize)]
 struct OkFrame<'a, T: Serialize> {
