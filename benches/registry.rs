@@ -3,6 +3,10 @@
 //! - `registry/route`: one inbound binary message from a connection to its channel's handler
 //!   (decode, checks, handler call), and the `echo` shape (route + `send_to` back onto the
 //!   connection's outbound queue).
+//! - `registry/route/event_echo/…`: an event frame (a ~200-byte body with an object payload)
+//!   echoed back: `passthrough` forwards the body's bytes as the reference echo does (SPEC
+//!   section 7), `reserialized` parses the payload and encodes it again, as the echo did before
+//!   event bodies passed through.
 //! - `registry/fanout/SIZE`: one `broadcast` to 1, 10 and 100 connections, then each
 //!   connection's queue drained as its writer would. Throughput is in deliveries; because the
 //!   frame is encoded once and shared, deliveries/s should be the same for 64 B, 64 KiB and
@@ -53,8 +57,50 @@ fn route(c: &mut Criterion) {
             let _ = reply.send_to(msg.connection, FrameBody::Binary(bytes));
         }
     });
+    let passthrough = registry
+        .register(ChannelDescriptor::new("ev-pass", &["*"], Binary::Refused))
+        .expect("register");
+    let reply = passthrough.clone();
+    passthrough.on_inbound(move |msg| {
+        if let carrier::server::InboundBody::Event(event) = msg.body {
+            let _ = reply.send_to(msg.connection, FrameBody::EventBytes(event));
+        }
+    });
+    let reserialized = registry
+        .register(ChannelDescriptor::new("ev-json", &["*"], Binary::Refused))
+        .expect("register");
+    let reply = reserialized.clone();
+    reserialized.on_inbound(move |msg| {
+        if let carrier::server::InboundBody::Event(event) = msg.body {
+            if let Ok(payload) = event.payload() {
+                let body = FrameBody::Event {
+                    event: event.event().to_string(),
+                    payload,
+                };
+                let _ = reply.send_to(msg.connection, body);
+            }
+        }
+    });
     let conn = connection();
     harness.attach(&conn);
+    let payload = serde_json::json!({
+        "id": "req-42", "at": 1733097600123u64, "level": 0.75, "tags": ["mic", "left", "48k"],
+        "meta": {"codec": "opus", "frames": 960, "ok": true, "note": "a short note"}
+    });
+    let mut g = c.benchmark_group("registry/route/event_echo");
+    g.throughput(Throughput::Elements(1));
+    for (channel, label) in [("ev-pass", "passthrough"), ("ev-json", "reserialized")] {
+        let msg = channel_frame::encode_event(channel, 1, "level", &payload)
+            .map(|f| Bytes::from(f.to_vec()))
+            .expect("encodable");
+        g.bench_function(label, |b| {
+            b.iter(|| {
+                harness.route(&conn, black_box(msg.clone())).now_or_never();
+                drain(conn.outbound())
+            })
+        });
+    }
+    g.finish();
 
     let mut g = c.benchmark_group("registry/route");
     g.throughput(Throughput::Elements(1));

@@ -55,7 +55,8 @@ pub fn mount_bulk(registry: &ChannelRegistry, name: &str) -> Result<ChannelHandl
 pub(crate) fn body_of(body: InboundBody) -> Option<FrameBody> {
     match body {
         InboundBody::Binary(bytes) => Some(FrameBody::Binary(bytes)),
-        InboundBody::Event { event, payload } => Some(FrameBody::Event { event, payload }),
+        // Forwarded as received: the sender's bytes, key order and spacing (SPEC section 7).
+        InboundBody::Event(event) => Some(FrameBody::EventBytes(event)),
         InboundBody::Disconnected => None,
     }
 }

@@ -63,8 +63,10 @@ async fn run(
     while let Some(msg) = inbound.recv().await {
         let conn = msg.connection;
         let outcome = match msg.body {
-            InboundBody::Event { event, payload } if event == "begin" => {
+            InboundBody::Event(event) if event.event() == "begin" => {
                 discard(uploads.remove(&conn)).await;
+                // The router checked the body as far as its name; the payload is read here.
+                let payload = event.payload().unwrap_or(serde_json::Value::Null);
                 match begin(&dir, &payload).await {
                     Ok(upload) => {
                         uploads.insert(conn, upload);
@@ -86,13 +88,16 @@ async fn run(
                     }
                 },
             },
-            InboundBody::Event { event, .. } if event == "end" => match uploads.remove(&conn) {
+            InboundBody::Event(event) if event.event() == "end" => match uploads.remove(&conn) {
                 None => Err(Refusal("no_upload", "end without a begin event".into())),
                 Some(upload) => finish(&dir, upload).await.map(Some),
             },
-            InboundBody::Event { event, .. } => Err(Refusal(
+            InboundBody::Event(event) => Err(Refusal(
                 "unexpected_event",
-                format!("clients send begin, binary chunks and end, not {event:?}"),
+                format!(
+                    "clients send begin, binary chunks and end, not {:?}",
+                    event.event()
+                ),
             )),
             InboundBody::Disconnected => {
                 discard(uploads.remove(&conn)).await;

@@ -570,6 +570,94 @@ async fn bulk_echo_and_relay_pace_instead_of_failing_a_slow_receiver() {
     assert_eq!(share.delivery, DeliveryClass::Bulk);
 }
 
+/// SPEC section 7: an event body passes through `echo` and `relay` (reliable and bulk) byte for
+/// byte — unsorted keys, odd spacing, escapes and number spellings included — so a peer that
+/// signs or hashes an event body gets back exactly what was signed.
+#[tokio::test]
+async fn event_bodies_come_back_byte_identical_through_echo_and_relay() {
+    let s = Server::core_default().await;
+    carrier_channels::echo::mount(s.transport.registry(), "echo").unwrap();
+    carrier_channels::relay::mount(s.transport.registry(), "share").unwrap();
+    carrier_channels::echo::mount_bulk(s.transport.registry(), "bulk-echo").unwrap();
+    carrier_channels::relay::mount_bulk(s.transport.registry(), "bulk-share").unwrap();
+    let mut a = connect_handshaken(&s.url("")).await;
+    let mut b = connect_handshaken(&s.url("")).await;
+    let body: &[u8] =
+        br#"{ "z": 1,  "payload" : {"z":1,"a":[2, 3.50, 1e3], "s":"\u00e9\n"} ,"event":"sig" }"#;
+    let raw = |channel: &str| {
+        let mut m = channel_frame::encode_binary(channel, 7, Bytes::new())
+            .unwrap()
+            .head
+            .to_vec();
+        m[4] = 2; // kind: event
+        m.extend_from_slice(body);
+        Message::binary(m)
+    };
+    let body_of = |m: Option<Message>, channel: &str| match m {
+        Some(Message::Binary(b)) => {
+            let h = channel_frame::peek(&b).unwrap();
+            assert_eq!(h.channel, channel);
+            assert_eq!(h.kind, channel_frame::FrameKind::Event);
+            b.slice(h.body_offset..)
+        }
+        other => panic!("expected a frame on {channel}, got {other:?}"),
+    };
+    for channel in ["echo", "bulk-echo"] {
+        a.send(raw(channel)).await.unwrap();
+        assert_eq!(
+            &body_of(next_message(&mut a).await, channel)[..],
+            body,
+            "{channel}"
+        );
+    }
+    for channel in ["share", "bulk-share"] {
+        a.send(raw(channel)).await.unwrap();
+        assert_eq!(
+            &body_of(next_message(&mut b).await, channel)[..],
+            body,
+            "{channel}"
+        );
+    }
+}
+
+/// A connection's reader remembers the channel it sent on last; closing that channel and
+/// registering another under the same name must route the next frame to the new one, and a
+/// frame for the closed name in between is refused as unknown.
+#[tokio::test]
+async fn a_channel_closed_and_registered_again_gets_the_next_frames() {
+    let s = Server::core_default().await;
+    let first = s
+        .transport
+        .register_channel(ChannelDescriptor::new("ch", &[], Binary::Accepted))
+        .unwrap();
+    let mut first_in = first.inbound(8);
+    let mut ws = connect_handshaken(&s.url("")).await;
+    ws.send(binary("ch", 0, b"one")).await.unwrap();
+    let got = tokio::time::timeout(WAIT, first_in.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.body, InboundBody::Binary(Bytes::from_static(b"one")));
+    first.close();
+    ws.send(binary("ch", 1, b"lost")).await.unwrap();
+    let refusal = next_json(&mut ws).await;
+    assert_eq!(refusal["payload"]["code"], "unknown_channel", "{refusal}");
+    let second = s
+        .transport
+        .register_channel(ChannelDescriptor::new("ch", &[], Binary::Accepted))
+        .unwrap();
+    let mut second_in = second.inbound(8);
+    ws.send(binary("ch", 2, b"two")).await.unwrap();
+    let got = tokio::time::timeout(WAIT, second_in.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (got.seq, got.body),
+        (2, InboundBody::Binary(Bytes::from_static(b"two")))
+    );
+}
+
 #[test]
 fn channel_specs_parse() {
     use carrier_channels::{ChannelSpec, Delivery};

@@ -81,6 +81,80 @@ pub enum FrameBody {
         /// The event's payload.
         payload: Value,
     },
+    /// An event whose body is sent exactly as these bytes: an event received and forwarded
+    /// unchanged (SPEC section 7: key order and spacing survive). Never made by [`decode`].
+    EventBytes(EventBytes),
+}
+
+/// An event frame's body as received: the bytes of its JSON object, checked to be an object
+/// whose `event` is a non-empty string, and that name. The payload is parsed only when asked
+/// for ([`EventBytes::payload`]), so routing an event costs one scan of its body and no tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventBytes {
+    event: String,
+    bytes: Bytes,
+}
+
+impl EventBytes {
+    /// Checks `bytes` as [`decode`] checks an event body (UTF-8, a JSON object, a non-empty
+    /// string `event`) and keeps them as they are.
+    pub fn parse(bytes: Bytes) -> Result<Self, ChannelFrameError> {
+        let event = event_name(&bytes)?;
+        Ok(EventBytes { event, bytes })
+    }
+
+    /// The event name; never empty.
+    pub fn event(&self) -> &str {
+        &self.event
+    }
+
+    /// The body's bytes as received: `{"event": …, "payload": …}` with the sender's key order
+    /// and spacing.
+    pub fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+
+    /// The payload, parsed now (`null` when the sender left it out).
+    pub fn payload(&self) -> Result<Value, ChannelFrameError> {
+        match decode_event_body(&self.bytes)? {
+            FrameBody::Event { payload, .. } => Ok(payload),
+            _ => Ok(Value::Null),
+        }
+    }
+}
+
+/// The event name of an event body, with the refusals of [`decode`], without building the
+/// body's JSON tree (every other field, the payload too, is only scanned).
+fn event_name(body: &[u8]) -> Result<String, ChannelFrameError> {
+    use serde::de::IgnoredAny;
+    use std::borrow::Cow;
+
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow, default)]
+        event: Option<Cow<'a, str>>,
+    }
+
+    let text = std::str::from_utf8(body).map_err(|_| ChannelFrameError::EventBodyNotUtf8)?;
+    let not_json = |err: serde_json::Error| ChannelFrameError::EventBodyNotJson {
+        detail: err.to_string(),
+    };
+    if !text.trim_start().starts_with('{') {
+        // Valid JSON that is not an object, or not JSON at all.
+        serde_json::from_str::<IgnoredAny>(text).map_err(not_json)?;
+        return Err(ChannelFrameError::EventBodyNotObject);
+    }
+    let head: Head<'_> = match serde_json::from_str(text) {
+        Ok(head) => head,
+        // `event` of another type, or twice: as `decode` would see it, no string name.
+        Err(err) if err.is_data() => return Err(ChannelFrameError::MissingEventName),
+        Err(err) => return Err(not_json(err)),
+    };
+    match head.event {
+        None => Err(ChannelFrameError::MissingEventName),
+        Some(event) if event.is_empty() => Err(ChannelFrameError::EmptyEventName),
+        Some(event) => Ok(event.into_owned()),
+    }
 }
 
 impl FrameBody {
@@ -88,7 +162,7 @@ impl FrameBody {
     pub fn kind(&self) -> FrameKind {
         match self {
             FrameBody::Binary(_) => FrameKind::Binary,
-            FrameBody::Event { .. } => FrameKind::Event,
+            FrameBody::Event { .. } | FrameBody::EventBytes(_) => FrameKind::Event,
         }
     }
 }
@@ -235,6 +309,10 @@ pub fn encode(
     match body {
         FrameBody::Binary(payload) => encode_binary(channel, seq, payload.clone()),
         FrameBody::Event { event, payload } => encode_event(channel, seq, event, payload),
+        FrameBody::EventBytes(body) => Ok(EncodedFrame {
+            head: encode_head(FrameKind::Event, channel, seq)?,
+            body: body.bytes.clone(),
+        }),
     }
 }
 

@@ -694,7 +694,8 @@ async fn deliver(
                 .map_err(stdout_failed)?;
             0
         }
-        FrameBody::Event { .. } => 0,
+        // `decode` never makes this one (it is for forwarding).
+        FrameBody::Event { .. } | FrameBody::EventBytes(_) => 0,
     };
     output.flush().await.map_err(stdout_failed)?;
     Ok(Delivered {

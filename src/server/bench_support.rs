@@ -13,13 +13,14 @@ use super::config::Limits;
 use super::connection::answer_refusal;
 use super::handle::Connection;
 use super::outbound::Outbound;
-use super::registry::ChannelRegistry;
+use super::registry::{ChannelRegistry, RouteCache};
 use super::shared::Shared;
 use crate::protocol::Role;
 
 /// A registry with the server state its routing needs (limits, metrics), and no listener.
 pub struct RegistryHarness {
     shared: Arc<Shared>,
+    routes: std::sync::Mutex<RouteCache>,
 }
 
 impl RegistryHarness {
@@ -33,6 +34,7 @@ impl RegistryHarness {
         };
         RegistryHarness {
             shared: Arc::new(Shared::new(Limits::default(), policy, registry)),
+            routes: std::sync::Mutex::new(RouteCache::default()),
         }
     }
 
@@ -43,7 +45,12 @@ impl RegistryHarness {
 
     /// Routes one inbound binary message from `conn`, as its reader task does.
     pub async fn route(&self, conn: &Connection, message: Bytes) {
-        match self.shared.registry.route(conn, message) {
+        // One connection's reader keeps its route cache across frames; so does the harness.
+        let routed = {
+            let mut cache = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.registry.route(conn, message, &mut cache)
+        };
+        match routed {
             Ok(Some(room)) => room.await,
             Ok(None) => {}
             Err(refusal) => answer_refusal(conn, &self.shared, &refusal),

@@ -141,3 +141,64 @@ fn event_payload_floats_survive_decode_and_re_encode_exactly() {
     };
     assert_eq!(got, payload);
 }
+
+/// Event bodies as senders write them, valid and not: [`EventBytes::parse`] accepts and refuses
+/// exactly what [`decode`] does, with the same error, and reads the same name and payload.
+#[test]
+fn event_bytes_check_bodies_as_decode_does() {
+    let bodies: &[&[u8]] = &[
+        br#"{"event":"a","payload":1}"#,
+        br#"{ "payload" : {"z":1,"a":[2, 3]} ,  "event" : "note" }"#,
+        br#"{"event":"only"}"#,
+        br#"{"event":"esc\u00e9\"q"}"#,
+        br#"{"event":""}"#,
+        br#"{"event":7}"#,
+        br#"{"payload":1}"#,
+        br#"[1,2]"#,
+        br#"3"#,
+        br#"  "str" "#,
+        br#"{"event":"a""#,
+        br#"{"event":"a"} x"#,
+        br#"nope"#,
+        b"",
+        b"{\"event\":\"\xff\"}",
+        br#"{"event":"a","payload":{"deep":[[[[{}]]]]},"extra":null}"#,
+    ];
+    for body in bodies {
+        let mut msg = encode_head(FrameKind::Event, "ch", 0).unwrap().to_vec();
+        msg.extend_from_slice(body);
+        let decoded = decode(Bytes::from(msg)).map(|f| f.body);
+        let parsed = EventBytes::parse(Bytes::copy_from_slice(body));
+        match (&decoded, &parsed) {
+            (Ok(FrameBody::Event { event, payload }), Ok(bytes)) => {
+                assert_eq!(bytes.event(), event);
+                assert_eq!(&bytes.payload().unwrap(), payload);
+                assert_eq!(&bytes.bytes()[..], *body);
+            }
+            (Err(a), Err(b)) => assert_eq!(
+                std::mem::discriminant(a),
+                std::mem::discriminant(b),
+                "{:?}: {a} / {b}",
+                String::from_utf8_lossy(body)
+            ),
+            other => panic!("{:?}: {other:?}", String::from_utf8_lossy(body)),
+        }
+    }
+}
+
+#[test]
+fn an_event_forwarded_as_bytes_is_encoded_byte_for_byte() {
+    let body = Bytes::from_static(br#"{ "payload": {"z":1,  "a":2}, "event":"sig" }"#);
+    let event = EventBytes::parse(body.clone()).unwrap();
+    let frame = encode("relay", 9, &FrameBody::EventBytes(event)).unwrap();
+    assert_eq!(frame.body, body);
+    let back = decode(Bytes::from(frame.to_vec())).unwrap();
+    assert_eq!(back.seq, 9);
+    assert_eq!(
+        back.body,
+        FrameBody::Event {
+            event: "sig".into(),
+            payload: serde_json::json!({"a": 2, "z": 1})
+        }
+    );
+}

@@ -17,7 +17,7 @@ use crate::server::handle::{Connection, ConnectionId};
 use crate::server::liveness::Liveness;
 use crate::server::outbound::{FailReason, MessageKind, Outbound};
 use crate::server::profile::TextSession;
-use crate::server::registry::ChannelRefusal;
+use crate::server::registry::{ChannelRefusal, RouteCache};
 use crate::server::shared::Shared;
 
 /// After our close was queued: discard what the peer still sends, without buffering it, until
@@ -78,6 +78,7 @@ pub(super) async fn serve_admitted(
 
     // Whether the peer may still be sending after we stop reading.
     let mut peer_sending = true;
+    let mut routes = RouteCache::default();
     // Made once and polled every turn: a fresh `Notified` per frame registered and removed a
     // waiter (a lock each) twice per inbound frame.
     let terminated = terminate.wait();
@@ -130,7 +131,7 @@ pub(super) async fn serve_admitted(
                 if let Some(data) = session.on_binary(data) {
                     // The refusal is answered before any wait: it is not kept in the reader's
                     // state across the wait for room.
-                    let room = match shared.registry.route(&conn, data) {
+                    let room = match shared.registry.route(&conn, data, &mut routes) {
                         Ok(room) => room,
                         Err(refusal) => {
                             answer_refusal(&conn, shared, &refusal);

@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use dashmap::DashSet;
-use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::protocol::channel::ChannelDescriptor;
+use crate::protocol::channel_frame::EventBytes;
 use crate::server::handle::ConnectionId;
 
 /// Default per-connection budget of a lossy channel's queued frames.
@@ -22,13 +22,11 @@ pub const DEFAULT_LOSSY_BUDGET: usize = 1 << 20;
 pub enum InboundBody {
     /// Opaque bytes: a slice of the received message, not a copy.
     Binary(Bytes),
-    /// A declared event.
-    Event {
-        /// Event name.
-        event: String,
-        /// Event payload.
-        payload: Value,
-    },
+    /// A declared event: its name and its body's bytes as received (the payload is parsed on
+    /// request, [`EventBytes::payload`]). Forward it unchanged with [`FrameBody::EventBytes`].
+    ///
+    /// [`FrameBody::EventBytes`]: crate::protocol::channel_frame::FrameBody::EventBytes
+    Event(EventBytes),
     /// The connection, which had sent on this channel, has ended.
     Disconnected,
 }

@@ -27,7 +27,7 @@ use entry::ChannelEntry;
 pub use entry::{Inbound, InboundBody, DEFAULT_LOSSY_BUDGET};
 pub use error::ChannelError;
 use map::ChannelMap;
-pub(crate) use router::ChannelRefusal;
+pub(crate) use router::{ChannelRefusal, RouteCache};
 
 use crate::protocol::channel_frame;
 use crate::server::handle::{Connection, ConnectionId};
@@ -123,7 +123,8 @@ impl ChannelRegistry {
         &self,
         conn: &Connection,
         msg: Bytes,
+        cache: &mut RouteCache,
     ) -> Result<Option<Backpressure>, ChannelRefusal> {
-        router::route(&self.inner, conn, msg)
+        router::route(&self.inner, conn, msg, cache)
     }
 }

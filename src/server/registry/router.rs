@@ -8,9 +8,12 @@
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use super::entry::{Backpressure, Inbound, InboundBody};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::entry::{Backpressure, ChannelEntry, Inbound, InboundBody};
 use super::map::ChannelMap;
-use crate::protocol::channel_frame::{self, FrameBody};
+use crate::protocol::channel_frame::{self, EventBytes, FrameKind};
 use crate::protocol::error::{protocol_error_event, ProtocolErrorCode};
 use crate::protocol::Role;
 use crate::server::handle::Connection;
@@ -50,30 +53,45 @@ impl ChannelRefusal {
     }
 }
 
+/// The channel a connection sent on last, so a stream of frames on one channel costs no map
+/// lookups (the registry's map and the channel's set of senders). One per connection, held by
+/// its reader; a channel closed since is looked up again.
+#[derive(Default)]
+pub(crate) struct RouteCache {
+    last: Option<Arc<ChannelEntry>>,
+}
+
 /// Routes one inbound binary message of a handshaken connection to its channel's sink.
 ///
 /// Synchronous on purpose: a handler sink and a stream with room take the message at once.
 /// Only a full stream returns the rest of the delivery (`Ok(Some(..))`), which the reader
 /// awaits before it reads on (backpressure). An `async fn` here would make every connection's
 /// reader future carry this state for its whole life (~380 bytes per connection, issue 7).
+///
+/// The body is checked before anything else, as a full decode would: an event body only as far
+/// as its name (SPEC section 7), and handed on as the bytes received.
 pub(super) fn route(
     map: &ChannelMap,
     conn: &Connection,
     msg: Bytes,
+    cache: &mut RouteCache,
 ) -> Result<Option<Backpressure>, ChannelRefusal> {
-    let frame = match channel_frame::decode(msg.clone()) {
-        Ok(f) => f,
-        Err(e) => {
-            let header = channel_frame::peek(&msg).ok();
-            return Err(ChannelRefusal {
-                code: ProtocolErrorCode::MalformedFrame,
-                message: e.to_string(),
-                channel: header.as_ref().map(|h| h.channel.to_string()),
-                seq: header.as_ref().map(|h| h.seq),
-            });
+    let malformed = |e: channel_frame::ChannelFrameError| {
+        let header = channel_frame::peek(&msg).ok();
+        ChannelRefusal {
+            code: ProtocolErrorCode::MalformedFrame,
+            message: e.to_string(),
+            channel: header.as_ref().map(|h| h.channel.to_string()),
+            seq: header.as_ref().map(|h| h.seq),
         }
     };
-    let (channel, seq) = (frame.channel.as_str(), frame.seq);
+    let header = channel_frame::peek(&msg).map_err(malformed)?;
+    let (channel, seq) = (header.channel, header.seq);
+    let body = msg.slice(header.body_offset..);
+    let body = match header.kind {
+        FrameKind::Binary => Body::Binary(body),
+        FrameKind::Event => Body::Event(EventBytes::parse(body).map_err(malformed)?),
+    };
     if conn.role() < Role::Drive {
         return Err(ChannelRefusal::new(
             ProtocolErrorCode::Forbidden,
@@ -82,17 +100,28 @@ pub(super) fn route(
             seq,
         ));
     }
-    let Some(entry) = map.channels.get(channel).map(|e| e.clone()) else {
-        return Err(ChannelRefusal::new(
-            ProtocolErrorCode::UnknownChannel,
-            "no channel with this name is registered",
-            channel,
-            seq,
-        ));
+    let entry = match &cache.last {
+        Some(e) if &*e.name == channel && !e.closed.load(Ordering::Acquire) => e.clone(),
+        _ => {
+            let Some(entry) = map.channels.get(channel).map(|e| e.clone()) else {
+                return Err(ChannelRefusal::new(
+                    ProtocolErrorCode::UnknownChannel,
+                    "no channel with this name is registered",
+                    channel,
+                    seq,
+                ));
+            };
+            // Once per connection and channel (the cache skips it after).
+            if !entry.senders.contains(&conn.id()) {
+                entry.senders.insert(conn.id());
+            }
+            cache.last = Some(entry.clone());
+            entry
+        }
     };
-    let body = match frame.body {
-        FrameBody::Binary(bytes) if entry.descriptor.binary => InboundBody::Binary(bytes),
-        FrameBody::Binary(_) => {
+    let body = match body {
+        Body::Binary(bytes) if entry.descriptor.binary => InboundBody::Binary(bytes),
+        Body::Binary(_) => {
             return Err(ChannelRefusal::new(
                 ProtocolErrorCode::BinaryNotDeclared,
                 "this channel does not accept binary frames",
@@ -100,25 +129,25 @@ pub(super) fn route(
                 seq,
             ));
         }
-        FrameBody::Event { event, payload } if entry.descriptor.declares(&event) => {
-            InboundBody::Event { event, payload }
-        }
-        FrameBody::Event { event, .. } => {
+        Body::Event(event) if entry.descriptor.declares(event.event()) => InboundBody::Event(event),
+        Body::Event(event) => {
             return Err(ChannelRefusal::new(
                 ProtocolErrorCode::UndeclaredEvent,
-                format!("event {event:?} is not declared on this channel"),
+                format!("event {:?} is not declared on this channel", event.event()),
                 channel,
                 seq,
             ));
         }
     };
-    // Once per connection and channel: a read of the set is cheaper than a write per frame.
-    if !entry.senders.contains(&conn.id()) {
-        entry.senders.insert(conn.id());
-    }
     Ok(entry.deliver(Inbound {
         connection: conn.id(),
         seq,
         body,
     }))
+}
+
+/// A frame's body once checked, before the channel's declaration is.
+enum Body {
+    Binary(Bytes),
+    Event(EventBytes),
 }
