@@ -15,7 +15,7 @@
 //!   per-connection task with its single outbound path, limits, metrics, the channel registry and
 //!   the [`server::WsTransport`] lifecycle. Each of its public types has one path,
 //!   `carrier::server::T`, and its modules import one another without a loop
-//!   (`tests/layout.rs`).
+//!   (`tests/server_imports.rs`).
 //! - [`agent`] — the host-side session traits, the session hub that stamps `seq` and keeps the
 //!   resume ring, the agent-protocol text profile, the embedded default agent, and external agent
 //!   processes (`carrier serve --agent-cmd`, [`agent::process`]).

@@ -22,7 +22,7 @@ use std::net::Ipv6Addr;
 
 use carrier::protocol::Role;
 use carrier::server::{
-    admit, query_param, tokens_equal, AdmissionPolicy, AdmissionRequest, CloseRefusal, Decision,
+    admit, query_param, tokens_equal, AdmissionPolicy, AdmissionRequest, CloseRefusal, Admission,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -112,7 +112,7 @@ fuzz_target!(|data: &[u8]| {
     let decision = admit(&policy, &req);
     assert_eq!(decision, admit(&policy, &req), "admission is not deterministic");
 
-    let Decision::Upgrade { protocol, verdict } = decision else {
+    let Admission::Upgrade { protocol, verdict } = decision else {
         return;
     };
     let host = req.host.expect("upgraded without a Host header");

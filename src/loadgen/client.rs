@@ -202,12 +202,12 @@ pub(crate) fn handshake_frame(id: &str) -> String {
 /// other ids, non-JSON).
 pub(crate) fn response_outcome(text: &[u8], id: &str) -> Option<Result<(), LoadError>> {
     #[derive(Deserialize)]
-    struct Response<'a> {
+    struct IdAndError<'a> {
         #[serde(borrow)]
         id: Option<&'a str>,
         error: Option<serde_json::Value>,
     }
-    let r: Response<'_> = serde_json::from_slice(text).ok()?;
+    let r: IdAndError<'_> = serde_json::from_slice(text).ok()?;
     if r.id != Some(id) {
         return None;
     }

@@ -1,7 +1,7 @@
 //! Admission: the one place that decides who may connect (SPEC section 2).
 //!
 //! [`admit`] looks at the upgrade request's `Host`, `Origin`, query string and
-//! `Sec-WebSocket-Protocol` header, in that order, and returns a [`Decision`]: refuse with an
+//! `Sec-WebSocket-Protocol` header, in that order, and returns a [`Admission`]: refuse with an
 //! HTTP status before the upgrade (Host/Origin), or upgrade and then either admit with a role or
 //! close with 1008 before any data frame (token/role).
 
@@ -115,7 +115,7 @@ pub enum CloseRefusal {
 
 /// The outcome of admission.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub enum Admission {
     /// Answer with HTTP 403 and do not upgrade.
     Refuse(HttpRefusal),
     /// Upgrade, echoing `protocol` in `Sec-WebSocket-Protocol` when set, then apply `verdict`.
@@ -128,20 +128,20 @@ pub enum Decision {
 }
 
 /// Decides admission for one upgrade request. Pure: no I/O, never panics.
-pub fn admit(policy: &AdmissionPolicy, req: &AdmissionRequest<'_>) -> Decision {
+pub fn admit(policy: &AdmissionPolicy, req: &AdmissionRequest<'_>) -> Admission {
     match req.host {
-        None => return Decision::Refuse(HttpRefusal::MissingHost),
+        None => return Admission::Refuse(HttpRefusal::MissingHost),
         Some(host) if !host_allowed(host, &policy.allowed_hosts) => {
-            return Decision::Refuse(HttpRefusal::ForeignHost)
+            return Admission::Refuse(HttpRefusal::ForeignHost)
         }
         Some(_) => {}
     }
     if let Some(origin) = req.origin {
         if origin.trim() == "null" {
-            return Decision::Refuse(HttpRefusal::NullOrigin);
+            return Admission::Refuse(HttpRefusal::NullOrigin);
         }
         if !origin_allowed(origin, &policy.allowed_origins) {
-            return Decision::Refuse(HttpRefusal::ForeignOrigin);
+            return Admission::Refuse(HttpRefusal::ForeignOrigin);
         }
     }
     let offered = req.protocols.and_then(first_protocol);
@@ -155,7 +155,7 @@ pub fn admit(policy: &AdmissionPolicy, req: &AdmissionRequest<'_>) -> Decision {
         },
     }
     .and_then(|()| requested_role(req.query, policy.grant));
-    Decision::Upgrade {
+    Admission::Upgrade {
         protocol: offered.map(str::to_string),
         verdict,
     }
@@ -289,10 +289,10 @@ mod tests {
         }
     }
 
-    fn verdict(d: Decision) -> Result<Role, CloseRefusal> {
+    fn verdict(d: Admission) -> Result<Role, CloseRefusal> {
         match d {
-            Decision::Upgrade { verdict, .. } => verdict,
-            Decision::Refuse(r) => panic!("refused {r:?}"),
+            Admission::Upgrade { verdict, .. } => verdict,
+            Admission::Refuse(r) => panic!("refused {r:?}"),
         }
     }
 
@@ -313,7 +313,7 @@ mod tests {
             assert!(
                 matches!(
                     admit(&p, &req(ok, None, Some("token=secret"))),
-                    Decision::Upgrade { .. }
+                    Admission::Upgrade { .. }
                 ),
                 "{ok}"
             );
@@ -333,14 +333,14 @@ mod tests {
         ] {
             assert_eq!(
                 admit(&p, &req(bad, None, None)),
-                Decision::Refuse(HttpRefusal::ForeignHost),
+                Admission::Refuse(HttpRefusal::ForeignHost),
                 "{bad}"
             );
         }
         let missing = AdmissionRequest::default();
         assert_eq!(
             admit(&p, &missing),
-            Decision::Refuse(HttpRefusal::MissingHost)
+            Admission::Refuse(HttpRefusal::MissingHost)
         );
     }
 
@@ -356,14 +356,14 @@ mod tests {
             assert!(
                 matches!(
                     admit(&p, &req("localhost", Some(ok), None)),
-                    Decision::Upgrade { .. }
+                    Admission::Upgrade { .. }
                 ),
                 "{ok}"
             );
         }
         assert_eq!(
             admit(&p, &req("localhost", Some("null"), None)),
-            Decision::Refuse(HttpRefusal::NullOrigin)
+            Admission::Refuse(HttpRefusal::NullOrigin)
         );
         for bad in [
             "http://evil.com",
@@ -374,7 +374,7 @@ mod tests {
         ] {
             assert_eq!(
                 admit(&p, &req("localhost", Some(bad), None)),
-                Decision::Refuse(HttpRefusal::ForeignOrigin),
+                Admission::Refuse(HttpRefusal::ForeignOrigin),
                 "{bad}"
             );
         }
@@ -430,7 +430,7 @@ mod tests {
         };
         assert_eq!(
             admit(&p, &sub),
-            Decision::Upgrade {
+            Admission::Upgrade {
                 protocol: Some("secret".into()),
                 verdict: Ok(Role::Drive)
             }

@@ -15,7 +15,7 @@ use hyper::header::{
 };
 use hyper::{Method, Request, Response, StatusCode};
 
-use super::admission::{admit, query_param, AdmissionRequest, Decision};
+use super::admission::{admit, query_param, Admission, AdmissionRequest};
 use super::connection::{self, Linger};
 use super::shared::Shared;
 
@@ -126,7 +126,7 @@ fn handle<B: Send + 'static>(mut req: Request<B>, shared: Arc<Shared>) -> Respon
         host: header(&req, HOST),
         ..Default::default()
     };
-    if let Decision::Refuse(why) = admit(&shared.policy, &host_only) {
+    if let Admission::Refuse(why) = admit(&shared.policy, &host_only) {
         tracing::debug!(%why, "refused before upgrade");
         return plain(
             StatusCode::FORBIDDEN,
@@ -195,14 +195,14 @@ fn upgrade<B: Send + 'static>(req: &mut Request<B>, shared: Arc<Shared>) -> Resp
         },
     );
     let (protocol, verdict) = match decision {
-        Decision::Refuse(why) => {
+        Admission::Refuse(why) => {
             tracing::info!(%why, "upgrade refused");
             return plain(
                 StatusCode::FORBIDDEN,
                 "forbidden: Host or Origin not allowed\n",
             );
         }
-        Decision::Upgrade { protocol, verdict } => (protocol, verdict),
+        Admission::Upgrade { protocol, verdict } => (protocol, verdict),
     };
     if shared.running.read().map(|r| r.is_none()).unwrap_or(true) {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "carrier is not running\n");

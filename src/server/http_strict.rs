@@ -10,7 +10,7 @@
 use hyper::header::{HeaderName, HOST, ORIGIN, SEC_WEBSOCKET_KEY};
 use hyper::{Method, Request, StatusCode, Version};
 
-use super::admission::{admit, AdmissionPolicy, AdmissionRequest, Decision};
+use super::admission::{admit, Admission, AdmissionPolicy, AdmissionRequest};
 
 /// Why a request is refused before routing: the status and a one-line body.
 pub(crate) type Refusal = (StatusCode, &'static str);
@@ -28,7 +28,7 @@ pub(crate) fn check<B>(req: &Request<B>, policy: &AdmissionPolicy) -> Option<Ref
             host: Some(authority.as_str()),
             ..Default::default()
         };
-        if let Decision::Refuse(_) = admit(policy, &as_host) {
+        if let Admission::Refuse(_) = admit(policy, &as_host) {
             return Some((
                 StatusCode::FORBIDDEN,
                 "forbidden: the request target's authority is not a loopback name\n",

@@ -46,8 +46,8 @@ mod transport;
 mod wire;
 
 pub use admission::{
-    admit, is_loopback_host, query_param, tokens_equal, AdmissionPolicy, AdmissionRequest,
-    CloseRefusal, Decision, HttpRefusal, Token,
+    admit, is_loopback_host, query_param, tokens_equal, Admission, AdmissionPolicy,
+    AdmissionRequest, CloseRefusal, HttpRefusal, Token,
 };
 pub use config::{
     Auth, CarrierConfig, ConfigError, Limits, DEFAULT_MAX_INBOUND, MAX_BUDGET, MAX_MESSAGE_CAP,
