@@ -266,7 +266,7 @@ impl FrameReader {
     /// `leftover`: bytes already read past the upgrade request.
     pub(crate) fn new(
         src: Source,
-        leftover: &[u8],
+        leftover: Vec<u8>,
         cap: usize,
         budget: InboundBudget,
         live: Arc<Liveness>,
@@ -274,7 +274,7 @@ impl FrameReader {
         FrameReader {
             src,
             buf: ReadBuffer {
-                carry: leftover.to_vec(),
+                carry: leftover,
                 ..Default::default()
             },
             message: None,

@@ -12,12 +12,12 @@ mod writer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
+#[cfg(feature = "testing")]
 pub(crate) use reader::answer_refusal;
 use reader::serve_admitted;
 use terminate::Terminate;
@@ -38,22 +38,24 @@ type Reader = Box<dyn AsyncRead + Send + Unpin>;
 /// for, and it must not keep a flood of refused sockets around.
 const REFUSED_LINGER: Duration = Duration::from_secs(1);
 
-/// Splits the upgraded stream and returns the bytes hyper read past the upgrade request. A
-/// plain TCP stream is split without a lock; anything else (a host's own server) falls back to
-/// `tokio::io::split`.
-fn split_io(upgraded: Upgraded) -> (Reader, Writer, Bytes) {
+/// Splits the upgraded stream and returns a copy of the bytes hyper read past the upgrade
+/// request (usually none). A plain TCP stream is split without a lock; anything else (a host's
+/// own server) falls back to `tokio::io::split`.
+fn split_io(upgraded: Upgraded) -> (Reader, Writer, Vec<u8>) {
     match upgraded.downcast::<TokioIo<TcpStream>>() {
         Ok(parts) => {
             let tcp = parts.io.into_inner();
             let _ = tcp.set_nodelay(true);
             let (r, w) = tcp.into_split();
-            // The leftover is a view of hyper's whole read buffer; the reader copies it, so
-            // the buffer is not pinned for the connection's life (issue 7).
-            (Box::new(r), Box::new(w), parts.read_buf)
+            // `read_buf` is a view of hyper's whole 8 KiB read buffer, even when it is empty:
+            // copied and dropped here, before the connection's first await, so that buffer
+            // is not pinned for the connection's life (issue 14: it was 8 KiB of every idle
+            // connection's heap while the `Bytes` lived in this task's state).
+            (Box::new(r), Box::new(w), parts.read_buf.to_vec())
         }
         Err(upgraded) => {
             let (r, w) = tokio::io::split(TokioIo::new(upgraded));
-            (Box::new(r), Box::new(w), Bytes::new())
+            (Box::new(r), Box::new(w), Vec::new())
         }
     }
 }
@@ -79,7 +81,7 @@ pub(crate) async fn run(
     shared: Arc<Shared>,
 ) {
     let (reader, writer, leftover) = split_io(upgraded);
-    run_split(reader, writer, &leftover, verdict, linger, shared).await
+    run_split(reader, writer, leftover, verdict, linger, shared).await
 }
 
 /// Runs a connection over any byte stream that has already completed the WebSocket upgrade.
@@ -97,7 +99,7 @@ pub(crate) async fn run_io<IO>(
     run_split(
         Box::new(reader),
         Box::new(writer),
-        &[],
+        Vec::new(),
         verdict,
         linger,
         shared,
@@ -108,7 +110,7 @@ pub(crate) async fn run_io<IO>(
 async fn run_split(
     reader: Reader,
     writer: Writer,
-    leftover: &[u8],
+    leftover: Vec<u8>,
     verdict: Result<Role, CloseRefusal>,
     linger: Linger,
     shared: Arc<Shared>,

@@ -30,7 +30,7 @@ fn reader(cap: usize, budget: usize) -> (FrameReader, DuplexStream, InboundBudge
     let budget = InboundBudget::new(budget);
     let r = FrameReader::new(
         Box::new(server),
-        &[],
+        Vec::new(),
         cap,
         budget.clone(),
         Arc::new(Liveness::new()),
