@@ -398,9 +398,29 @@ fn process_alive(pid: u32) -> bool {
     }
     // SAFETY: kill(2) with signal 0 performs only the existence and permission checks.
     if unsafe { libc::kill(pid, 0) } == 0 {
-        return true;
+        return !exited_but_not_reaped(pid);
     }
     std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// A killed carrier whose parent has not reaped it yet (a zombie; in a container whose init
+/// does not reap, for good) still passes `kill(pid, 0)`, but it listens no more: its state in
+/// `/proc/PID/stat` is `Z` (or `X`, dead).
+#[cfg(target_os = "linux")]
+fn exited_but_not_reaped(pid: libc::pid_t) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            // `PID (COMM) STATE …`, where COMM may itself hold spaces and parentheses.
+            let state = stat[stat.rfind(')')? + 1..].trim_start().chars().next()?;
+            Some(matches!(state, 'Z' | 'X'))
+        })
+        .unwrap_or(false)
+}
+
+#[cfg(all(unix, not(target_os = "linux")))]
+fn exited_but_not_reaped(_pid: libc::pid_t) -> bool {
+    false
 }
 
 #[cfg(not(unix))]

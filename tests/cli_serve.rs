@@ -499,6 +499,33 @@ fn a_file_left_by_a_killed_carrier_is_ignored_and_removed() {
     assert!(runtime_file(runtime.path(), live.pid()).exists());
 }
 
+/// A killed carrier not yet reaped by its parent (a zombie) is gone for clients too.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_file_left_by_a_killed_carrier_not_yet_reaped_is_ignored_and_removed() {
+    let runtime = tempfile::tempdir().unwrap();
+    let mut killed = serve_in(runtime.path(), &[], &[]);
+    let live = serve_in(runtime.path(), &["--demo-delay-ms", "1"], &[]);
+    let stale = runtime_file(runtime.path(), killed.pid());
+    killed.child.kill().unwrap(); // SIGKILL, and no wait(): the process stays a zombie
+    let stat = format!("/proc/{}/stat", killed.pid());
+    let deadline = Instant::now() + WAIT;
+    while !std::fs::read_to_string(&stat).is_ok_and(|s| s.contains(") Z")) {
+        assert!(
+            Instant::now() < deadline,
+            "the killed carrier never became a zombie"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(stale.exists(), "a killed carrier leaves its file");
+
+    let (code, stdout, stderr) = run_in(runtime.path(), &["send", "hi"]);
+    assert_eq!((code, stdout.as_str()), (0, "echo: hi\n"), "{stderr}");
+    assert!(!stale.exists(), "the zombie's file was removed");
+    assert!(runtime_file(runtime.path(), live.pid()).exists());
+    killed.child.wait().unwrap();
+}
+
 #[cfg(unix)]
 #[test]
 fn runtime_files_and_directories_others_can_write_are_ignored_with_a_warning() {

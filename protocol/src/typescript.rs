@@ -65,7 +65,6 @@ const HEADER: &str = "\
 // GENERATED FILE: do not edit. Written by `carrier schema --out schemas --ts js/wire.d.ts` from
 // the Rust method catalog, the same source as the JSON Schemas in `schemas/`;
 // `carrier schema --check schemas --ts js/wire.d.ts` (run by CI) fails when it is stale.
-// (To be generated from the `carrier-protocol` crate's catalog once the workspace has one.)
 //
 // The wire types of the carrier protocol (SPEC sections 4-7): every method's params and result,
 // every event payload, the error codes and the channel descriptor.
