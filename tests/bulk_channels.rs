@@ -203,7 +203,8 @@ async fn until(what: &str, mut cond: impl FnMut() -> bool) {
 /// Bytes one 64 KiB frame holds against the window: the body, the frame head and the per-item
 /// overhead the outbound queue charges.
 fn frame_cost() -> u64 {
-    (FRAME + 11 + 4 + carrier::server::ITEM_OVERHEAD) as u64
+    // The RBF head: magic (3), version, kind, name length, the name "bulk" (4), seq (4).
+    (FRAME + 10 + "bulk".len() + carrier::server::ITEM_OVERHEAD) as u64
 }
 
 #[tokio::test]
@@ -286,13 +287,30 @@ async fn a_reply_overtakes_the_bulk_frames_queued_before_it() {
     // Frames in the bulk queue now were queued before the reply's last event was emitted or
     // after it; either way every one of them must come after the reply. The snapshot may be off
     // by the one frame the writer is writing and the one a racing send just queued.
-    let queued = log.queued.load(Ordering::SeqCst);
-    let in_lane = handle.bulk_queued_bytes(conn).unwrap_or(0) as u64 / frame_cost();
+    // The driver reads nothing and the host waits on a full window, so the snapshot is stable;
+    // read it until two readings agree. The window's count includes the one frame the writer
+    // may be writing (its room is released once written): that frame, and only it, may come
+    // before the reply.
+    let (queued, in_lane) = loop {
+        let a = (
+            log.queued.load(Ordering::SeqCst),
+            handle.bulk_queued_bytes(conn).unwrap_or(0) as u64,
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let b = (
+            log.queued.load(Ordering::SeqCst),
+            handle.bulk_queued_bytes(conn).unwrap_or(0) as u64,
+        );
+        if a == b {
+            assert_eq!(b.1 % frame_cost(), 0, "whole frames in the window");
+            break (b.0, b.1 / frame_cost());
+        }
+    };
     assert!(
         in_lane >= 8,
         "the queue held {in_lane} frames: too few to test priority"
     );
-    let first_held = queued - in_lane + 2;
+    let first_held = queued - in_lane + 1;
 
     let mut reply = Vec::new();
     let mut bulk_before_end = Vec::new();
@@ -440,5 +458,103 @@ async fn bulk_sends_on_a_reliable_channel_are_refused() {
         reliable.send_bulk_to(conn, body(0)).await,
         Err(ChannelError::NotBulk(_))
     ));
+    transport.stop().await;
+}
+
+/// Cancel-safety: async bulk sends dropped at varied points (a timeout of 0..3 ms each) while
+/// the client reads. Every frame that arrives is one whose send completed, whole and in order, the
+/// seqs of the completed sends are contiguous (a dropped send took no seq and queued nothing), and
+/// nothing else arrives.
+#[tokio::test]
+async fn a_dropped_bulk_send_queues_nothing_or_the_whole_frame() {
+    let (transport, handle, port) = carrier().await;
+    let mut ws = client(port, "drive").await;
+    let conn = say_go(&mut ws, &handle).await;
+    let h = handle.clone();
+    let sender = tokio::spawn(async move {
+        let mut completed = Vec::new();
+        let mut cancelled = 0u64;
+        for k in 0..800u64 {
+            let t = Duration::from_micros((k * 7919) % 3000);
+            match tokio::time::timeout(t, h.send_bulk_to(conn, body(k))).await {
+                Ok(Ok(seq)) => completed.push((k, seq)),
+                Ok(Err(e)) => panic!("send {k}: {e:?}"),
+                Err(_) => cancelled += 1,
+            }
+        }
+        (completed, cancelled)
+    });
+    let mut got: Vec<(u64, u32)> = Vec::new();
+    while !sender.is_finished() {
+        if let Ok(Some(Ok(Message::Binary(b)))) =
+            tokio::time::timeout(Duration::from_millis(20), ws.next()).await
+        {
+            let f = channel_frame::decode(Bytes::from(b.to_vec())).expect("frame");
+            let FrameBody::Binary(body) = f.body else {
+                panic!("binary")
+            };
+            assert_eq!(body.len(), FRAME, "whole frame");
+            got.push((u64::from_le_bytes(body[..8].try_into().unwrap()), f.seq));
+            tokio::time::sleep(Duration::from_micros(300)).await;
+        }
+    }
+    let (completed, cancelled) = sender.await.expect("sender");
+    while got.len() < completed.len() {
+        match next(&mut ws).await {
+            Got::Bulk { seq, index, len } => {
+                assert_eq!(len, FRAME);
+                got.push((index, seq));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Nothing more arrives: no dropped send left a frame behind.
+    let extra = tokio::time::timeout(Duration::from_millis(300), ws.next()).await;
+    assert!(extra.is_err(), "an extra frame arrived: {extra:?}");
+    assert!(cancelled > 0 && !completed.is_empty());
+    assert_eq!(
+        got, completed,
+        "received exactly the completed sends, in order"
+    );
+    assert!(
+        completed.windows(2).all(|w| w[1].1 == w[0].1 + 1),
+        "contiguous seqs"
+    );
+    assert_eq!(handle.bulk_queued_bytes(conn), Some(0));
+    transport.stop().await;
+}
+
+/// The very send that waits on a full window returns the error when the receiver goes away (not
+/// only a later send to the gone connection).
+#[tokio::test]
+async fn the_send_waiting_on_a_full_window_fails_when_the_receiver_closes() {
+    let (transport, handle, port) = carrier().await;
+    let mut ws = client(port, "drive").await;
+    let conn = say_go(&mut ws, &handle).await;
+    let mut i = 0u64;
+    let mut pending = loop {
+        let mut send = Box::pin(handle.send_bulk_to(conn, body(i)));
+        let first = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(std::future::Future::poll(send.as_mut(), cx))
+        })
+        .await;
+        match first {
+            std::task::Poll::Ready(r) => {
+                r.expect("queued");
+                i += 1;
+                tokio::task::yield_now().await;
+            }
+            std::task::Poll::Pending => break send,
+        }
+        assert!(i < FRAMES, "the window never filled");
+    };
+    drop(ws);
+    let result = tokio::time::timeout(WAIT, pending.as_mut())
+        .await
+        .expect("the pending send returns within WAIT");
+    assert!(
+        matches!(result, Err(ChannelError::Delivery(_))),
+        "the pending send returned {result:?}"
+    );
     transport.stop().await;
 }

@@ -7,9 +7,9 @@ use std::collections::VecDeque;
 use crate::protocol::methods::HistoryEntry;
 
 /// Default entries held per session: 500 turns (a prompt and a reply each).
-pub(crate) const DEFAULT_MAX_ENTRIES: usize = 1000;
+pub(crate) const DEFAULT_HISTORY_ENTRIES: usize = 1000;
 /// Default text bytes held per session (prompts and replies).
-pub(crate) const DEFAULT_MAX_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const DEFAULT_HISTORY_BYTES: usize = 4 * 1024 * 1024;
 
 /// Bounds of a session's history (whichever is reached first evicts the oldest entries).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,8 +23,8 @@ pub struct HistoryConfig {
 impl Default for HistoryConfig {
     fn default() -> Self {
         HistoryConfig {
-            max_entries: DEFAULT_MAX_ENTRIES,
-            max_bytes: DEFAULT_MAX_BYTES,
+            max_entries: DEFAULT_HISTORY_ENTRIES,
+            max_bytes: DEFAULT_HISTORY_BYTES,
         }
     }
 }

@@ -37,18 +37,20 @@ pub struct BenchArgs {
     /// Messages per connection (fanout: frames the sender sends).
     #[arg(short = 'm', long, default_value_t = 1000)]
     pub messages: usize,
-    /// Payload bytes per message (rpc: the whole text frame, padded through its id).
-    #[arg(short = 's', long, default_value_t = 64)]
-    pub size: usize,
+    /// Payload bytes per message (rpc: the whole text frame, padded through its id). Default 64;
+    /// mixed: 65536 (the transfer's frames).
+    #[arg(short = 's', long)]
+    pub size: Option<usize>,
     /// Unmeasured messages per connection before the measured ones.
     #[arg(long, default_value_t = 0)]
     pub warmup: usize,
     /// raw: send binary messages instead of text.
     #[arg(long)]
     pub binary: bool,
-    /// channel and raw modes: messages in flight per connection (pipelined; 1 = closed loop).
-    #[arg(long, default_value_t = 1)]
-    pub window: usize,
+    /// channel, raw and mixed modes: messages in flight per connection (pipelined; 1 = closed
+    /// loop). Default 1; mixed: 16 (1 MiB of 64 KiB frames, so the carrier's bulk queue fills).
+    #[arg(long)]
+    pub window: Option<usize>,
     /// Channel name (default: echo; fanout: relay).
     #[arg(long)]
     pub channel: Option<String>,
@@ -58,8 +60,7 @@ pub struct BenchArgs {
     /// The server's process id: idle modes read its VmRSS, the others its CPU time (/proc).
     #[arg(long, alias = "rss-pid")]
     pub server_pid: Option<u32>,
-    /// mixed: bytes each connection transfers to the (bulk) echo channel, in SIZE-byte frames
-    /// (use -s 65536).
+    /// mixed: bytes each connection transfers to the (bulk) echo channel, in SIZE-byte frames.
     #[arg(long, default_value_t = 256 << 20)]
     pub transfer_bytes: u64,
     /// mixed: read the echoes at most this many bytes per second (default: as they come).
@@ -77,10 +78,16 @@ impl BenchArgs {
             token: self.token.clone(),
             connections: self.connections,
             messages: self.messages,
-            size: self.size,
+            size: self.size.unwrap_or(match self.mode {
+                Mode::Mixed => 64 * 1024,
+                _ => 64,
+            }),
             warmup: self.warmup,
             binary: self.binary,
-            window: self.window,
+            window: self.window.unwrap_or(match self.mode {
+                Mode::Mixed => 16,
+                _ => 1,
+            }),
             channel: self.channel.clone(),
             max_duration: Duration::from_secs(self.duration_secs),
             server_pid: self.server_pid,

@@ -46,6 +46,7 @@ use bytes::Bytes;
 use carrier::discovery::RuntimeDir;
 use carrier::loadgen::Target as LoopbackTarget;
 use carrier::protocol::channel_frame::{self, FrameBody};
+use carrier::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
 use fastwebsockets::{FragmentCollectorRead, Frame, OpCode, Payload, WebSocket, WebSocketWrite};
 use http_body_util::Empty;
 use hyper::header::{CONNECTION, HOST, SEC_WEBSOCKET_KEY, UPGRADE};
@@ -63,8 +64,6 @@ use super::client::{resolve_target, Failure};
 pub const DEFAULT_CHUNK: usize = 64 << 10;
 /// The largest `--chunk`: the carrier's default hard message cap (16 MiB).
 pub const MAX_CHUNK: usize = 16 << 20;
-/// The protocol version announced in `system.handshake` (SPEC section 4).
-const PROTOCOL_VERSION: &str = "1.0";
 /// How long the TCP connect, the upgrade and the handshake may take together.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long to wait for the server's answer to our close before exiting anyway.
@@ -412,7 +411,7 @@ async fn handshake(url: &str, ws: &mut WebSocket<Stream>) -> Result<Value, Failu
         "method": "system.handshake",
         "params": {
             "protocol_version": PROTOCOL_VERSION,
-            "min_compatible_protocol": PROTOCOL_VERSION,
+            "min_compatible_protocol": MIN_COMPATIBLE_PROTOCOL,
             "client": { "name": "carrier-pipe", "version": env!("CARGO_PKG_VERSION") },
         },
     });

@@ -60,7 +60,7 @@ pub struct CloseInfo {
 
 impl CloseInfo {
     /// Close code for an authentication or role refusal; a transport never reconnects after it.
-    pub const POLICY_VIOLATION: u16 = 1008;
+    pub const POLICY_VIOLATION: u16 = crate::protocol::close::CloseCode::POLICY.as_u16();
 
     /// True when this close means "you are not allowed in", so retrying cannot help.
     pub fn is_refusal(&self) -> bool {

@@ -211,7 +211,10 @@ impl Outbound {
         let mut dropped = 0u64;
         if q.lossy[idx].queued_bytes + cost > channel_budget {
             let mut over = q.lossy[idx].queued_bytes + cost - channel_budget;
+            let mut position = 0usize;
+            let mut removed = Vec::new();
             q.items.retain(|item| {
+                position += 1;
                 if over == 0 {
                     return true;
                 }
@@ -221,11 +224,13 @@ impl Outbound {
                         over = over.saturating_sub(n);
                         freed += n;
                         dropped += 1;
+                        removed.push(position - 1);
                         false
                     }
                     _ => true,
                 }
             });
+            q.bulk.removed_at(&removed);
         }
         if dropped > 0 && q.newest_pong.is_some() {
             // Frames before it may have gone: find it again.
@@ -401,8 +406,9 @@ impl Outbound {
             if q.closed {
                 return Err(DeliveryError::Closed);
             }
+            let ahead = q.items.len();
             q.bulk
-                .push(frame, window)
+                .push(frame, window, ahead)
                 .map_err(|_| DeliveryError::WindowFull)?;
         }
         self.inner.wake.notify_one();
@@ -708,6 +714,38 @@ mod tests {
         assert!(!out.is_open());
     }
 
+    #[test]
+    fn the_frame_owed_to_bulk_never_goes_ahead_of_a_frame_queued_before_it() {
+        // 20 agent frames, then one bulk frame: the bulk frame comes last (it used to go after
+        // the 15th, overtaking five frames queued before it).
+        let out = Outbound::new(1 << 20);
+        let file: Arc<str> = Arc::from("file");
+        for i in 0..20u8 {
+            out.send_text(Bytes::from(vec![i])).unwrap();
+        }
+        let bulk = BulkFrame {
+            channel: file.clone(),
+            head: Bytes::new(),
+            body: Bytes::from_static(b"B"),
+        };
+        out.send_bulk(bulk, 1 << 20).unwrap();
+        let mut order = Vec::new();
+        let (mut batch, mut drops) = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            take_batch(&mut out.lock(), &mut batch, &mut drops);
+            for item in batch.drain(..) {
+                order.push(match &item {
+                    OutItem::Bulk(_) => 255,
+                    OutItem::Message { head, .. } => head[0],
+                    other => panic!("unexpected {other:?}"),
+                });
+                out.written(&item);
+            }
+        }
+        let expected: Vec<u8> = (0..20).chain([255]).collect();
+        assert_eq!(order, expected);
+    }
+
     mod lanes {
         //! For any interleaving of sends on the agent protocol, a reliable, a lossy and a bulk
         //! channel with the writer taking batches in between, every lane reaches the socket in
@@ -830,6 +868,15 @@ mod tests {
                     .map(|(_, n)| *n)
                     .collect();
                 prop_assert!(others.windows(2).all(|p| p[0] < p[1]), "{:?}", written);
+                // And no bulk frame goes ahead of a frame queued before it.
+                for (at, (lane, n)) in written.iter().enumerate() {
+                    if *lane == Lane::Bulk {
+                        let older_after = written[at..]
+                            .iter()
+                            .find(|(l, m)| *l != Lane::Bulk && m < n);
+                        prop_assert!(older_after.is_none(), "bulk {} overtook {:?}: {:?}", n, older_after, written);
+                    }
+                }
             }
         }
     }
