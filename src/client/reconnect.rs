@@ -26,6 +26,7 @@ use super::transport::{
     BinaryHandler, CloseInfo, ConnectionState, MessageHandler, StateHandler, Subscription,
     Transport, TransportError,
 };
+use crate::protocol::close::CloseCode;
 
 /// One message handed to a socket's write half.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -426,12 +427,12 @@ impl<C: Connector> Shared<C> {
     }
 }
 
-/// The code to echo for a peer's close: its own, unless that is one that must never be sent
-/// (1005 no status, 1006 abnormal, 1015 TLS, or outside the valid range).
+/// The code to echo for a peer's close: its own, unless it is one a peer may not send (the
+/// protocol's rule: reserved, unassigned, 1005/1006/1015, or outside the valid ranges).
 fn echo_code(info: Option<&CloseInfo>) -> u16 {
-    match info.map(|info| info.code) {
-        Some(code @ 1000..=4999) if !matches!(code, 1004..=1006 | 1015) => code,
-        _ => 1000,
+    match info.map(|info| CloseCode(info.code)) {
+        Some(code) if code.may_be_sent() => code.as_u16(),
+        _ => CloseCode::NORMAL.as_u16(),
     }
 }
 
@@ -467,7 +468,7 @@ mod tests {
         assert_eq!(echo_code(Some(&close(1001))), 1001);
         assert_eq!(echo_code(Some(&close(1008))), 1008);
         assert_eq!(echo_code(Some(&close(4000))), 4000);
-        for reserved in [1005, 1006, 1015, 999, 5000] {
+        for reserved in [1004, 1005, 1006, 1015, 1016, 2000, 2999, 999, 5000] {
             assert_eq!(echo_code(Some(&close(reserved))), 1000, "{reserved}");
         }
         assert_eq!(echo_code(None), 1000);
