@@ -112,6 +112,11 @@ async fn raw_upgrade_with(port: u16, query: &str, recv_buffer: Option<u32>) -> T
 
 /// Reads server frames until a close; its code, or `None` if the stream ends first.
 async fn read_until_close(tcp: &mut TcpStream) -> Option<u16> {
+    read_until_close_within(tcp, support::WAIT).await
+}
+
+/// [`read_until_close`], waiting at most `wait` for each read.
+async fn read_until_close_within(tcp: &mut TcpStream, wait: Duration) -> Option<u16> {
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 256 << 10];
     loop {
@@ -133,10 +138,10 @@ async fn read_until_close(tcp: &mut TcpStream) -> Option<u16> {
             }
             buf.drain(..hl + len);
         }
-        match tokio::time::timeout(support::WAIT, tcp.read(&mut chunk)).await {
+        match tokio::time::timeout(wait, tcp.read(&mut chunk)).await {
             Ok(Ok(0)) | Ok(Err(_)) => return None,
             Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
-            Err(_) => panic!("no close within {:?}", support::WAIT),
+            Err(_) => panic!("no close within {wait:?}"),
         }
     }
 }
@@ -448,6 +453,84 @@ async fn sixteen_clients_sending_15_mib_at_once_stay_within_the_inbound_budget()
         growth < 64.0 + 16.0,
         "resident memory grew by {growth:.1} MiB (budget 64 MiB + 16 MiB of runtime slack)"
     );
+    serve.finish().await;
+}
+
+/// A masked, non-final first fragment of `opcode` carrying `payload` (mask all zero).
+fn first_fragment(opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = frame(opcode, payload);
+    f[0] &= 0x7F;
+    f
+}
+
+/// The carrier's `carrier_inbound_bytes` gauge (the shared inbound budget in use).
+async fn inbound_in_use(port: u16) -> u64 {
+    let mut tcp = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let req = format!(
+        "GET /metrics?token={TOKEN} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    );
+    tcp.write_all(req.as_bytes()).await.expect("request");
+    let mut text = String::new();
+    tokio::time::timeout(support::WAIT, tcp.read_to_string(&mut text))
+        .await
+        .expect("metrics in time")
+        .expect("read");
+    text.lines()
+        .find_map(|l| l.strip_prefix("carrier_inbound_bytes "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("carrier_inbound_bytes in /metrics")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unfinished_messages_never_keep_other_clients_out_and_stalled_ones_are_dropped() {
+    // Admitted clients that begin messages and never finish them: four that went past the
+    // per-connection allowance hold the whole shared budget (4 × the 16 MiB cap), four more sent
+    // a 1-byte first fragment. They used to keep every other client from being answered, even
+    // from handshaking (every message paid from the one shared budget, without a deadline).
+    let serve = Serve::start(&["--channel", "echo1:echo"])
+        .await
+        .expect("serve");
+    let (mut victim, _) = serve.client().await;
+    let mut holders = Vec::new();
+    for i in 0..8 {
+        let mut tcp = raw_client(&serve).await;
+        let first = if i < 4 {
+            first_fragment(2, &vec![0u8; 100 << 10])
+        } else {
+            first_fragment(1, b"{")
+        };
+        tcp.write_all(&first).await.unwrap();
+        holders.push(tcp);
+    }
+    let deadline = tokio::time::Instant::now() + support::WAIT;
+    while inbound_in_use(serve.port).await != 64 * MIB {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the holders took the whole shared budget"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Small messages still go through: a ping on a connection that was open, and new clients
+    // handshake and are answered.
+    victim.ok("system.ping", json!({})).await;
+    for _ in 0..20 {
+        let (mut c, _) = serve.client().await;
+        c.ok("system.ping", json!({})).await;
+    }
+    // A message paid from the shared budget must keep arriving: the holders that stopped are
+    // closed with 1008 and their memory returns, and a large echo then goes through.
+    for tcp in holders.iter_mut().take(4) {
+        assert_eq!(
+            read_until_close_within(tcp, Duration::from_secs(30)).await,
+            Some(1008)
+        );
+    }
+    let payload = pattern(MIB as usize, 3);
+    assert!(echo_once(&mut victim, &payload).await == payload);
+    assert_eq!(inbound_in_use(serve.port).await, 0);
+    still_serves(&serve).await;
     serve.finish().await;
 }
 

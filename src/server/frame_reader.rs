@@ -26,7 +26,7 @@ use bytes::{BufMut, Bytes};
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 
 use super::control::{self, Control, Violation};
-use super::inbound::{self, InboundBudget, MessageBuf, Permit};
+use super::inbound::{self, InboundBudget, MessageBuf, Permit, STALL_TIMEOUT};
 use super::liveness::Liveness;
 use super::outbound::MessageKind;
 use super::wire::Opcode;
@@ -164,6 +164,10 @@ struct Message {
     kind: MessageKind,
     data: MessageBuf,
     permit: Permit,
+    /// Bytes `permit` pays for: the message may grow to this without paying more.
+    paid: usize,
+    /// Paid from the shared budget (else from the connection's allowance).
+    shared: bool,
     /// Bytes of `data` known to be valid UTF-8 (text only).
     valid: usize,
 }
@@ -258,17 +262,22 @@ pub(crate) struct FrameReader {
     message: Option<Message>,
     body: Option<Body>,
     cap: usize,
+    /// The shared inbound budget of every connection.
     budget: InboundBudget,
+    /// This connection's own allowance, tried first (see `inbound`'s module docs).
+    allowance: InboundBudget,
     live: Arc<Liveness>,
 }
 
 impl FrameReader {
-    /// `leftover`: bytes already read past the upgrade request.
+    /// `leftover`: bytes already read past the upgrade request. `allowance`: bytes of messages
+    /// this connection may hold without the shared `budget`.
     pub(crate) fn new(
         src: Source,
         leftover: Vec<u8>,
         cap: usize,
         budget: InboundBudget,
+        allowance: usize,
         live: Arc<Liveness>,
     ) -> Self {
         FrameReader {
@@ -281,8 +290,49 @@ impl FrameReader {
             body: None,
             cap,
             budget,
+            allowance: InboundBudget::new(allowance),
             live,
         }
+    }
+
+    /// Whether the message in progress holds shared budget, so its bytes must keep coming.
+    fn holds_shared(&self) -> bool {
+        self.message.as_ref().is_some_and(|m| m.shared)
+    }
+
+    /// [`Self::fill`], and a message that holds shared budget may not stall.
+    async fn fill_message(&mut self) -> Result<(), ReadEnd> {
+        if !self.holds_shared() {
+            return self.fill().await;
+        }
+        match tokio::time::timeout(STALL_TIMEOUT, self.fill()).await {
+            Ok(r) => r,
+            Err(_) => Err(stalled()),
+        }
+    }
+
+    /// Pays for `n` more bytes of a message: from the allowance when they fit there, else from
+    /// the shared budget (`shared_reserve` bytes at once), waiting for it if need be. Waiting
+    /// holds nothing of the shared budget, so waits never hold each other up.
+    /// (An associated function: a future holding `&self` would not be `Send`.)
+    async fn pay(
+        allowance: &InboundBudget,
+        budget: &InboundBudget,
+        live: &Liveness,
+        n: usize,
+        shared_reserve: usize,
+    ) -> (Permit, bool) {
+        if let Some(p) = allowance.try_take(n) {
+            return (p, false);
+        }
+        let permit = match budget.try_take(shared_reserve) {
+            Some(p) => p,
+            None => {
+                let _paused = live.pause();
+                budget.take(shared_reserve).await
+            }
+        };
+        (permit, true)
     }
 
     /// Reads more bytes into the read buffer; `Closed` at end of stream.
@@ -329,7 +379,7 @@ impl FrameReader {
                 continue;
             }
             let Some(h) = parse_header(self.buf.data())? else {
-                self.fill().await?;
+                self.fill_message().await?;
                 continue;
             };
             if h.opcode.is_control() {
@@ -384,24 +434,50 @@ impl FrameReader {
             return Err(violation(CloseCode::TOO_BIG, "message over the size cap").into());
         }
         if let Some(kind) = kind {
-            // A fragmented message reserves the whole cap up front, so it never waits for more
-            // memory while holding some (two such waits could otherwise hold each other up).
-            let reserve = if h.fin { len } else { self.cap };
-            let permit = match self.budget.try_take(reserve) {
-                Some(p) => p,
-                None => {
-                    let _paused = self.live.pause();
-                    self.budget.take(reserve).await
-                }
-            };
+            // A fragmented message that leaves the allowance reserves the whole cap from the
+            // shared budget at once, so it never waits there while holding some of it (two such
+            // waits could otherwise hold each other up).
+            let shared_reserve = if h.fin { len } else { self.cap };
+            let (permit, shared) = Self::pay(
+                &self.allowance,
+                &self.budget,
+                &self.live,
+                len,
+                shared_reserve,
+            )
+            .await;
             self.message = Some(Message {
                 kind,
                 data: MessageBuf::with_capacity(len).map_err(|_| no_memory())?,
+                paid: if shared { shared_reserve } else { len },
                 permit,
+                shared,
                 valid: 0,
             });
-        } else if let Some(m) = self.message.as_mut() {
-            m.data.reserve(len, self.cap).map_err(|_| no_memory())?;
+        } else if let Some(m) = self.message.as_ref() {
+            let need = have + len;
+            if need > m.paid {
+                // A fragment past what the message has paid for (it is on the allowance).
+                let extra = need - m.paid;
+                let (more, shared) =
+                    Self::pay(&self.allowance, &self.budget, &self.live, extra, self.cap).await;
+                if let Some(m) = self.message.as_mut() {
+                    if shared {
+                        // The shared reserve covers the whole message; the allowance goes back.
+                        m.permit = more;
+                        m.paid = self.cap;
+                        m.shared = true;
+                    } else {
+                        m.permit.merge(more);
+                        m.paid = need;
+                    }
+                }
+            }
+            if let Some(m) = self.message.as_mut() {
+                // On the allowance, grow to what is paid for, not by doubling past it.
+                let max = if m.shared { self.cap } else { m.paid };
+                m.data.reserve(len, max).map_err(|_| no_memory())?;
+            }
         }
         self.buf.consume(h.size);
         let Some(m) = self.message.as_mut() else {
@@ -429,9 +505,10 @@ impl FrameReader {
             if body.remaining == 0 {
                 return Ok(());
             }
+            let shared = m.shared;
             if body.remaining < DIRECT_MIN {
                 // Through the read buffer: the same syscall may bring the next frames.
-                self.fill().await?;
+                self.fill_message().await?;
                 let (Some(body), Some(m)) = (self.body.as_mut(), self.message.as_mut()) else {
                     return Ok(());
                 };
@@ -441,12 +518,23 @@ impl FrameReader {
                 body.remaining -= ready;
                 continue;
             }
-            let read = match m.data.heap_mut() {
-                Some(v) => self.src.read_buf(&mut v.limit(body.remaining)).await,
-                None => match m.data.mapped_spare(body.remaining) {
-                    Some(spare) => self.src.read(spare).await,
-                    None => Ok(0),
-                },
+            let remaining = body.remaining;
+            let read = async {
+                match m.data.heap_mut() {
+                    Some(v) => self.src.read_buf(&mut v.limit(remaining)).await,
+                    None => match m.data.mapped_spare(remaining) {
+                        Some(spare) => self.src.read(spare).await,
+                        None => Ok(0),
+                    },
+                }
+            };
+            let read = if shared {
+                match tokio::time::timeout(STALL_TIMEOUT, read).await {
+                    Ok(r) => r,
+                    Err(_) => return Err(stalled()),
+                }
+            } else {
+                read.await
             };
             match read {
                 Ok(0) | Err(_) => return Err(ReadEnd::Closed),
@@ -523,6 +611,14 @@ impl FrameReader {
             }
         }
     }
+}
+
+/// A message that holds shared budget stopped arriving.
+fn stalled() -> ReadEnd {
+    ReadEnd::Violation(violation(
+        CloseCode::POLICY,
+        "message stalled: no bytes for 10 s",
+    ))
 }
 
 /// The OS refused memory for a message the budget had room for.

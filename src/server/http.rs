@@ -173,7 +173,7 @@ fn metrics<B>(req: &Request<B>, shared: &Shared) -> Response<Body> {
     let mut body = shared.metrics.render();
     // Held in the transport's shared state rather than in the counters, so it is read here.
     body.push_str(&format!(
-        "# HELP carrier_inbound_bytes Bytes of client messages the carrier holds (the inbound budget in use).\n\
+        "# HELP carrier_inbound_bytes Bytes of client messages paid from the shared inbound budget (the budget in use).\n\
          # TYPE carrier_inbound_bytes gauge\ncarrier_inbound_bytes {}\n",
         shared.inbound.in_use()
     ));

@@ -10,6 +10,19 @@
 //! pushes back on the client) instead of failing.
 //!
 //! A message can always fit: the configuration refuses a budget below the message cap.
+//!
+//! Small messages do not compete for it. Each connection has an allowance of its own
+//! ([`CONNECTION_ALLOWANCE`], a second, per-connection budget) that pays for any message that
+//! fits in what is left of it: the handshake, requests, pings, most channel frames. So
+//! connections that hold the shared budget (large or unfinished messages) delay other
+//! connections' large messages only; they can never keep another client from handshaking or
+//! being answered (issue 12: four clients that each began a fragmented message held the whole
+//! budget, and no other client could even handshake). The carrier's inbound memory is therefore
+//! at most the shared budget plus one allowance per connection.
+//!
+//! A message paid from the shared budget must keep arriving: when none of its bytes come for
+//! [`STALL_TIMEOUT`], the connection is closed (1008) and the memory returns, so a client that
+//! starts large messages and stops sending cannot hold the budget for good.
 
 use std::sync::Arc;
 
@@ -26,6 +39,15 @@ impl Permit {
         self.0.as_ref().map_or(0, OwnedSemaphorePermit::num_permits)
     }
 
+    /// Adds `other`'s bytes to this permit (both from the same budget).
+    pub(crate) fn merge(&mut self, other: Permit) {
+        match (self.0.as_mut(), other.0) {
+            (Some(mine), Some(more)) => mine.merge(more),
+            (None, more) => self.0 = more,
+            (Some(_), None) => {}
+        }
+    }
+
     /// Gives back all but `keep` bytes (a message that came out smaller than reserved).
     pub(crate) fn shrink_to(&mut self, keep: usize) {
         if let Some(p) = self.0.as_mut() {
@@ -36,6 +58,12 @@ impl Permit {
         }
     }
 }
+
+/// Bytes of messages one connection may hold without the shared budget (see the module docs).
+pub(crate) const CONNECTION_ALLOWANCE: usize = 64 * 1024;
+
+/// How long a message paid from the shared budget may go without receiving a byte.
+pub(crate) const STALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The shared budget. Cheap to clone.
 #[derive(Clone)]

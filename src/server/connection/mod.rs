@@ -25,6 +25,7 @@ use writer::{write_loop, Writer};
 
 use super::admission::CloseRefusal;
 use super::frame_reader::FrameReader;
+use super::inbound::CONNECTION_ALLOWANCE;
 use super::liveness::Liveness;
 use super::outbound::Outbound;
 use super::shared::Shared;
@@ -131,6 +132,7 @@ async fn run_split(
         leftover,
         limits.max_message_bytes,
         shared.inbound.clone(),
+        CONNECTION_ALLOWANCE,
         live.clone(),
     );
 

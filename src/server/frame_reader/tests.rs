@@ -26,6 +26,14 @@ fn head_len(f: &mut Vec<u8>, len: u64) {
 }
 
 fn reader(cap: usize, budget: usize) -> (FrameReader, DuplexStream, InboundBudget) {
+    reader_with_allowance(cap, budget, 0)
+}
+
+fn reader_with_allowance(
+    cap: usize,
+    budget: usize,
+    allowance: usize,
+) -> (FrameReader, DuplexStream, InboundBudget) {
     let (client, server) = tokio::io::duplex(1 << 20);
     let budget = InboundBudget::new(budget);
     let r = FrameReader::new(
@@ -33,6 +41,7 @@ fn reader(cap: usize, budget: usize) -> (FrameReader, DuplexStream, InboundBudge
         Vec::new(),
         cap,
         budget.clone(),
+        allowance,
         Arc::new(Liveness::new()),
     );
     (r, client, budget)
@@ -253,4 +262,81 @@ async fn discarding_skips_payloads_without_holding_them_and_stops_at_the_close()
     r.discard_until_close().await;
     assert_eq!(budget.in_use(), 0);
     let _c = writer.await.unwrap();
+}
+
+#[tokio::test]
+async fn small_messages_are_paid_from_the_allowance_while_the_shared_budget_is_taken() {
+    let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 100);
+    let held = budget.try_take(1000).unwrap();
+    c.write_all(&frame(true, 2, &[7; 100])).await.unwrap();
+    let (_, first) = message(r.next().await);
+    assert_eq!(first.len(), 100, "at the allowance: read at once");
+    // The allowance is held by the first message: the next one needs the shared budget.
+    c.write_all(&frame(true, 2, &[8; 10])).await.unwrap();
+    let pending = tokio::time::timeout(std::time::Duration::from_millis(50), r.next()).await;
+    assert!(pending.is_err(), "past the allowance the reader waits");
+    drop(first);
+    let (_, second) = message(r.next().await);
+    assert_eq!(
+        second.len(),
+        10,
+        "the allowance is back once the first is dropped"
+    );
+    drop(held);
+}
+
+#[tokio::test]
+async fn a_fragmented_message_grows_on_the_allowance_then_pays_the_cap_from_the_shared_budget() {
+    let (mut r, mut c, budget) = reader_with_allowance(1000, 2000, 100);
+    // Two fragments within the allowance: nothing of the shared budget.
+    c.write_all(&frame(false, 2, &[1; 60])).await.unwrap();
+    c.write_all(&frame(false, 0, &[2; 40])).await.unwrap();
+    // A third past it: the cap is reserved from the shared budget.
+    c.write_all(&frame(false, 0, &[3; 50])).await.unwrap();
+    let pending = tokio::time::timeout(std::time::Duration::from_millis(50), r.next()).await;
+    assert!(pending.is_err(), "the message is not complete");
+    assert_eq!(budget.in_use(), 1000, "past the allowance it holds the cap");
+    c.write_all(&frame(true, 0, &[4; 5])).await.unwrap();
+    let (_, b) = message(r.next().await);
+    assert_eq!(b.len(), 155);
+    assert!(budget.in_use() >= 155 && budget.in_use() <= 1000);
+    drop(b);
+    assert_eq!(budget.in_use(), 0);
+}
+
+#[tokio::test]
+async fn a_fragmented_message_on_the_allowance_holds_nothing_of_the_shared_budget() {
+    // The first fragment of a message that never ends: others' messages are not kept waiting.
+    let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 100);
+    c.write_all(&frame(false, 1, b"{")).await.unwrap();
+    let pending = tokio::time::timeout(std::time::Duration::from_millis(50), r.next()).await;
+    assert!(pending.is_err());
+    assert_eq!(budget.in_use(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_message_holding_the_shared_budget_that_stops_arriving_is_refused_with_1008() {
+    let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 0);
+    // A header announcing 500 bytes, and 10 of them.
+    let mut f = frame(true, 2, &[0; 500]);
+    f.truncate(f.len() - 490);
+    c.write_all(&f).await.unwrap();
+    let started = tokio::time::Instant::now();
+    assert_eq!(violation_code(r.next().await), 1008);
+    assert!(started.elapsed() >= STALL_TIMEOUT);
+    drop(r);
+    assert_eq!(budget.in_use(), 0, "the memory returned");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_message_on_the_allowance_may_pause() {
+    let (mut r, mut c, _budget) = reader_with_allowance(1000, 1000, 1000);
+    let mut f = frame(true, 2, &[0; 500]);
+    let rest = f.split_off(f.len() - 490);
+    c.write_all(&f).await.unwrap();
+    let early = tokio::time::timeout(STALL_TIMEOUT * 3, r.next()).await;
+    assert!(early.is_err(), "no stall limit on the allowance");
+    c.write_all(&rest).await.unwrap();
+    let (_, b) = message(r.next().await);
+    assert_eq!(b.len(), 500);
 }
