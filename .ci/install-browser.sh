@@ -28,8 +28,9 @@ if [ "$(id -u)" -ne 0 ]; then
   fi
 fi
 
-# One install at a time: concurrent test binaries and other checkouts on this machine take the
-# same lock (the script itself, which every runner can open) and find the browser installed.
+# One install at a time: concurrent test binaries of this checkout take the same lock (the
+# script itself, which every runner can open) and find the browser installed. Another checkout
+# locks its own copy; apt-get then waits on dpkg's lock.
 exec 9<"$0"
 if ! flock -w 1200 9; then
   echo "install-browser: gave up waiting for another install of Chromium to finish" >&2
