@@ -150,7 +150,65 @@ fn too_large_never_takes_an_id_from_an_array() {
     assert_eq!(reply["error"]["code"], "too_large");
 }
 
+/// Texts shaped like requests, with the near misses the fast path must leave alone: duplicate,
+/// unknown or missing keys, arrays, wrong types, empty and over-long ids and names, escapes,
+/// `null` params, whitespace.
+fn request_like() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    let key = prop_oneof![
+        Just("\"id\"".to_string()),
+        Just("\"method\"".to_string()),
+        Just("\"params\"".to_string()),
+        Just("\"result\"".to_string()),
+        Just("\"event\"".to_string()),
+        Just("\"\\u0069d\"".to_string()),
+        Just("\"x\"".to_string()),
+    ];
+    let value = prop_oneof![
+        Just("\"r1\"".to_string()),
+        Just("\"\"".to_string()),
+        Just("\"system.ping\"".to_string()),
+        Just(format!("\"{}\"", "a".repeat(MAX_ID_BYTES))),
+        Just(format!("\"{}\"", "a".repeat(MAX_ID_BYTES + 1))),
+        Just(format!("\"{}\"", "m".repeat(MAX_NAME_BYTES + 1))),
+        Just("\"\\ud83d\\ude00\"".to_string()),
+        Just("\"\\ud800\"".to_string()),
+        Just("null".to_string()),
+        Just("{}".to_string()),
+        Just("{\"a\":1,\"a\":2}".to_string()),
+        Just("[1]".to_string()),
+        Just("7".to_string()),
+    ];
+    let ws = prop_oneof![Just(""), Just(" "), Just("\n\t")];
+    (
+        proptest::collection::vec((key, value), 0..5),
+        ws.clone(),
+        ws,
+        any::<bool>(),
+    )
+        .prop_map(|(fields, a, b, array)| {
+            let body: Vec<String> = fields.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+            if array {
+                let values: Vec<&str> = fields.iter().map(|(_, v)| v.as_str()).collect();
+                format!("{a}[{}]{b}", values.join(","))
+            } else {
+                format!("{a}{{{}}}{b}", body.join(","))
+            }
+        })
+}
+
 proptest::proptest! {
+    #[test]
+    fn the_fast_path_agrees_with_the_general_parser(text in request_like()) {
+        let general = parse_general(&text);
+        match fast_request(&text) {
+            Some(fast) => proptest::prop_assert_eq!(Ok(Frame::Request(fast)), general),
+            None => {}
+        }
+        // And whatever the fast path made of it, `parse` answers as the general parser does.
+        proptest::prop_assert_eq!(parse(&text), parse_general(&text));
+    }
+
     #[test]
     fn any_text_is_parsed_or_answered_with_valid_json(text in ".{0,200}") {
         if let Err(rejection) = parse(&text) {
@@ -201,4 +259,27 @@ fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
                 .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
+}
+
+#[test]
+fn the_fast_path_takes_plain_requests_and_leaves_the_rest() {
+    let ping = fast_request(r#" {"id":"r1","method":"system.ping","params":null} "#);
+    assert_eq!(
+        ping.map(|r| (r.id, r.method, r.params.len())),
+        Some(("r1".into(), "system.ping".into(), 0))
+    );
+    let escaped = fast_request(r#"{"\u0069d":"r\"1","method":"m","params":{"a":[1]}}"#);
+    assert_eq!(escaped.map(|r| r.id), Some("r\"1".to_string()));
+    for other in [
+        r#"["r1","system.ping"]"#,
+        r#"{"id":"r1","id":"r2","method":"m"}"#,
+        r#"{"id":"r1","method":"m","extra":1}"#,
+        r#"{"id":"","method":"m"}"#,
+        r#"{"id":"r1","method":""}"#,
+        r#"{"id":7,"method":"m"}"#,
+        r#"{"id":"r1","method":"m","params":[1]}"#,
+        r#"{"id":"r1","result":{}}"#,
+    ] {
+        assert!(fast_request(other).is_none(), "{other}");
+    }
 }
