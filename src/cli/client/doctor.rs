@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use carrier::client::{probe_health, ErrorCode, Health, Verdict, VersionPair};
 use carrier::discovery::{RuntimeDir, RuntimeEntry};
+use carrier::protocol::version::{ProtocolVersion, PROTOCOL_VERSION};
 use carrier::protocol::Role;
 use serde_json::{json, Value};
 
@@ -185,13 +186,15 @@ async fn check_versions(port: u16, token: &str, out: &mut impl Write) -> bool {
         }
     };
     if let Ok(status) = session.client.request("system.status", json!({})).await {
+        let server = string_field(&status, "protocol_version").and_then(|v| v.parse().ok());
         if let Some(features) = status.get("compatibility").and_then(Value::as_object) {
             for (feature, detail) in features {
                 if detail.get("available").and_then(Value::as_bool) == Some(false) {
                     let needs = string_field(detail, "required_protocol").unwrap_or("?");
+                    let advice = feature_advice(needs.parse().ok(), server);
                     let _ = writeln!(
                         out,
-                        "  feature {feature} unavailable (needs protocol {needs}): update the side below it"
+                        "  feature {feature} unavailable (needs protocol {needs}): {advice}"
                     );
                 }
             }
@@ -201,6 +204,17 @@ async fn check_versions(port: u16, token: &str, out: &mut impl Write) -> bool {
     healthy
 }
 
+/// What to do about a feature the server reports unavailable: update the side whose protocol
+/// is below the one the feature needs; when both speak it, the host simply does not offer it.
+fn feature_advice(needs: Option<ProtocolVersion>, server: Option<ProtocolVersion>) -> &'static str {
+    match (needs, server) {
+        (Some(needs), Some(server)) if server < needs => "update the server",
+        (Some(needs), _) if PROTOCOL_VERSION < needs => "update this client",
+        (Some(_), Some(_)) => "this carrier's host does not offer it (no update helps)",
+        _ => "update the side below it",
+    }
+}
+
 /// The server's versions from a `version_incompatible` error's `data`, when it names them
 /// (`{server: {protocol_version, min_compatible_protocol}}` or the same keys at the top).
 fn server_range(data: &Value) -> Option<VersionPair> {
@@ -208,4 +222,21 @@ fn server_range(data: &Value) -> Option<VersionPair> {
     let protocol = string_field(server, "protocol_version")?;
     let min = string_field(server, "min_compatible_protocol").unwrap_or(protocol);
     VersionPair::parse(protocol, min)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unavailable_features_name_the_side_to_update_or_none() {
+        let v = |s: &str| s.parse::<ProtocolVersion>().ok();
+        assert_eq!(feature_advice(v("1.1"), v("1.0")), "update the server");
+        assert_eq!(
+            feature_advice(v("1.0"), v("1.0")),
+            "this carrier's host does not offer it (no update helps)"
+        );
+        assert_eq!(feature_advice(v("9.0"), v("9.0")), "update this client");
+        assert_eq!(feature_advice(None, v("1.0")), "update the side below it");
+    }
 }
