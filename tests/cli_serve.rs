@@ -214,8 +214,9 @@ fn threads_of(pid: u32) -> usize {
 }
 
 #[test]
-fn threads_one_serves_on_a_single_thread_and_threads_three_on_three_workers() {
-    for (threads, expected) in [("1", 1..=1), ("3", 4..=8)] {
+fn threads_one_serves_on_one_worker_and_threads_three_on_three_workers() {
+    // The main thread plus the workers (plus, at most, a few blocking-pool threads).
+    for (threads, expected) in [("1", 2..=4), ("3", 4..=8)] {
         let s = serve(&["--threads", threads], &[]);
         let url = s.line["url"].as_str().unwrap().to_string();
         let token = s.line["token"].as_str().unwrap().to_string();

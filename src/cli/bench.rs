@@ -48,7 +48,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub binary: bool,
     /// channel, raw and mixed modes: messages in flight per connection (pipelined; 1 = closed
-    /// loop). Default 1; mixed: 16 (1 MiB of 64 KiB frames, so the carrier's bulk queue fills).
+    /// loop). Default 1; mixed: 4 (256 KiB of 64 KiB frames in flight: what the client sends
+    /// ahead of a ping is read before it, whatever the carrier does, so a client that wants
+    /// answers fast keeps little in flight; `--window 16` shows the cost of more).
     #[arg(long)]
     pub window: Option<usize>,
     /// Channel name (default: echo; fanout: relay).
@@ -85,7 +87,7 @@ impl BenchArgs {
             warmup: self.warmup,
             binary: self.binary,
             window: self.window.unwrap_or(match self.mode {
-                Mode::Mixed => 16,
+                Mode::Mixed => 4,
                 _ => 1,
             }),
             channel: self.channel.clone(),

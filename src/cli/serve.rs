@@ -94,29 +94,27 @@ pub struct ServeArgs {
     /// Surface name stamped on turns.
     #[arg(long, env = "CARRIER_SURFACE", default_value = "carrier")]
     surface: String,
-    /// Runtime worker threads (1: a single-threaded runtime, no cross-thread wake-ups).
-    /// Default: the CPUs this process may run on.
+    /// Runtime worker threads. Default: the CPUs this process may run on.
     #[arg(long, env = "CARRIER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 }
 
 /// The runtime `carrier serve` runs on: `threads` workers (default: the CPUs the process may
-/// use, which honours `taskset` and cgroup limits); one means a current-thread runtime, where
-/// a connection's reader and writer wake each other without crossing threads.
+/// use, which honours `taskset` and cgroup limits).
+///
+/// Always the multi-thread scheduler, also with one worker: a worker runs the task a running
+/// task woke next (tokio's LIFO slot), so a connection's writer writes right after its reader
+/// routed a frame, while the frame is still in the cache. The current-thread scheduler queues
+/// the writer behind every other ready task: with it, a 100-connection 16 KiB channel echo pinned
+/// to one CPU cost 10–20 % more server CPU per message (BENCHMARKS.md, issue 14).
 pub fn runtime(threads: Option<u16>) -> std::io::Result<tokio::runtime::Runtime> {
     let n = threads.map(usize::from).unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
-    if n <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(n)
-            .enable_all()
-            .build()
-    }
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(n.max(1))
+        .enable_all()
+        .build()
 }
 
 fn parse_role(s: &str) -> Result<Role, String> {

@@ -32,7 +32,7 @@ use super::{LoadError, Outcome, Plan};
 use crate::protocol::channel_frame;
 
 /// Pings measured on each connection before the transfer starts.
-pub const IDLE_PINGS: usize = 200;
+pub const IDLE_PINGS: usize = 1000;
 /// The pause between one ping's response and the next ping.
 pub const PING_GAP: Duration = Duration::from_millis(1);
 
