@@ -105,8 +105,10 @@ pub struct ServeArgs {
 /// Always the multi-thread scheduler, also with one worker: a worker runs the task a running
 /// task woke next (tokio's LIFO slot), so a connection's writer writes right after its reader
 /// routed a frame, while the frame is still in the cache. The current-thread scheduler queues
-/// the writer behind every other ready task: with it, a 100-connection 16 KiB channel echo pinned
-/// to one CPU cost 10–20 % more server CPU per message (BENCHMARKS.md, issue 14).
+/// the writer behind every other ready task: pinned to one CPU, a 100-connection 16 KiB channel
+/// echo carried 11 % fewer messages per second with it, and `system.ping` 10 % more (medians of
+/// 15 paired runs; BENCHMARKS.md, "Server changes (issue 14)"). The echo is the carrier's
+/// heavier traffic, and the build before `--threads` existed ran this scheduler too.
 pub fn runtime(threads: Option<u16>) -> std::io::Result<tokio::runtime::Runtime> {
     let n = threads.map(usize::from).unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
