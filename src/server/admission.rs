@@ -69,8 +69,9 @@ pub struct AdmissionPolicy {
 }
 
 /// The parts of an upgrade request admission reads. Header values that are not valid UTF-8 are
-/// passed as `Some("")`-like invalid values by the caller (they never match).
-#[derive(Debug, Clone, Copy, Default)]
+/// passed as `Some("")`-like invalid values by the caller (they never match). Its `Debug` leaves
+/// the query out: it carries the token.
+#[derive(Clone, Copy, Default)]
 pub struct AdmissionRequest<'a> {
     /// The `Host` header, if present.
     pub host: Option<&'a str>,
@@ -80,6 +81,17 @@ pub struct AdmissionRequest<'a> {
     pub query: Option<&'a str>,
     /// The `Sec-WebSocket-Protocol` header, if present.
     pub protocols: Option<&'a str>,
+}
+
+impl fmt::Debug for AdmissionRequest<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdmissionRequest")
+            .field("host", &self.host)
+            .field("origin", &self.origin)
+            .field("query", &self.query.map(|_| "<redacted>"))
+            .field("protocols", &self.protocols)
+            .finish()
+    }
 }
 
 /// Why a request was refused before the upgrade (HTTP 403).
@@ -443,6 +455,14 @@ mod tests {
             verdict(admit(&open, &req("localhost", None, None))),
             Ok(Role::Drive)
         );
+    }
+
+    #[test]
+    fn debug_of_a_request_never_shows_its_query() {
+        let request = req("localhost", None, Some("token=secret&role=drive"));
+        let shown = format!("{request:?}");
+        assert!(!shown.contains("secret"), "{shown}");
+        assert!(shown.contains("localhost"), "{shown}");
     }
 
     #[test]
