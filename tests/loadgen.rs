@@ -141,9 +141,10 @@ async fn windowed_runs_keep_sixteen_in_flight_against_the_carrier_and_a_plain_ec
     transport.stop().await;
 
     let echo = tungstenite_echo(false).await;
-    for binary in [true, false] {
+    // Window 1 is the one-at-a-time path the baselines of compare.sh run.
+    for (binary, window) in [(true, 16), (false, 16), (true, 1)] {
         let raw = Plan {
-            window: 16,
+            window,
             binary,
             token: None,
             ..plan(Mode::Raw, &echo, 4, 300, 1024)

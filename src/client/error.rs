@@ -107,25 +107,6 @@ impl ClientError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn wire_error_round_trips_with_known_and_unknown_codes() {
-        let error: WireError = serde_json::from_value(json!({
-            "code": "busy", "message": "a turn is running", "effect_state": "none"
-        }))
-        .unwrap();
-        assert_eq!(error.code, ErrorCode::Busy);
-        assert_eq!(error.effect_state, Some(EffectState::None));
-        let other: WireError =
-            serde_json::from_value(json!({"code": "rate_limited", "message": "slow down"}))
-                .unwrap();
-        assert_eq!(other.code, ErrorCode::Other("rate_limited".into()));
-        assert_eq!(
-            serde_json::to_value(&other).unwrap(),
-            json!({"code": "rate_limited", "message": "slow down"})
-        );
-    }
 
     #[test]
     fn effect_state_defaults_follow_where_the_failure_happened() {

@@ -94,15 +94,7 @@ impl Script {
             }
             Script::Raw { payload, opcode } => {
                 socket.send(*opcode, payload).await?;
-                let msg = socket.recv().await?;
-                if msg.payload.len() != payload.len() {
-                    return Err(LoadError::Unexpected(format!(
-                        "echo of {} bytes for {} sent",
-                        msg.payload.len(),
-                        payload.len()
-                    )));
-                }
-                Ok(())
+                await_raw_echo(socket, payload.len()).await.map(drop)
             }
         }
     }
@@ -147,16 +139,8 @@ impl Script {
                 (await_echo(socket, channel, *size).await?, *size)
             }
             Script::Raw { payload, .. } => {
-                let msg = socket.recv().await?;
-                if msg.payload.len() != payload.len() {
-                    return Err(LoadError::Unexpected(format!(
-                        "echo of {} bytes for {} sent",
-                        msg.payload.len(),
-                        payload.len()
-                    )));
-                }
                 let size = payload.len();
-                (msg.payload, size)
+                (await_raw_echo(socket, size).await?, size)
             }
             Script::Rpc { .. } => {
                 return Err(LoadError::Plan("rpc runs one request at a time".into()))
@@ -206,6 +190,18 @@ fn rpc_frame(size: usize) -> Script {
         frame,
         id: (start, end),
     }
+}
+
+/// Reads the next message of a plain echo server and checks it is `size` bytes long.
+async fn await_raw_echo(socket: &mut BenchSocket, size: usize) -> Result<Bytes, LoadError> {
+    let msg = socket.recv().await?;
+    if msg.payload.len() != size {
+        return Err(LoadError::Unexpected(format!(
+            "echo of {} bytes for {size} sent",
+            msg.payload.len()
+        )));
+    }
+    Ok(msg.payload)
 }
 
 /// Waits for the echo of a channel frame: a binary frame on `channel` with `size` payload bytes;
