@@ -467,6 +467,33 @@ fn doctor_lists_a_carrier_on_a_random_port_from_its_runtime_file() {
     assert!(stdout.contains("  compatible\n"), "{stdout}");
 }
 
+#[test]
+fn doctor_checks_an_open_carrier_without_a_token_and_asks_for_one_otherwise() {
+    // Both runtime files list no token: --open needs none, --token-file keeps it out of the file.
+    let open_dir = tempfile::tempdir().unwrap();
+    let _open = serve_in(
+        open_dir.path(),
+        &["--open", "--open-reason", "a doctor test"],
+        &[],
+    );
+    let (code, stdout, stderr) = run_in(open_dir.path(), &["doctor"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("  compatible\n"), "{stdout}");
+    assert!(!stdout.contains("set CARRIER_TOKEN"), "{stdout}");
+
+    let file_dir = tempfile::tempdir().unwrap();
+    let token_file = file_dir.path().join("token");
+    let _guarded = serve_in(
+        file_dir.path(),
+        &["--token-file", token_file.to_str().unwrap()],
+        &[],
+    );
+    let (code, stdout, stderr) = run_in(file_dir.path(), &["doctor"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("set CARRIER_TOKEN"), "{stdout}");
+    assert!(!stdout.contains("  compatible\n"), "{stdout}");
+}
+
 #[cfg(unix)]
 #[test]
 fn sigterm_removes_the_runtime_file() {

@@ -8,7 +8,7 @@ use std::ops::RangeInclusive;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use carrier::client::{probe_health, ErrorCode, Health, Verdict, VersionPair};
+use carrier::client::{probe_health, ClientError, ErrorCode, Health, Verdict, VersionPair};
 use carrier::discovery::{RuntimeDir, RuntimeEntry};
 use carrier::protocol::version::{ProtocolVersion, PROTOCOL_VERSION};
 use carrier::protocol::Role;
@@ -88,22 +88,13 @@ pub async fn doctor_with(
             (Ok(Health::Carrier), _) => {
                 carriers += 1;
                 let _ = writeln!(out, "127.0.0.1:{port}: carrier server (healthz ok){listed}");
+                // Without a token, try anyway: a carrier started with --open lists none.
                 let token = entry
                     .as_ref()
                     .and_then(|e| e.token.as_deref())
                     .or(args.token.as_deref());
-                match token {
-                    None => {
-                        let _ = writeln!(
-                            out,
-                            "  set CARRIER_TOKEN (or --token) to check versions and compatibility"
-                        );
-                    }
-                    Some(token) => {
-                        if !check_versions(port, token, out).await {
-                            problems += 1;
-                        }
-                    }
+                if !check_versions(port, token, out).await {
+                    problems += 1;
                 }
             }
         }
@@ -124,12 +115,20 @@ pub async fn doctor_with(
 }
 
 /// Handshakes with the server on `port` and reports versions, compatibility and missing
-/// features. Returns false when something needs fixing.
-async fn check_versions(port: u16, token: &str, out: &mut impl Write) -> bool {
+/// features. Returns false when something needs fixing; a carrier that refuses a client without a
+/// token only gets the hint to give one.
+async fn check_versions(port: u16, token: Option<&str>, out: &mut impl Write) -> bool {
     let url = format!("ws://127.0.0.1:{port}/");
     let ours = VersionPair::CURRENT;
-    let session = match open_session(&url, Some(token), Some(Role::Observe)).await {
+    let session = match open_session(&url, token, Some(Role::Observe)).await {
         Ok(session) => session,
+        Err(ClientError::Refused { .. }) if token.is_none() => {
+            let _ = writeln!(
+                out,
+                "  set CARRIER_TOKEN (or --token) to check versions and compatibility"
+            );
+            return true;
+        }
         Err(error) => {
             match error.wire() {
                 Some(wire) if wire.code == ErrorCode::VersionIncompatible => {
