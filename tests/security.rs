@@ -14,6 +14,13 @@ use tokio::net::TcpStream;
 /// Sends one raw HTTP request and returns the status code, or `None` if the server closed the
 /// connection without answering. Panics if nothing happens within [`WAIT`] (a hang).
 async fn http_status(port: u16, request: &[u8]) -> Option<u16> {
+    let head = http_head(port, request).await;
+    head.split_whitespace().nth(1).and_then(|s| s.parse().ok())
+}
+
+/// Sends one raw HTTP request and returns the response head as text (empty if the server
+/// closed the connection without answering).
+async fn http_head(port: u16, request: &[u8]) -> String {
     let mut tcp = TcpStream::connect(("127.0.0.1", port))
         .await
         .expect("connect");
@@ -37,8 +44,7 @@ async fn http_status(port: u16, request: &[u8]) -> Option<u16> {
     tokio::time::timeout(WAIT, read)
         .await
         .expect("the server neither answered nor closed: a hang");
-    let head = String::from_utf8_lossy(&buf);
-    head.split_whitespace().nth(1).and_then(|s| s.parse().ok())
+    String::from_utf8_lossy(&buf).into_owned()
 }
 
 fn upgrade_request(path: &str, host: Option<&str>, extra: &[&str]) -> Vec<u8> {
@@ -710,4 +716,32 @@ async fn a_sec_websocket_key_that_is_not_16_bytes_of_base64_is_refused_with_400(
         let req = request_line("GET", &path, "HTTP/1.1", &["sec-websocket-key"], &[&line]);
         assert_eq!(http_status(port, &req).await, Some(101), "key {key:?}");
     }
+}
+
+/// RFC 6455 §4.2.2: a WebSocket version the server does not speak gets 426 and the version it
+/// does in `Sec-WebSocket-Version`; a request without the header is a bad request.
+#[tokio::test]
+async fn another_websocket_version_gets_426_naming_13_and_a_missing_one_400() {
+    let server = Server::core_default().await;
+    let (port, path) = (server.port, format!("/?token={}", server.token));
+    for extra in [
+        &["Sec-WebSocket-Version: 8"][..],
+        &["Sec-WebSocket-Version: 14"],
+        &["Sec-WebSocket-Version: 13, 8"],
+        &["Sec-WebSocket-Version: 13", "Sec-WebSocket-Version: 8"],
+    ] {
+        let req = request_line("GET", &path, "HTTP/1.1", &["sec-websocket-version"], extra);
+        let head = http_head(port, &req).await;
+        assert!(head.starts_with("HTTP/1.1 426"), "{extra:?}: {head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("\r\nsec-websocket-version: 13\r\n"),
+            "{extra:?}: {head}"
+        );
+    }
+    let missing = request_line("GET", &path, "HTTP/1.1", &["sec-websocket-version"], &[]);
+    assert_eq!(http_status(port, &missing).await, Some(400));
+    assert_eq!(server.transport.metrics().connections(), 0);
+    let good = request_line("GET", &path, "HTTP/1.1", &[], &[]);
+    assert_eq!(http_status(port, &good).await, Some(101));
 }

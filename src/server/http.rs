@@ -12,6 +12,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::{
     HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN, SEC_WEBSOCKET_PROTOCOL,
+    SEC_WEBSOCKET_VERSION,
 };
 use hyper::{Method, Request, Response, StatusCode};
 
@@ -115,7 +116,14 @@ fn handle<B: Send + 'static>(mut req: Request<B>, shared: Arc<Shared>) -> Respon
         );
     }
     if let Some((status, why)) = super::http_strict::check(&req, &shared.policy) {
-        return plain(status, why);
+        let mut response = plain(status, why);
+        if status == StatusCode::UPGRADE_REQUIRED {
+            // RFC 6455 §4.2.2: name the version this server speaks.
+            response
+                .headers_mut()
+                .insert(SEC_WEBSOCKET_VERSION, HeaderValue::from_static("13"));
+        }
+        return response;
     }
     let path = req.uri().path();
     if path == "/healthz" {

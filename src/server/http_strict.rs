@@ -3,11 +3,12 @@
 //! whose authority passes the same Host rule (403: the authority replaces `Host`, §5.4), one
 //! `Origin` (403: which of two would admission judge?), and for a WebSocket upgrade of `/` a
 //! `GET` (§4.1 of RFC 6455) over HTTP/1.1 with exactly one `Sec-WebSocket-Key` that is 16
-//! bytes in base64 (400).
+//! bytes in base64 (400) and `Sec-WebSocket-Version: 13` (426 for another version, §4.2.2;
+//! 400 when missing).
 //!
 //! Pure: no I/O. The Host and Origin rules themselves stay with [`super::admission::admit`].
 
-use hyper::header::{HeaderName, HOST, ORIGIN, SEC_WEBSOCKET_KEY};
+use hyper::header::{HeaderName, HOST, ORIGIN, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION};
 use hyper::{Method, Request, StatusCode, Version};
 
 use super::admission::{admit, Admission, AdmissionPolicy, AdmissionRequest};
@@ -59,6 +60,24 @@ fn check_upgrade<B>(req: &Request<B>) -> Option<Refusal> {
             StatusCode::BAD_REQUEST,
             "bad WebSocket upgrade request: it needs HTTP/1.1\n",
         ));
+    }
+    // RFC 6455 §4.2.2: a version the server does not speak is answered with 426 and the
+    // version it does (the caller adds the header for this status).
+    let mut versions = req.headers().get_all(SEC_WEBSOCKET_VERSION).iter();
+    match (versions.next(), versions.next()) {
+        (None, _) => {
+            return Some((
+                StatusCode::BAD_REQUEST,
+                "bad WebSocket upgrade request: Sec-WebSocket-Version is missing\n",
+            ))
+        }
+        (Some(version), None) if version.as_bytes().trim_ascii() == b"13" => {}
+        _ => {
+            return Some((
+                StatusCode::UPGRADE_REQUIRED,
+                "this server speaks WebSocket version 13 only\n",
+            ))
+        }
     }
     let mut keys = req.headers().get_all(SEC_WEBSOCKET_KEY).iter();
     let key = keys.next().map(|v| v.as_bytes());
