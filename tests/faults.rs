@@ -17,9 +17,11 @@ use carrier::server::FailReason;
 use carrier::server::{
     CarrierConfig, CarrierContext, Connection, Limits, TextProfile, TextSession, WsTransport,
 };
+use futures_util::{SinkExt, StreamExt};
 use support::*;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::tungstenite::Message;
 
 /// Upgrades a raw client and completes the test profile's handshake.
 async fn raw_handshaken(port: u16, token: &str) -> Raw {
@@ -121,6 +123,69 @@ async fn silent_peer_that_never_pongs_is_closed_with_1001() {
         "socket not closed after the grace period"
     );
     cleaned_up(&server, 1).await;
+}
+
+/// Short keepalive timings (2 s in all) and a queue large enough that the kernel's socket
+/// buffers (a few MiB) fill long before the carrier's own budget does.
+fn keepalive_config() -> CarrierConfig {
+    CarrierConfig {
+        limits: Limits {
+            ping_interval: Duration::from_millis(500),
+            pong_timeout: Duration::from_millis(1500),
+            stop_grace: Duration::from_millis(300),
+            queue_bytes: 96 << 20,
+            ..Limits::default()
+        },
+        ..config()
+    }
+}
+
+#[tokio::test]
+async fn a_peer_that_reads_nothing_is_dropped_even_while_its_socket_is_full() {
+    // 16 MiB queued for a peer that neither reads nor answers: the kernel holds a few MiB, the
+    // writer waits on the full socket with the rest queued (under the budget, so no 1013), and
+    // our pings never reach the peer. The writer used to check for pongs only between writes,
+    // so this connection was never closed.
+    let server = Server::core(keepalive_config()).await;
+    let mut raw = raw_handshaken(server.port, &server.token).await;
+    raw.send(true, 1, b"flood 256 65536").await;
+    assert!(
+        eventually(|| count(&server.stats.sent) == 256).await,
+        "the flood was queued"
+    );
+    cleaned_up(&server, 1).await;
+    assert_eq!(
+        server.transport.metrics().delivery_failures(),
+        0,
+        "not a 1013"
+    );
+    drop(raw);
+}
+
+#[tokio::test]
+async fn a_slow_reader_whose_pongs_lag_behind_its_data_is_kept() {
+    // 64 MiB for a peer that reads slowly (64 KiB per 4 ms at most: over 4 s, two keepalive
+    // periods): our pings sit behind tens of MiB of queued data, so its pongs come long after
+    // the pong timeout, yet it makes room in the socket all along. (What the kernel already
+    // holds when the queue runs dry, the peer must read within the keepalive: ~0.3 s here.)
+    let server = Server::core(keepalive_config()).await;
+    let mut ws = connect_handshaken(&server.url("")).await;
+    ws.send(Message::text("flood 1024 65536")).await.unwrap();
+    let mut received = 0;
+    while received < 1024 {
+        match tokio::time::timeout(WAIT, ws.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) => {
+                assert_eq!(t.len(), 65536);
+                received += 1;
+                tokio::time::sleep(Duration::from_millis(4)).await;
+            }
+            Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => {}
+            other => panic!("after {received} messages: {other:?}"),
+        }
+    }
+    ws.send(Message::text("still here")).await.unwrap();
+    assert_eq!(next_text(&mut ws).await, "still here");
+    assert_eq!(server.transport.metrics().delivery_failures(), 0);
 }
 
 #[tokio::test]

@@ -1,8 +1,15 @@
-//! When the peer was last heard from, for the writer's ping and pong timeout.
+//! When the peer was last heard from, for the keepalive check (SPEC 3: a ping every
+//! `ping_interval`, no pong within `pong_timeout`: 1001). Bytes from the peer count, and so
+//! does the peer making room in a socket we were waiting to write to ([`WatchedWrite`]).
 
+use std::io;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use tokio::io::AsyncWrite;
 use tokio::time::Instant;
 
 /// Milliseconds since the connection started at which the peer was last heard from, and whether
@@ -55,5 +62,71 @@ impl Drop for Paused<'_> {
     fn drop(&mut self) {
         self.0.heard();
         self.0.paused.store(false, Ordering::Relaxed);
+    }
+}
+
+/// The connection's write half, watched for a peer that makes room: a write that had to wait
+/// for the socket and then goes through means the peer's application read what we sent, which
+/// proves it alive as well as a pong does. A reader slower than our queue is kept (its pong may
+/// sit behind the data it is still reading); a peer that reads nothing leaves the write waiting
+/// and is heard from by neither path.
+pub(crate) struct WatchedWrite<W> {
+    io: W,
+    live: Arc<Liveness>,
+    waiting: bool,
+}
+
+impl<W> WatchedWrite<W> {
+    pub(crate) fn new(io: W, live: Arc<Liveness>) -> Self {
+        WatchedWrite {
+            io,
+            live,
+            waiting: false,
+        }
+    }
+
+    fn observe(&mut self, poll: &Poll<io::Result<usize>>) {
+        match poll {
+            Poll::Pending => self.waiting = true,
+            Poll::Ready(Ok(n)) if *n > 0 && self.waiting => {
+                self.waiting = false;
+                self.live.heard();
+            }
+            Poll::Ready(_) => {}
+        }
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for WatchedWrite<W> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.observe(&poll);
+        poll
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.observe(&poll);
+        poll
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }

@@ -10,7 +10,7 @@ use super::terminate::Terminate;
 use crate::protocol::close::CloseCode;
 use crate::protocol::envelope::encode_event;
 use crate::protocol::events::ChannelDropped;
-use crate::server::liveness::Liveness;
+use crate::server::liveness::{Liveness, WatchedWrite};
 use crate::server::outbound::{FailReason, MessageKind, OutItem, Outbound};
 use crate::server::shared::Shared;
 use crate::server::wire::{FrameWriter, Opcode};
@@ -26,7 +26,7 @@ pub(super) async fn write_loop(
     live: Arc<Liveness>,
     terminate: Arc<Terminate>,
 ) {
-    let mut w = FrameWriter::new(io);
+    let mut w = FrameWriter::new(WatchedWrite::new(io, live));
     let limits = shared.limits.clone();
     let mut batch = Vec::new();
     let mut drops = Vec::new();
@@ -35,16 +35,16 @@ pub(super) async fn write_loop(
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let close_sent = 'run: loop {
         tokio::select! {
+            // The ping first: a queue that always has a batch ready must not starve it (a
+            // peer that only receives would miss its pings, and the reader fail it for
+            // silence). Whether the peer answers is the reader's check, which runs also while
+            // a write here waits for a peer that does not read.
             biased;
-            _ = out.next_batch(&mut batch, &mut drops) => {}
             _ = ping.tick() => {
-                if live.silent_for() >= limits.ping_interval + limits.pong_timeout {
-                    out.close(CloseCode::GOING_AWAY, "no pong");
-                } else {
-                    let _ = out.push(OutItem::Ping(Bytes::new()));
-                }
+                let _ = out.push(OutItem::Ping(Bytes::new()));
                 continue;
             }
+            _ = out.next_batch(&mut batch, &mut drops) => {}
         }
         if batch.is_empty() {
             // Failed with nothing left to write: tell the peer why, if the socket lets us.
