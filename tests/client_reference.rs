@@ -21,8 +21,8 @@ use bytes::Bytes;
 use carrier::client::testing::{fake_network, FakeConnector, FakePeer, FakeServer};
 use carrier::client::{
     Client, ClientError, ClientEvent, ClientOptions, ConnectionState, EffectState, ErrorCode,
-    HistoryEntry, Outbound, ReconnectingTransport, ResumeOutcome, SessionEventKind, Subscription,
-    Transport, TransportError, WsClientTransport, WsOptions,
+    HandshakeInfo, HistoryEntry, Outbound, ReconnectingTransport, ResumeOutcome, SessionEventKind,
+    Subscription, Transport, TransportError, WsClientTransport, WsOptions,
 };
 use carrier::protocol::Role;
 use futures_util::{FutureExt, SinkExt, StreamExt};
@@ -677,6 +677,62 @@ async fn version_incompatible_fails_connect_and_stops_reconnecting() {
     assert_eq!(h.client.state(), ConnectionState::Disconnected);
     assert_eq!(h.server.dial_times().len(), 1);
     assert_eq!(h.client.request("system.ping", json!({})).await, Err(error));
+}
+
+/// Connects to a fake server that answers the handshake with `overrides`.
+async fn connect_answered(h: &mut Harness, overrides: Value) -> Result<HandshakeInfo, ClientError> {
+    let server = &mut h.server;
+    let result = handshake_result(overrides);
+    let (connected, _peer) = tokio::join!(h.client.connect(), async move {
+        let mut peer = server.accept().await.expect("accepted");
+        answer_handshake(&mut peer, result).await;
+        peer
+    });
+    connected
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_client_judges_version_skew_itself_whatever_the_results_flag_says() {
+    let mut h = Harness::new();
+    let info = connect_answered(
+        &mut h,
+        json!({"protocol_version": "1.3", "version_skew": false}),
+    )
+    .await
+    .expect("same major: compatible");
+    assert!(info.version_skew);
+    assert_eq!(h.client.state(), ConnectionState::VersionSkew);
+
+    let mut h = Harness::new();
+    let info = connect_answered(&mut h, json!({"version_skew": true}))
+        .await
+        .expect("compatible");
+    assert!(!info.version_skew);
+    assert_eq!(h.client.state(), ConnectionState::Connected);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handshake_result_the_client_cannot_talk_to_is_refused_and_not_redialled() {
+    for (version, min) in [("2.0", "2.0"), ("1.2", "1.2"), ("0.9", "0.9")] {
+        let mut h = Harness::new();
+        let answered = connect_answered(
+            &mut h,
+            json!({"protocol_version": version, "min_compatible_protocol": min}),
+        )
+        .await;
+        let error = answered.expect_err(version);
+        assert_eq!(
+            error.code(),
+            Some(&ErrorCode::VersionIncompatible),
+            "{version}: {error:?}"
+        );
+        let data = error.wire().and_then(|w| w.data.clone()).expect("data");
+        assert_eq!(data["server"]["protocol_version"], version);
+        assert_eq!(data["client"]["protocol_version"], "1.0");
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        assert_eq!(h.client.state(), ConnectionState::Disconnected, "{version}");
+        assert_eq!(h.server.dial_times().len(), 1, "{version}: redialled");
+    }
 }
 
 #[tokio::test(start_paused = true)]

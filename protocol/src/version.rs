@@ -197,6 +197,35 @@ impl VersionPair {
     }
 }
 
+/// The `version_incompatible` error of SPEC section 4 for a `server` and a `client` that cannot
+/// talk (`why`, from [`VersionPair::check`]): both pairs in its message and its `data`. The
+/// server answers a handshake with it; a client refuses a server's handshake result with it.
+pub fn incompatible_error(
+    server: VersionPair,
+    client: VersionPair,
+    why: Incompatibility,
+) -> crate::error::ErrorObject {
+    use crate::error::{EffectState, ErrorCode, ErrorObject};
+    ErrorObject::new(
+        ErrorCode::VersionIncompatible,
+        format!(
+            "{why}: server speaks {} (accepts {} or later), client speaks {} (accepts {} or later)",
+            server.version, server.min_compatible, client.version, client.min_compatible
+        ),
+    )
+    .effect(EffectState::None)
+    .with_data(serde_json::json!({
+        "server": {
+            "protocol_version": server.version,
+            "min_compatible_protocol": server.min_compatible,
+        },
+        "client": {
+            "protocol_version": client.version,
+            "min_compatible_protocol": client.min_compatible,
+        },
+    }))
+}
+
 /// Which side of a connection should be updated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {

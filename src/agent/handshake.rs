@@ -11,7 +11,7 @@ use crate::protocol::features::Peers;
 use crate::protocol::methods::{
     AppInfo, HandshakeParams, HandshakeResult, LimitsInfo, ResumeOutcome,
 };
-use crate::protocol::version::{Compatibility, VersionPair};
+use crate::protocol::version::{incompatible_error, Compatibility, VersionPair};
 
 /// Handles `system.handshake`. A second handshake on the same connection is refused with
 /// `protocol_error` (`data.reason: "already_handshaken"`): the binding and versions are fixed
@@ -56,20 +56,7 @@ pub(crate) fn handle(
     let skew = match ours.check(&theirs) {
         Compatibility::Compatible { skew } => skew,
         Compatibility::Incompatible(why) => {
-            reply.err(
-                ErrorObject::new(ErrorCode::VersionIncompatible, format!("{why}: server speaks {} (accepts {} or later), client speaks {} (accepts {} or later)", ours.version, ours.min_compatible, theirs.version, theirs.min_compatible))
-                    .effect(EffectState::None)
-                    .with_data(serde_json::json!({
-                        "server": {
-                            "protocol_version": ours.version,
-                            "min_compatible_protocol": ours.min_compatible,
-                        },
-                        "client": {
-                            "protocol_version": theirs.version,
-                            "min_compatible_protocol": theirs.min_compatible,
-                        },
-                    })),
-            );
+            reply.err(incompatible_error(ours, theirs, why));
             io.conn
                 .close(CloseCode::PROTOCOL_ERROR, "protocol version incompatible");
             return;

@@ -220,7 +220,9 @@ pub(super) fn explain(url: &str, error: &ClientError) -> Failure {
         ClientError::Refused { close } => format!(
             "{url} refused this client ({close}): check --token / CARRIER_TOKEN and the requested role"
         ),
-        ClientError::Remote { error: wire, .. } if wire.code == ErrorCode::VersionIncompatible => {
+        ClientError::Remote { error: wire, .. } | ClientError::Preflight { error: wire, .. }
+            if wire.code == ErrorCode::VersionIncompatible =>
+        {
             format!(
                 "{url} speaks an incompatible protocol: {}; run `carrier doctor` to see which side to update",
                 wire.message

@@ -5,9 +5,12 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::Value;
+
 use super::error::WireError;
-use crate::protocol::catalog::Method;
+use crate::protocol::catalog::{Method, Params};
 use crate::protocol::features::{Feature, Peers};
+use crate::protocol::methods::UsageReportParams;
 use crate::protocol::version::ProtocolVersion;
 
 /// A protocol feature a method needs, and the protocol version that introduced it.
@@ -21,8 +24,7 @@ pub struct FeatureRequirement {
 
 /// The feature `method` needs, from the protocol's one method catalog
 /// ([`crate::protocol::catalog`]): the client and the server cannot disagree on names.
-/// `usage.report` needs a feature per scope, which the server checks; the client does not
-/// preflight it.
+/// `usage.report` needs a feature per scope on top: [`preflight`] reads it from the params.
 pub fn feature_for_method(method: &str) -> Option<FeatureRequirement> {
     let feature = method_feature(method)?;
     Some(FeatureRequirement {
@@ -35,16 +37,31 @@ fn method_feature(method: &str) -> Option<Feature> {
     Method::from_name(method)?.spec().feature
 }
 
-/// Whether a server that announced `features` at `server_protocol` lacks what `method` needs
-/// ([`Peers::preflight_announced`]); the error is the one the server would answer with.
+/// The feature a request's params need beyond its method's (a `usage.report` scope; the
+/// protocol's [`Params::required_feature`], as the server checks it). Params that do not parse
+/// need none here: the server answers them with `invalid_params`.
+fn params_feature(method: &str, params: &Value) -> Option<Feature> {
+    match Method::from_name(method)? {
+        Method::UsageReport => <UsageReportParams as serde::Deserialize>::deserialize(params)
+            .ok()?
+            .required_feature(),
+        _ => None,
+    }
+}
+
+/// Whether a server that announced `features` at `server_protocol` lacks what `method` with
+/// `params` needs ([`Peers::preflight_announced`]); the error is the one the server would answer
+/// with.
 pub fn preflight(
     method: &str,
+    params: &Value,
     server_protocol: ProtocolVersion,
     features: &BTreeMap<String, bool>,
 ) -> Option<WireError> {
-    let feature = method_feature(method)?;
-    Peers::preflight_announced(server_protocol, features, feature)
-        .err()
+    [method_feature(method), params_feature(method, params)]
+        .into_iter()
+        .flatten()
+        .find_map(|feature| Peers::preflight_announced(server_protocol, features, feature).err())
         .map(WireError::from)
 }
 
@@ -52,6 +69,7 @@ pub fn preflight(
 mod tests {
     use super::*;
     use crate::client::{EffectState, ErrorCode};
+    use serde_json::json;
 
     fn features(entries: &[(&str, bool)]) -> BTreeMap<String, bool> {
         entries.iter().map(|(k, v)| (k.to_string(), *v)).collect()
@@ -70,7 +88,7 @@ mod tests {
             "session.history",
         ] {
             assert_eq!(
-                preflight(method, v("1.0"), &features(&[])),
+                preflight(method, &json!({}), v("1.0"), &features(&[])),
                 None,
                 "{method}"
             );
@@ -81,6 +99,7 @@ mod tests {
     fn a_feature_announced_false_is_refused_with_the_documented_data() {
         let error = preflight(
             "sessions.start",
+            &json!({}),
             v("1.0"),
             &features(&[("sessions", false)]),
         )
@@ -97,10 +116,44 @@ mod tests {
 
     #[test]
     fn an_unlisted_feature_counts_as_present_unless_the_server_predates_it() {
-        assert_eq!(preflight("sessions.list", v("1.0"), &features(&[])), None);
-        assert!(preflight("sessions.list", v("0.9"), &features(&[])).is_some());
         assert_eq!(
-            preflight("sessions.list", v("0.9"), &features(&[("sessions", true)])),
+            preflight("sessions.list", &json!({}), v("1.0"), &features(&[])),
+            None
+        );
+        assert!(preflight("sessions.list", &json!({}), v("0.9"), &features(&[])).is_some());
+        assert_eq!(
+            preflight(
+                "sessions.list",
+                &json!({}),
+                v("0.9"),
+                &features(&[("sessions", true)])
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_usage_scope_the_server_lacks_is_refused_locally() {
+        let announced = features(&[("usage.session", true), ("usage.stored", false)]);
+        let stored = preflight(
+            "usage.report",
+            &json!({"scope": "stored"}),
+            v("1.0"),
+            &announced,
+        )
+        .expect("refused");
+        assert_eq!(stored.code, ErrorCode::UnsupportedFeature);
+        assert_eq!(stored.data.unwrap()["feature"], "usage.stored");
+        for params in [json!({}), json!({"scope": "session"})] {
+            assert_eq!(
+                preflight("usage.report", &params, v("1.0"), &announced),
+                None,
+                "{params}"
+            );
+        }
+        // Params the server will refuse as invalid are left to it.
+        assert_eq!(
+            preflight("usage.report", &json!({"scope": 7}), v("1.0"), &announced),
             None
         );
     }

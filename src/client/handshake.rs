@@ -28,7 +28,9 @@ use super::features;
 use super::resume::{ResumePoint, SessionCursor};
 use super::subscribers::{lock, Subscribers};
 use super::transport::{ConnectionState, Subscription, Transport, TransportError};
-use crate::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
+use crate::protocol::version::{
+    incompatible_error, Compatibility, VersionPair, MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION,
+};
 
 /// The name this client announces in its handshake.
 pub const CLIENT_NAME: &str = "carrier-cli";
@@ -385,7 +387,8 @@ impl Inner {
             return Ok(None);
         }
         if let Some(info) = &core.handshake {
-            if let Some(error) = features::preflight(method, info.protocol_version, &info.features)
+            if let Some(error) =
+                features::preflight(method, params, info.protocol_version, &info.features)
             {
                 return Err(ClientError::Preflight {
                     method: method.to_owned(),
@@ -608,7 +611,7 @@ impl Inner {
     }
 
     fn finish_handshake(self: &Arc<Self>, result: Value, asked_to_resume: bool) {
-        let info: HandshakeInfo = match serde_json::from_value(result) {
+        let mut info: HandshakeInfo = match serde_json::from_value(result) {
             Ok(info) => info,
             Err(error) => {
                 return self.fail_handshake(ClientError::MalformedResponse {
@@ -617,7 +620,32 @@ impl Inner {
                 })
             }
         };
-        let state = if info.version_skew {
+        // The handshake layer judges the versions itself (SPEC 4 and 11): a server that answers
+        // with a pair this client cannot talk to is refused like the server refuses a client,
+        // and `version_skew` is ours to set, whatever the result's flag says.
+        let ours = VersionPair::CURRENT;
+        let skew = match VersionPair::new(info.protocol_version, info.min_compatible_protocol) {
+            Err(_) => {
+                return self.fail_handshake(ClientError::MalformedResponse {
+                    method: "system.handshake".into(),
+                    reason: format!(
+                        "min_compatible_protocol {} is above protocol_version {}",
+                        info.min_compatible_protocol, info.protocol_version
+                    ),
+                })
+            }
+            Ok(theirs) => match ours.check(&theirs) {
+                Compatibility::Compatible { skew } => skew,
+                Compatibility::Incompatible(why) => {
+                    return self.fail_handshake(ClientError::Preflight {
+                        method: "system.handshake".into(),
+                        error: incompatible_error(theirs, ours, why).into(),
+                    })
+                }
+            },
+        };
+        info.version_skew = skew;
+        let state = if skew {
             ConnectionState::VersionSkew
         } else {
             ConnectionState::Connected
@@ -637,7 +665,7 @@ impl Inner {
         self.phase.send_replace(Phase::Ready);
         self.events.emit(&ClientEvent::Ready {
             outcome,
-            version_skew: info.version_skew,
+            version_skew: skew,
         });
         if outcome.needs_history() {
             let inner = Arc::clone(self);
