@@ -326,7 +326,7 @@ export class CarrierClient {
     if (!this.#isReady()) {
       return Promise.reject(new CarrierError("not_connected", `cannot send ${method}: not connected`, { effectState: "none" }));
     }
-    const refused = this.#roleGuard(method, METHOD_CATALOG[method]?.leastRole) ?? this.#preflight(method);
+    const refused = this.#roleGuard(method, METHOD_CATALOG[method]?.leastRole) ?? this.#preflight(method, params);
     if (refused) return Promise.reject(refused);
     return this.#call(method, params);
   }
@@ -460,7 +460,14 @@ export class CarrierClient {
       this.#shutDown(toCarrierError(frame.error));
       return;
     }
-    const result = isObject(frame.result) ? frame.result : {};
+    // The handshake layer judges the versions itself (SPEC 4 and 11): a result this client
+    // cannot talk to is refused as the server refuses a client, and version_skew is ours.
+    const verdict = judgeVersions(isObject(frame.result) ? frame.result : {});
+    if (verdict instanceof CarrierError) {
+      this.#shutDown(verdict);
+      return;
+    }
+    const result = { ...frame.result, version_skew: verdict.skew };
     const outcome = result.resume?.outcome;
     const sameSession = result.session_id === this.#sessionId && result.epoch === this.#epoch;
     // Only a resumed (or gapped) session continues the old seq numbering.
@@ -532,9 +539,21 @@ export class CarrierClient {
     });
   }
 
-  /** @returns {CarrierError | null} the local `unsupported_feature` error, if the server lacks it */
-  #preflight(method) {
-    const need = this.#methodFeatures[method];
+  /**
+   * The local `unsupported_feature` error, if the server lacks what `method` needs — or what its
+   * params need: a `usage.report` scope is the feature `usage.<scope>` (`session` when omitted).
+   * @returns {CarrierError | null}
+   */
+  #preflight(method, params) {
+    return this.#preflightFeature(method, this.#methodFeatures[method]) ?? this.#preflightFeature(method, paramsFeature(method, params));
+  }
+
+  /**
+   * @param {string} method
+   * @param {{feature: string, requiredProtocol: string} | undefined} need
+   * @returns {CarrierError | null}
+   */
+  #preflightFeature(method, need) {
     if (!need) return null;
     const serverProtocol = String(this.#handshakeResult?.protocol_version ?? "0.0");
     const announced = this.#handshakeResult?.features?.[need.feature];
@@ -707,6 +726,71 @@ function toCarrierError(error) {
  * @param {string} a
  * @param {string} b
  */
+/**
+ * A `MAJOR.MINOR` protocol version as the protocol reads it (no sign, no leading zeros, each
+ * part at most 65535), or null.
+ * @param {unknown} text
+ * @returns {[number, number] | null}
+ */
+function parseVersion(text) {
+  const match = typeof text === "string" ? /^(0|[1-9][0-9]{0,4})\.(0|[1-9][0-9]{0,4})$/.exec(text) : null;
+  if (!match) return null;
+  const version = /** @type {[number, number]} */ ([Number(match[1]), Number(match[2])]);
+  return version[0] <= 65535 && version[1] <= 65535 ? version : null;
+}
+
+/** @param {[number, number]} a @param {[number, number]} b */
+function compareParsed(a, b) {
+  return a[0] - b[0] || a[1] - b[1];
+}
+
+/**
+ * The rules of SPEC section 4 from this client's side: `{skew}` when it can talk to the server
+ * whose handshake result this is, else the `version_incompatible` error (or `protocol_error`
+ * when the result's versions cannot be read).
+ * @param {Record<string, unknown>} result
+ * @returns {{skew: boolean} | CarrierError}
+ */
+function judgeVersions(result) {
+  const server = { version: parseVersion(result.protocol_version), min: parseVersion(result.min_compatible_protocol) };
+  const ours = { version: parseVersion(PROTOCOL_VERSION), min: parseVersion(MIN_COMPATIBLE_PROTOCOL) };
+  if (!server.version || !server.min || compareParsed(server.min, server.version) > 0 || !ours.version || !ours.min) {
+    return new CarrierError("protocol_error", `the carrier's handshake result has unreadable versions (protocol_version ${JSON.stringify(result.protocol_version)}, min_compatible_protocol ${JSON.stringify(result.min_compatible_protocol)})`, { effectState: "none" });
+  }
+  let why = null;
+  if (server.version[0] !== ours.version[0]) why = "protocol major versions differ";
+  else if (compareParsed(server.version, ours.min) < 0) why = "the server's protocol is older than this client accepts";
+  else if (compareParsed(ours.version, server.min) < 0) why = "this client's protocol is older than the server accepts";
+  if (why === null) return { skew: server.version[1] !== ours.version[1] };
+  return new CarrierError(
+    "version_incompatible",
+    `${why}: server speaks ${result.protocol_version} (accepts ${result.min_compatible_protocol} or later), client speaks ${PROTOCOL_VERSION} (accepts ${MIN_COMPATIBLE_PROTOCOL} or later)`,
+    {
+      effectState: "none",
+      data: {
+        server: { protocol_version: result.protocol_version, min_compatible_protocol: result.min_compatible_protocol },
+        client: { protocol_version: PROTOCOL_VERSION, min_compatible_protocol: MIN_COMPATIBLE_PROTOCOL },
+      },
+    },
+  );
+}
+
+/**
+ * The feature a request's params need beyond its method's: a `usage.report` scope.
+ * @param {string} method
+ * @param {unknown} params
+ * @returns {{feature: string, requiredProtocol: string} | undefined}
+ */
+function paramsFeature(method, params) {
+  if (method !== "usage.report") return undefined;
+  const scope = isObject(params) && params.scope !== undefined ? params.scope : "session";
+  const feature = `usage.${scope}`;
+  // A scope the protocol does not know is the server's to refuse (invalid_params).
+  return typeof scope === "string" && FEATURE_PROTOCOLS[feature] !== undefined
+    ? { feature, requiredProtocol: FEATURE_PROTOCOLS[feature] }
+    : undefined;
+}
+
 function compareVersions(a, b) {
   const [aMajor = 0, aMinor = 0] = a.split(".").map((part) => Number.parseInt(part, 10) || 0);
   const [bMajor = 0, bMinor = 0] = b.split(".").map((part) => Number.parseInt(part, 10) || 0);

@@ -31,8 +31,11 @@ export function isObject(value) {
  */
 export function subscribe(set, handler) {
   if (typeof handler !== "function") throw new TypeError("handler must be a function");
-  set.add(handler);
-  return { dispose: () => void set.delete(handler) };
+  // One entry per subscription: a function subscribed twice is called twice, and disposing one
+  // of its subscriptions leaves the other.
+  const entry = (...args) => handler(...args);
+  set.add(entry);
+  return { dispose: () => void set.delete(entry) };
 }
 
 /**

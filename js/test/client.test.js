@@ -607,3 +607,80 @@ test("role observe refuses drive methods and channel sends locally, sending noth
     assert.equal(transport.text().at(-1).method, "session.history", "observe methods still go out");
   }
 });
+
+test("the client judges the server's versions itself, whatever version_skew says", async () => {
+  for (const [result, state] of [
+    [{ ...HANDSHAKE_RESULT, protocol_version: "1.3", version_skew: false }, "version_skew"],
+    [{ ...HANDSHAKE_RESULT, version_skew: true }, "connected"],
+  ]) {
+    const { client, Fake } = setup();
+    const done = client.connect();
+    completeHandshake(Fake, 0, result);
+    const got = await done;
+    assert.equal(client.state, state, JSON.stringify(result));
+    assert.equal(got.version_skew, state === "version_skew");
+  }
+  // A successful answer this client cannot talk to is refused like the server refuses a client.
+  for (const [version, min] of [["2.0", "2.0"], ["1.2", "1.2"], ["0.9", "0.9"]]) {
+    const { client, Fake, clock } = setup();
+    const done = client.connect();
+    completeHandshake(Fake, 0, { ...HANDSHAKE_RESULT, protocol_version: version, min_compatible_protocol: min });
+    await assert.rejects(done, (err) => {
+      assert.equal(err.code, "version_incompatible");
+      assert.equal(err.effectState, "none");
+      assert.deepEqual(err.data.server, { protocol_version: version, min_compatible_protocol: min });
+      assert.deepEqual(err.data.client, { protocol_version: "1.0", min_compatible_protocol: "1.0" });
+      return true;
+    });
+    assert.equal(client.state, "disconnected", version);
+    assert.equal(clock.reconnectTimers().length, 0, version);
+    assert.equal(Fake.sockets.length, 1, version);
+  }
+  // Versions the protocol cannot read ("01.0") are not taken for 1.0.
+  {
+    const { client, Fake } = setup();
+    const done = client.connect();
+    completeHandshake(Fake, 0, { ...HANDSHAKE_RESULT, protocol_version: "01.0" });
+    await assert.rejects(done, { code: "protocol_error" });
+    assert.equal(client.state, "disconnected");
+  }
+});
+
+test("a usage.report scope the server lacks is refused locally and sends nothing", async () => {
+  const features = { ...HANDSHAKE_RESULT.features, "usage.session": true, "usage.stored": false };
+  const { client, Fake } = setup();
+  const done = client.connect();
+  completeHandshake(Fake, 0, { ...HANDSHAKE_RESULT, features });
+  await done;
+  const socket = Fake.sockets[0];
+  const before = socket.sent.length;
+  await assert.rejects(client.request("usage.report", { scope: "stored" }), (err) => {
+    assert.equal(err.code, "unsupported_feature");
+    assert.equal(err.effectState, "none");
+    assert.equal(err.data.feature, "usage.stored");
+    return true;
+  });
+  assert.equal(socket.sent.length, before);
+  // The scopes it has (and the default, session) go out.
+  client.request("usage.report", {}).catch(() => {});
+  assert.equal(socket.lastRequest().method, "usage.report");
+  client.request("usage.report", { scope: "session" }).catch(() => {});
+  assert.equal(socket.sent.length, before + 2);
+});
+
+test("each subscription is its own: the same handler twice is called twice, disposing one keeps the other", async () => {
+  const { client, socket } = await connected();
+  const seen = [];
+  const handler = (frame) => seen.push(frame.seq);
+  const first = client.onEvent(handler);
+  const second = client.onEvent(handler);
+  socket.serverSend(delta(1, "a"));
+  assert.deepEqual(seen, [1, 1]);
+  first.dispose();
+  first.dispose();
+  socket.serverSend(delta(2, "b"));
+  assert.deepEqual(seen, [1, 1, 2]);
+  second.dispose();
+  socket.serverSend(delta(3, "c"));
+  assert.deepEqual(seen, [1, 1, 2]);
+});
