@@ -2,6 +2,7 @@
 //! `ping_interval`, no pong within `pong_timeout`: 1001). Bytes from the peer count, and so
 //! does the peer making room in a socket we were waiting to write to ([`WatchedWrite`]).
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -65,34 +66,59 @@ impl Drop for Paused<'_> {
     }
 }
 
-/// The connection's write half, watched for a peer that makes room: a write that had to wait
-/// for the socket and then goes through means the peer's application read what we sent, which
-/// proves it alive as well as a pong does. A reader slower than our queue is kept (its pong may
-/// sit behind the data it is still reading); a peer that reads nothing leaves the write waiting
-/// and is heard from by neither path.
+/// The connection's write half, watched for what the peer does with what we send:
+/// - a write that had to wait for the socket and then goes through means the peer's application
+///   read what we sent, which proves it alive as well as a pong does: a reader slower than our
+///   queue is kept, though its pongs sit behind the data it is still reading;
+/// - a write that waits `stall_limit` without a byte going out (the peer reads nothing, so our
+///   pings never reach it either) fails with `TimedOut`: the writer's keepalive check cannot
+///   run while it waits here, and such a peer would otherwise hold its connection for ever.
+///
+/// The timer exists only while a write waits.
 pub(crate) struct WatchedWrite<W> {
     io: W,
     live: Arc<Liveness>,
-    waiting: bool,
+    stall_limit: Duration,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl<W> WatchedWrite<W> {
-    pub(crate) fn new(io: W, live: Arc<Liveness>) -> Self {
+    pub(crate) fn new(io: W, live: Arc<Liveness>, stall_limit: Duration) -> Self {
         WatchedWrite {
             io,
             live,
-            waiting: false,
+            stall_limit,
+            stalled: None,
         }
     }
 
-    fn observe(&mut self, poll: &Poll<io::Result<usize>>) {
+    fn observe(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
         match poll {
-            Poll::Pending => self.waiting = true,
-            Poll::Ready(Ok(n)) if *n > 0 && self.waiting => {
-                self.waiting = false;
-                self.live.heard();
+            Poll::Pending => {
+                let limit = self.stall_limit;
+                let stalled = self
+                    .stalled
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+                if stalled.as_mut().poll(cx).is_ready() {
+                    self.stalled = None;
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("the peer read nothing for {limit:?}"),
+                    )));
+                }
+                Poll::Pending
             }
-            Poll::Ready(_) => {}
+            Poll::Ready(Ok(n)) if n > 0 => {
+                if self.stalled.take().is_some() {
+                    self.live.heard();
+                }
+                Poll::Ready(Ok(n))
+            }
+            ready => ready,
         }
     }
 }
@@ -104,8 +130,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for WatchedWrite<W> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let poll = Pin::new(&mut self.io).poll_write(cx, buf);
-        self.observe(&poll);
-        poll
+        self.observe(cx, poll)
     }
 
     fn poll_write_vectored(
@@ -114,8 +139,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for WatchedWrite<W> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let poll = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
-        self.observe(&poll);
-        poll
+        self.observe(cx, poll)
     }
 
     fn is_write_vectored(&self) -> bool {

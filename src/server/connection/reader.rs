@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::Map;
-use tokio::time::Instant;
 
 use super::terminate::Terminate;
 use crate::protocol::close::CloseCode;
@@ -71,16 +70,11 @@ pub(super) async fn serve_admitted(
         let sink = conn.clone();
         conn.set_on_handshake(move || registry.attach_sink(sink));
     }
-    // One timer, a branch of the read loop rather than a task of its own (a task and its
-    // timer per connection stayed allocated for the connection's life, issue 7): first the
-    // handshake deadline, then the keepalive check. The check is here, not in the writer,
-    // because the writer may be waiting on a socket the peer does not read: such a peer never
-    // gets our ping, stays silent, and is dropped like one that does not answer it.
-    let keepalive = shared.limits.ping_interval + shared.limits.pong_timeout;
-    let started = Instant::now();
-    let handshake_by = started + shared.limits.handshake_timeout;
-    let deadline = tokio::time::sleep_until(handshake_by.min(started + keepalive));
-    tokio::pin!(deadline);
+    // The handshake deadline is a branch of the read loop rather than a task of its own: a
+    // task (and its timer) per connection stayed allocated for the connection's life
+    // (issue 7: idle memory per connection).
+    let handshake_deadline = tokio::time::sleep(shared.limits.handshake_timeout);
+    tokio::pin!(handshake_deadline);
 
     // Whether the peer may still be sending after we stop reading.
     let mut peer_sending = true;
@@ -95,24 +89,9 @@ pub(super) async fn serve_admitted(
             biased;
             _ = &mut terminated => break,
             _ = &mut failed => break,
-            _ = &mut deadline => {
-                let now = Instant::now();
-                if !conn.is_handshaken() && now >= handshake_by {
-                    conn.close(CloseCode::POLICY, "handshake timeout");
-                    break;
-                }
-                // SPEC 3: pinged every ping_interval, no pong within pong_timeout: 1001.
-                let silent = live.silent_for();
-                if silent >= keepalive {
-                    out.close(CloseCode::GOING_AWAY, "no pong");
-                    break;
-                }
-                let mut next = now + (keepalive - silent);
-                if !conn.is_handshaken() {
-                    next = next.min(handshake_by);
-                }
-                deadline.as_mut().reset(next);
-                continue;
+            _ = &mut handshake_deadline, if !conn.is_handshaken() => {
+                conn.close(CloseCode::POLICY, "handshake timeout");
+                break;
             }
             r = frames.next() => r,
         };

@@ -26,8 +26,9 @@ pub(super) async fn write_loop(
     live: Arc<Liveness>,
     terminate: Arc<Terminate>,
 ) {
-    let mut w = FrameWriter::new(WatchedWrite::new(io, live));
     let limits = shared.limits.clone();
+    let keepalive = limits.ping_interval + limits.pong_timeout;
+    let mut w = FrameWriter::new(WatchedWrite::new(io, live.clone(), keepalive));
     let mut batch = Vec::new();
     let mut drops = Vec::new();
     let mut ping =
@@ -35,16 +36,18 @@ pub(super) async fn write_loop(
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let close_sent = 'run: loop {
         tokio::select! {
-            // The ping first: a queue that always has a batch ready must not starve it (a
-            // peer that only receives would miss its pings, and the reader fail it for
-            // silence). Whether the peer answers is the reader's check, which runs also while
-            // a write here waits for a peer that does not read.
             biased;
+            _ = out.next_batch(&mut batch, &mut drops) => {}
             _ = ping.tick() => {
-                let _ = out.push(OutItem::Ping(Bytes::new()));
+                // Checked here when the writer is free; a write stuck on a peer that reads
+                // nothing is ended by WatchedWrite after the same time.
+                if live.silent_for() >= keepalive {
+                    out.close(CloseCode::GOING_AWAY, "no pong");
+                } else {
+                    let _ = out.push(OutItem::Ping(Bytes::new()));
+                }
                 continue;
             }
-            _ = out.next_batch(&mut batch, &mut drops) => {}
         }
         if batch.is_empty() {
             // Failed with nothing left to write: tell the peer why, if the socket lets us.
