@@ -65,6 +65,15 @@ fn schema_of<T: schemars::JsonSchema>() -> schemars::Schema {
     schemars::schema_for!(T)
 }
 
+/// The feature a request's params need beyond the method's own ([`Params::required_feature`]),
+/// read from its JSON as the server reads it; params that do not parse need none (the server
+/// answers them with `invalid_params`).
+pub type ParamsFeatureFn = fn(&serde_json::Value) -> Option<Feature>;
+
+fn params_feature_of<P: DeserializeOwned + Params>(params: &serde_json::Value) -> Option<Feature> {
+    P::deserialize(params).ok()?.required_feature()
+}
+
 /// Everything the catalog knows about one method.
 #[derive(Debug, Clone, Copy)]
 pub struct MethodSpec {
@@ -82,6 +91,8 @@ pub struct MethodSpec {
     pub least_role: Role,
     /// The feature it needs, if it is not part of the core protocol.
     pub feature: Option<Feature>,
+    /// The feature its params need beyond that, if any (a `usage.report` scope).
+    pub params_feature: ParamsFeatureFn,
     /// The Rust name of its params type.
     pub params_type: &'static str,
     /// The Rust name of its result type.
@@ -177,6 +188,7 @@ macro_rules! catalog {
                 effect: Effect::$effect,
                 least_role: Role::$role,
                 feature: $feature,
+                params_feature: params_feature_of::<$params>,
                 params_type: stringify!($params),
                 result_type: stringify!($result),
                 params_schema: schema_of::<$params>,

@@ -8,9 +8,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::error::WireError;
-use crate::protocol::catalog::{Method, Params};
+use crate::protocol::catalog::Method;
 use crate::protocol::features::{Feature, Peers};
-use crate::protocol::methods::UsageReportParams;
 use crate::protocol::version::ProtocolVersion;
 
 /// A protocol feature a method needs, and the protocol version that introduced it.
@@ -24,7 +23,7 @@ pub struct FeatureRequirement {
 
 /// The feature `method` needs, from the protocol's one method catalog
 /// ([`crate::protocol::catalog`]): the client and the server cannot disagree on names.
-/// `usage.report` needs a feature per scope on top: [`preflight`] reads it from the params.
+/// `usage.report` needs a feature per scope on top, which [`preflight`] reads from the params.
 pub fn feature_for_method(method: &str) -> Option<FeatureRequirement> {
     let feature = method_feature(method)?;
     Some(FeatureRequirement {
@@ -37,28 +36,17 @@ fn method_feature(method: &str) -> Option<Feature> {
     Method::from_name(method)?.spec().feature
 }
 
-/// The feature a request's params need beyond its method's (a `usage.report` scope; the
-/// protocol's [`Params::required_feature`], as the server checks it). Params that do not parse
-/// need none here: the server answers them with `invalid_params`.
-fn params_feature(method: &str, params: &Value) -> Option<Feature> {
-    match Method::from_name(method)? {
-        Method::UsageReport => <UsageReportParams as serde::Deserialize>::deserialize(params)
-            .ok()?
-            .required_feature(),
-        _ => None,
-    }
-}
-
 /// Whether a server that announced `features` at `server_protocol` lacks what `method` with
-/// `params` needs ([`Peers::preflight_announced`]); the error is the one the server would answer
-/// with.
+/// `params` needs (the catalog's feature, then its params' own: a `usage.report` scope), by
+/// [`Peers::preflight_announced`]; the error is the one the server would answer with.
 pub fn preflight(
     method: &str,
     params: &Value,
     server_protocol: ProtocolVersion,
     features: &BTreeMap<String, bool>,
 ) -> Option<WireError> {
-    [method_feature(method), params_feature(method, params)]
+    let spec = Method::from_name(method)?.spec();
+    [spec.feature, (spec.params_feature)(params)]
         .into_iter()
         .flatten()
         .find_map(|feature| Peers::preflight_announced(server_protocol, features, feature).err())
