@@ -558,7 +558,8 @@ export class CarrierClient {
     const serverProtocol = String(this.#handshakeResult?.protocol_version ?? "0.0");
     const announced = this.#handshakeResult?.features?.[need.feature];
     // An explicit flag wins; a server that does not list the feature is judged by its version.
-    const available = typeof announced === "boolean" ? announced : compareVersions(serverProtocol, need.requiredProtocol) >= 0;
+    const available =
+      typeof announced === "boolean" ? announced : compareParsed(parseVersion(serverProtocol) ?? [0, 0], parseVersion(need.requiredProtocol) ?? [0, 0]) >= 0;
     if (available) return null;
     return new CarrierError("unsupported_feature", `${method} needs the server feature "${need.feature}"`, {
       effectState: "none",
@@ -722,11 +723,6 @@ function toCarrierError(error) {
 }
 
 /**
- * Compares "MAJOR.MINOR" strings numerically.
- * @param {string} a
- * @param {string} b
- */
-/**
  * A `MAJOR.MINOR` protocol version as the protocol reads it (no sign, no leading zeros, each
  * part at most 65535), or null.
  * @param {unknown} text
@@ -744,6 +740,12 @@ function compareParsed(a, b) {
   return a[0] - b[0] || a[1] - b[1];
 }
 
+/** This client's pair, parsed once. */
+const OUR_VERSIONS = Object.freeze({
+  version: /** @type {[number, number]} */ (parseVersion(PROTOCOL_VERSION)),
+  min: /** @type {[number, number]} */ (parseVersion(MIN_COMPATIBLE_PROTOCOL)),
+});
+
 /**
  * The rules of SPEC section 4 from this client's side: `{skew}` when it can talk to the server
  * whose handshake result this is, else the `version_incompatible` error (or `protocol_error`
@@ -753,8 +755,8 @@ function compareParsed(a, b) {
  */
 function judgeVersions(result) {
   const server = { version: parseVersion(result.protocol_version), min: parseVersion(result.min_compatible_protocol) };
-  const ours = { version: parseVersion(PROTOCOL_VERSION), min: parseVersion(MIN_COMPATIBLE_PROTOCOL) };
-  if (!server.version || !server.min || compareParsed(server.min, server.version) > 0 || !ours.version || !ours.min) {
+  const ours = OUR_VERSIONS;
+  if (!server.version || !server.min || compareParsed(server.min, server.version) > 0) {
     return new CarrierError("protocol_error", `the carrier's handshake result has unreadable versions (protocol_version ${JSON.stringify(result.protocol_version)}, min_compatible_protocol ${JSON.stringify(result.min_compatible_protocol)})`, { effectState: "none" });
   }
   let why = null;
@@ -791,8 +793,3 @@ function paramsFeature(method, params) {
     : undefined;
 }
 
-function compareVersions(a, b) {
-  const [aMajor = 0, aMinor = 0] = a.split(".").map((part) => Number.parseInt(part, 10) || 0);
-  const [bMajor = 0, bMinor = 0] = b.split(".").map((part) => Number.parseInt(part, 10) || 0);
-  return aMajor - bMajor || aMinor - bMinor;
-}
