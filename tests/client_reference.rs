@@ -626,16 +626,11 @@ async fn version_skew_is_reported_as_a_state() {
     let _sub = h.client.on_state_change(Box::new(move |state| {
         let _ = tx.send(state);
     }));
-    let server = &mut h.server;
-    let (connected, _) = tokio::join!(h.client.connect(), async move {
-        let mut peer = server.accept().await.expect("accepted");
-        answer_handshake(
-            &mut peer,
-            handshake_result(json!({"protocol_version": "1.1", "version_skew": true})),
-        )
-        .await;
-        peer
-    });
+    let connected = connect_answered(
+        &mut h,
+        json!({"protocol_version": "1.1", "version_skew": true}),
+    )
+    .await;
     assert!(connected.expect("handshake").version_skew);
     assert_eq!(h.client.state(), ConnectionState::VersionSkew);
     assert_eq!(
@@ -743,14 +738,7 @@ async fn a_server_announcing_a_padded_version_is_refused_like_the_server_refuses
         .parse::<carrier::protocol::version::ProtocolVersion>()
         .is_err());
     let mut h = Harness::new();
-    let server = &mut h.server;
-    let result = handshake_result(json!({"protocol_version": "01.0"}));
-    let (connected, _peer) = tokio::join!(h.client.connect(), async move {
-        let mut peer = server.accept().await.expect("accepted");
-        answer_handshake(&mut peer, result).await;
-        peer
-    });
-    match connected {
+    match connect_answered(&mut h, json!({"protocol_version": "01.0"})).await {
         Err(ClientError::MalformedResponse { method, reason }) => {
             assert_eq!(method, "system.handshake");
             assert!(reason.contains("01.0"), "{reason}");
