@@ -43,11 +43,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use carrier::client::{ServerFrames, ServerMessage};
 use carrier::discovery::RuntimeDir;
 use carrier::loadgen::Target as LoopbackTarget;
 use carrier::protocol::channel_frame::{self, FrameBody};
 use carrier::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
-use fastwebsockets::{FragmentCollectorRead, Frame, OpCode, Payload, WebSocket, WebSocketWrite};
+use fastwebsockets::{Frame, Payload, WebSocket, WebSocketWrite};
 use http_body_util::Empty;
 use hyper::header::{CONNECTION, HOST, SEC_WEBSOCKET_KEY, UPGRADE};
 use hyper::upgrade::Upgraded;
@@ -151,6 +152,8 @@ pub async fn run_pipe(args: PipeArgs) -> ExitCode {
 }
 
 type Stream = TokioIo<Upgraded>;
+type Reader = ServerFrames<ReadHalf<Stream>>;
+type Writer = WebSocketWrite<WriteHalf<Stream>>;
 
 /// The whole run against `url`, with the given input and output.
 async fn pipe(
@@ -161,13 +164,14 @@ async fn pipe(
     mut output: impl AsyncWrite + Unpin,
 ) -> Result<(), Failure> {
     let target = LoopbackTarget::parse(url, token).map_err(|e| Failure::usage(e.to_string()))?;
-    let (ws, limits) = tokio::time::timeout(CONNECT_TIMEOUT, open(url, &target, &args.channel))
-        .await
-        .map_err(|_| {
-            Failure::runtime(format!(
+    let (mut read, write, limits) =
+        tokio::time::timeout(CONNECT_TIMEOUT, open(url, &target, &args.channel))
+            .await
+            .map_err(|_| {
+                Failure::runtime(format!(
                 "{url} did not complete the connection and handshake within {CONNECT_TIMEOUT:?}"
             ))
-        })??;
+            })??;
     let frame_max = args.chunk + FIXED_FRAME_HEADER + args.channel.len();
     if let Some(max) = limits.max_message_bytes.filter(|max| frame_max > *max) {
         return Err(Failure::usage(format!(
@@ -177,11 +181,7 @@ async fn pipe(
     }
     let max_inbound = limits.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE) + MAX_FRAME_HEADER;
 
-    let (mut read, write) = ws.split(tokio::io::split);
-    read.set_auto_pong(false);
-    read.set_auto_close(false);
-    // fastwebsockets refuses a frame whose length is >= the limit.
-    read.set_max_message_size(max_inbound + 1);
+    read.set_max_message_bytes(max_inbound);
 
     let sent = Arc::new(AtomicU64::new(0));
     let (out_tx, out_rx) = mpsc::channel::<Outbound>(1);
@@ -190,7 +190,7 @@ async fn pipe(
     let (in_tx, mut in_rx) = mpsc::channel::<Inbound>(1);
 
     let writer = tokio::spawn(write_loop(write, out_rx, pong_rx, written_tx, sent.clone()));
-    let reader = tokio::spawn(read_loop(FragmentCollectorRead::new(read), in_tx, pong_tx));
+    let reader = tokio::spawn(read_loop(read, in_tx, pong_tx));
     let mut stdin = spawn_stdin(input, args.channel.clone(), args.chunk, out_tx.clone())?;
     let _abort = AbortOnDrop([writer.abort_handle(), reader.abort_handle()]);
 
@@ -312,15 +312,20 @@ async fn open(
     url: &str,
     target: &LoopbackTarget,
     channel: &str,
-) -> Result<(WebSocket<Stream>, Limits), Failure> {
+) -> Result<(Reader, Writer, Limits), Failure> {
     let tcp = TcpStream::connect(target.addr).await.map_err(|e| {
         Failure::runtime(format!(
             "cannot reach {url}: {e}; is `carrier serve` running? (`carrier doctor` lists local servers)"
         ))
     })?;
     let _ = tcp.set_nodelay(true);
-    let mut ws = upgrade(url, tcp, target).await?;
-    let result = handshake(url, &mut ws).await?;
+    let ws = upgrade(url, tcp, target).await?;
+    let (mut read, mut write) = ws.split(tokio::io::split);
+    // Pings and closes are answered by the writer task, not from inside the read half.
+    read.set_auto_pong(false);
+    read.set_auto_close(false);
+    let mut read = ServerFrames::new(read, DEFAULT_MAX_MESSAGE + MAX_FRAME_HEADER);
+    let result = handshake(url, &mut read, &mut write).await?;
     let channels = result
         .get("channels")
         .and_then(Value::as_array)
@@ -344,7 +349,7 @@ async fn open(
         .pointer("/limits/max_message_bytes")
         .and_then(Value::as_u64)
         .and_then(|max| usize::try_from(max).ok());
-    Ok((ws, Limits { max_message_bytes }))
+    Ok((read, write, Limits { max_message_bytes }))
 }
 
 /// The line for a refused token, whichever way the carrier refused it.
@@ -405,7 +410,7 @@ async fn upgrade(
 }
 
 /// Sends `system.handshake` and returns its result. Frames before the response are skipped.
-async fn handshake(url: &str, ws: &mut WebSocket<Stream>) -> Result<Value, Failure> {
+async fn handshake(url: &str, read: &mut Reader, write: &mut Writer) -> Result<Value, Failure> {
     let request = json!({
         "id": "pipe-handshake",
         "method": "system.handshake",
@@ -417,24 +422,24 @@ async fn handshake(url: &str, ws: &mut WebSocket<Stream>) -> Result<Value, Failu
     });
     // A carrier that refuses the token may already have closed: the close frame it sent says
     // why, so a failed write is not the end of the story.
-    let _ = ws
+    let _ = write
         .write_frame(Frame::text(Payload::Owned(
             request.to_string().into_bytes(),
         )))
         .await;
     loop {
-        let frame = ws.read_frame().await.map_err(|e| {
+        let message = read.next().await.map_err(|e| {
             Failure::runtime(format!(
                 "the connection to {url} failed during the handshake: {e}"
             ))
         })?;
-        match frame.opcode {
-            OpCode::Close => {
-                let (code, reason) = close_parts(&frame.payload);
+        match message {
+            ServerMessage::Close(close) => {
+                let (code, reason) = close_parts(close);
                 return Err(closed_early(url, code, &reason));
             }
-            OpCode::Text => {
-                let Ok(value) = serde_json::from_slice::<Value>(&frame.payload) else {
+            ServerMessage::Text(text) => {
+                let Ok(value) = serde_json::from_slice::<Value>(&text) else {
                     continue;
                 };
                 if value.get("id").and_then(Value::as_str) != Some("pipe-handshake") {
@@ -449,7 +454,7 @@ async fn handshake(url: &str, ws: &mut WebSocket<Stream>) -> Result<Value, Failu
                 }
                 return Ok(value.get("result").cloned().unwrap_or(Value::Null));
             }
-            _ => {}
+            ServerMessage::Binary(_) | ServerMessage::Ping(_) | ServerMessage::Pong => {}
         }
     }
 }
@@ -466,13 +471,10 @@ fn closed_early(url: &str, code: Option<u16>, reason: &str) -> Failure {
     }
 }
 
-fn close_parts(payload: &[u8]) -> (Option<u16>, String) {
-    match payload {
-        [high, low, reason @ ..] => (
-            Some(u16::from_be_bytes([*high, *low])),
-            String::from_utf8_lossy(reason).into_owned(),
-        ),
-        _ => (None, String::new()),
+fn close_parts(close: Option<(u16, String)>) -> (Option<u16>, String) {
+    match close {
+        Some((code, reason)) => (Some(code), reason),
+        None => (None, String::new()),
     }
 }
 
@@ -551,7 +553,7 @@ fn spawn_stdin(
 
 /// The socket's one writer: pongs first, then data in order, then the close.
 async fn write_loop(
-    mut write: WebSocketWrite<WriteHalf<Stream>>,
+    mut write: Writer,
     mut out: mpsc::Receiver<Outbound>,
     mut pongs: watch::Receiver<Bytes>,
     written: oneshot::Sender<u64>,
@@ -601,46 +603,32 @@ async fn write_loop(
     }
 }
 
-/// The socket's one reader: messages to the coordinator, pings to the writer.
+/// The socket's one reader: messages to the coordinator, pings to the writer. A frame no
+/// server may send (masked, reserved bits, a bad opcode) ends it as a failure.
 async fn read_loop(
-    mut read: FragmentCollectorRead<ReadHalf<Stream>>,
+    mut read: Reader,
     to_coordinator: mpsc::Sender<Inbound>,
     pongs: watch::Sender<Bytes>,
 ) {
     loop {
-        // Auto-pong and auto-close are off, so the read half owes no replies of its own.
-        let frame = read
-            .read_frame(&mut |_: Frame<'_>| async { Ok::<(), std::convert::Infallible>(()) })
-            .await;
-        let message = match frame {
+        let message = match read.next().await {
             Err(error) => Inbound::Failed(error.to_string()),
-            Ok(frame) => match frame.opcode {
-                OpCode::Binary => Inbound::Binary(into_bytes(frame.payload)),
-                OpCode::Text => Inbound::Text(into_bytes(frame.payload)),
-                OpCode::Ping => {
-                    let _ = pongs.send(into_bytes(frame.payload));
-                    continue;
-                }
-                OpCode::Close => {
-                    let (code, reason) = close_parts(&frame.payload);
-                    Inbound::Closed { code, reason }
-                }
-                OpCode::Pong | OpCode::Continuation => continue,
-            },
+            Ok(ServerMessage::Binary(bytes)) => Inbound::Binary(bytes),
+            Ok(ServerMessage::Text(bytes)) => Inbound::Text(bytes),
+            Ok(ServerMessage::Ping(payload)) => {
+                let _ = pongs.send(payload);
+                continue;
+            }
+            Ok(ServerMessage::Close(close)) => {
+                let (code, reason) = close_parts(close);
+                Inbound::Closed { code, reason }
+            }
+            Ok(ServerMessage::Pong) => continue,
         };
         let last = matches!(message, Inbound::Closed { .. } | Inbound::Failed(_));
         if to_coordinator.send(message).await.is_err() || last {
             return;
         }
-    }
-}
-
-/// An unfragmented frame's payload is already a slice of the read buffer; keep it uncopied.
-fn into_bytes(payload: Payload<'_>) -> Bytes {
-    match payload {
-        Payload::Bytes(bytes) => bytes.freeze(),
-        Payload::Owned(vec) => Bytes::from(vec),
-        other => Bytes::copy_from_slice(&other),
     }
 }
 

@@ -64,6 +64,7 @@ mod handshake;
 mod probe;
 mod reconnect;
 mod resume;
+mod server_frames;
 mod subscribers;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
@@ -83,6 +84,9 @@ pub use reconnect::{
     Connector, Inbound, Outbound, ReconnectingTransport, Socket, SocketReader, SocketWriter,
 };
 pub use resume::ResumePoint;
+// What `carrier pipe` reads its socket with until it dials through this client.
+#[doc(hidden)]
+pub use server_frames::{ServerFrameError, ServerFrames, ServerMessage};
 pub use transport::{
     BinaryHandler, CloseInfo, ConnectionState, MessageHandler, StateHandler, Subscription,
     Transport, TransportError,

@@ -330,7 +330,11 @@ impl<C: Connector> Shared<C> {
                 }
                 End::Broken(error) => {
                     tracing::info!(%error, "connection broke");
-                    live.writer.abort();
+                    // Both halves go now, so the socket closes at once (a connection failed
+                    // for a protocol violation must not linger through the reconnect delay).
+                    let Live { reader, writer, .. } = live;
+                    writer.abort();
+                    drop(reader);
                 }
             }
             self.set_state(ConnectionState::Connecting);

@@ -5,12 +5,11 @@
 //! requested role (`?role=observe`) and performs the upgrade. Fragmented messages are reassembled
 //! before delivery; pings are answered through the socket's single writer task.
 
-use std::convert::Infallible;
 use std::fmt;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fastwebsockets::{FragmentCollectorRead, Frame, OpCode, Payload, WebSocket, WebSocketError};
+use fastwebsockets::{Frame, Payload, WebSocket, WebSocketError};
 use futures_util::future::BoxFuture;
 use http_body_util::Empty;
 use hyper::header::{CONNECTION, HOST, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL, UPGRADE};
@@ -25,6 +24,7 @@ use tokio::net::TcpStream;
 use super::reconnect::{
     Connector, Inbound, Outbound, ReconnectingTransport, Socket, SocketReader, SocketWriter,
 };
+use super::server_frames::{ServerFrames, ServerMessage};
 use super::transport::{
     BinaryHandler, CloseInfo, ConnectionState, MessageHandler, StateHandler, Subscription,
     Transport, TransportError,
@@ -243,10 +243,9 @@ async fn dial(options: &WsOptions) -> Result<Socket, TransportError> {
     // from inside the read half.
     read.set_auto_pong(false);
     read.set_auto_close(false);
-    read.set_max_message_size(options.max_message_bytes);
     Ok(Socket {
         reader: Box::new(WsReader {
-            inner: FragmentCollectorRead::new(read),
+            inner: ServerFrames::new(read, options.max_message_bytes),
         }),
         writer: Box::new(WsWriter { inner: write }),
     })
@@ -307,27 +306,27 @@ async fn upgrade(
 }
 
 struct WsReader {
-    inner: FragmentCollectorRead<ReadHalf<Stream>>,
+    inner: ServerFrames<ReadHalf<Stream>>,
 }
 
 impl SocketReader for WsReader {
     fn read(&mut self) -> BoxFuture<'_, Result<Inbound, TransportError>> {
         Box::pin(async move {
             loop {
-                // With auto-pong and auto-close off the read half owes no replies, so the
-                // obligation callback is never called.
-                let frame = self
+                let message = self
                     .inner
-                    .read_frame(&mut |_: Frame<'_>| async { Ok::<(), Infallible>(()) })
+                    .next()
                     .await
-                    .map_err(io_error)?;
-                match frame.opcode {
-                    OpCode::Text => return Ok(Inbound::Text(into_bytes(frame.payload))),
-                    OpCode::Binary => return Ok(Inbound::Binary(into_bytes(frame.payload))),
-                    OpCode::Ping => return Ok(Inbound::Ping(into_bytes(frame.payload))),
-                    OpCode::Close => return Ok(Inbound::Close(close_info(&frame.payload))),
-                    OpCode::Pong | OpCode::Continuation => continue,
-                }
+                    .map_err(|e| TransportError::Io(e.to_string()))?;
+                return Ok(match message {
+                    ServerMessage::Text(text) => Inbound::Text(text),
+                    ServerMessage::Binary(payload) => Inbound::Binary(payload),
+                    ServerMessage::Ping(payload) => Inbound::Ping(payload),
+                    ServerMessage::Close(close) => {
+                        Inbound::Close(close.map(|(code, reason)| CloseInfo { code, reason }))
+                    }
+                    ServerMessage::Pong => continue,
+                });
             }
         })
     }
@@ -354,25 +353,6 @@ impl SocketWriter for WsWriter {
 
 fn io_error(error: WebSocketError) -> TransportError {
     TransportError::Io(error.to_string())
-}
-
-/// An unfragmented frame's payload is a slice of the read buffer already; keep it uncopied.
-fn into_bytes(payload: Payload<'_>) -> Bytes {
-    match payload {
-        Payload::Bytes(bytes) => bytes.freeze(),
-        Payload::Owned(vec) => Bytes::from(vec),
-        other => Bytes::copy_from_slice(&other),
-    }
-}
-
-fn close_info(payload: &[u8]) -> Option<CloseInfo> {
-    match payload {
-        [high, low, reason @ ..] => Some(CloseInfo {
-            code: u16::from_be_bytes([*high, *low]),
-            reason: String::from_utf8_lossy(reason).into_owned(),
-        }),
-        _ => None,
-    }
 }
 
 /// The WebSocket client transport: [`WsOptions`] in, a reconnecting [`Transport`] out.
@@ -516,18 +496,5 @@ mod tests {
     fn debug_output_redacts_the_token() {
         let shown = format!("{:?}", WsOptions::new("ws://127.0.0.1:1/").token("hunter2"));
         assert!(!shown.contains("hunter2"));
-    }
-
-    #[test]
-    fn close_payloads_parse_code_and_reason() {
-        assert_eq!(
-            close_info(&[0x03, 0xF0, b'u', b'n']),
-            Some(CloseInfo {
-                code: 1008,
-                reason: "un".into()
-            })
-        );
-        assert_eq!(close_info(&[]), None);
-        assert_eq!(close_info(&[0x03]), None);
     }
 }
