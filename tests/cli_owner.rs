@@ -520,7 +520,7 @@ fn a_runtime_file_naming_a_pid_its_writer_no_longer_has_is_ignored_and_removed()
 
     let scan = RuntimeDir::at(runtime.path().join("carrier")).scan();
     assert!(scan.carriers.is_empty(), "{:?}", scan.carriers);
-    assert_eq!(scan.removed, [file.clone()]);
+    assert_eq!(scan.removed, std::slice::from_ref(&file));
     assert!(scan.warnings.is_empty(), "{:?}", scan.warnings);
     assert!(!file.exists());
 

@@ -432,3 +432,43 @@ pub(super) fn driver_name(driver: &Value) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use carrier::client::{ForeignListener, UnattributedListener};
+    use carrier::discovery::User;
+
+    #[test]
+    fn a_refused_listener_is_one_runtime_line_naming_the_port() {
+        let addr = "127.0.0.1:7090".parse().expect("addr");
+        let refusals: [TransportError; 2] = [
+            ForeignListener {
+                addr,
+                owner: User {
+                    uid: 65534,
+                    name: Some("nobody".into()),
+                },
+                you: 1000,
+            }
+            .into(),
+            UnattributedListener {
+                addr,
+                reason: "cannot read /proc/net/tcp: Permission denied (os error 13)".into(),
+            }
+            .into(),
+        ];
+        let lines = refusals.map(|refusal| {
+            let failure = explain("ws://127.0.0.1:7090/", &ClientError::Transport(refusal));
+            assert_eq!(failure.code, ExitCode::FAILURE);
+            failure.line
+        });
+        assert_eq!(
+            lines,
+            [
+                "refusing to talk to 127.0.0.1:7090: its listener belongs to uid 65534 (nobody), not to you (uid 1000); nothing was sent",
+                "refusing to talk to 127.0.0.1:7090: the port cannot be attributed to a user (cannot read /proc/net/tcp: Permission denied (os error 13)); nothing was sent",
+            ]
+        );
+    }
+}

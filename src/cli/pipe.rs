@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! carrier pipe [URL] [--token T] --channel NAME [--chunk BYTES] [--events] [--linger-ms MS]
+//!             [--any-owner]
 //! ```
 //!
 //! Three tasks and a thread, so that neither direction waits for the other:

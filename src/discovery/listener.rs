@@ -499,6 +499,44 @@ mod tests {
         assert!(checked.listener.may_receive_token());
     }
 
+    /// IPv6 loopback, and an IPv4 connection taken by a dual-stack listener (listed in `tcp6`
+    /// with an IPv4-mapped address).
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn ipv6_and_dual_stack_listeners_are_found_in_tcp6() {
+        let Ok(v6) = TcpListener::bind("[::1]:0").await else {
+            eprintln!("SKIPPED: no IPv6 loopback here");
+            return;
+        };
+        let addr = v6.local_addr().expect("addr");
+        let checked = OwnerCheck::own_user()
+            .connect(addr)
+            .await
+            .expect("connects");
+        assert_eq!(checked.listener, Listener::Own);
+
+        let socket = tokio::net::TcpSocket::new_v6().expect("socket");
+        let dual = socket
+            .bind("[::]:0".parse().unwrap())
+            .ok()
+            .and_then(|()| socket.listen(8).ok());
+        let Some(dual) = dual else {
+            eprintln!("SKIPPED: cannot listen on [::]");
+            return;
+        };
+        let port = dual.local_addr().expect("addr").port();
+        let v4: SocketAddr = (Ipv4Addr::LOCALHOST, port).into();
+        match TcpStream::connect(v4).await {
+            // bindv6only=1: the listener takes IPv6 only, and there is nothing to check.
+            Err(_) => eprintln!("SKIPPED: [::] listeners are IPv6-only here"),
+            Ok(probe) => {
+                drop(probe);
+                let checked = OwnerCheck::own_user().connect(v4).await.expect("connects");
+                assert_eq!(checked.listener, Listener::Own);
+            }
+        }
+    }
+
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn an_unreadable_socket_table_refuses_the_port_in_one_line_and_sends_nothing() {

@@ -1,5 +1,4 @@
-//! Finding a running carrier, and trusting what is found (SPEC section 10, "Finding a running
-//! carrier" and "A token goes only to its own server").
+//! Finding a running carrier, and trusting what is found.
 //!
 //! - Runtime files (this module): how a local client finds a running carrier without being given
 //!   its URL and token.
