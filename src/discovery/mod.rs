@@ -148,7 +148,7 @@ pub struct RuntimeDir {
 /// What [`RuntimeDir::scan`] found.
 #[derive(Debug, Default)]
 pub struct Scan {
-    /// The carriers whose process is running, oldest first.
+    /// The carriers whose writing process still runs, oldest first.
     pub carriers: Vec<RuntimeEntry>,
     /// Files and directories ignored because they cannot be trusted or read, one sentence each.
     pub warnings: Vec<String>,

@@ -115,13 +115,13 @@ pub(crate) fn liveness(_pid: u32, _recorded: Option<&ProcessStart>) -> Liveness 
 }
 
 /// The two fields of `/proc/PID/stat` that matter here.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 struct StatFields {
+    // Read by the Linux liveness check only.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     state: char,
     start_ticks: u64,
 }
 
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 impl StatFields {
     /// `PID (COMM) STATE PPID …`: COMM may itself hold spaces and parentheses, so fields are
     /// counted after the last `)`. STATE is field 3 and `starttime` field 22 of the whole line.
