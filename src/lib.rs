@@ -21,7 +21,8 @@
 //!   processes (`carrier serve --agent-cmd`, [`agent::process`]).
 //! - [`client`] — the client `Transport` trait, the WebSocket client and the handshake layer
 //!   (feature `client`, default).
-//! - [`discovery`] — runtime files: how a local client finds a running carrier and its token
+//! - [`discovery`] — runtime files: how a local client finds a running carrier and its token;
+//!   and whose listener a loopback connection reached, checked before any token goes out
 //!   (SPEC section 10).
 //! - [`loadgen`] — the load generator behind `carrier bench` (SPEC section 12; feature
 //!   `loadgen`, default).

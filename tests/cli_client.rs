@@ -333,6 +333,7 @@ async fn send(port: u16, token: &str, prompt: &str, allow: bool) -> Output {
         prompt: Some(prompt.to_owned()),
         allow,
         deny: false,
+        any_owner: false,
     };
     let code = bounded(client::send_with(args, &mut out, &mut err)).await;
     output(code, out, err)
@@ -349,6 +350,7 @@ async fn console(port: u16, observe: bool, lines: &[&str]) -> Output {
         url: Some(format!("ws://127.0.0.1:{port}/")),
         token: Some(TOKEN.to_owned()),
         observe,
+        any_owner: false,
     };
     let code = bounded(client::connect_with(args, rx, &mut out, &mut err)).await;
     output(code, out, err)
@@ -429,6 +431,7 @@ async fn send_with_a_url_that_is_not_ws_exits_2() {
         prompt: Some("hi".into()),
         allow: false,
         deny: false,
+        any_owner: false,
     };
     let code = client::send_with(args, &mut out, &mut err).await;
     assert_eq!(code, ExitCode::from(2));
@@ -586,6 +589,7 @@ async fn status_json_prints_the_status_and_url_as_one_line() {
         json: true,
         url: Some(url.clone()),
         token: Some(TOKEN.into()),
+        any_owner: false,
     };
     let code = bounded(client::status_with(args, &mut out, &mut err)).await;
     assert_eq!(code, ExitCode::SUCCESS);
@@ -605,6 +609,7 @@ async fn status_without_json_is_readable() {
         json: false,
         url: Some(format!("ws://127.0.0.1:{port}/")),
         token: Some(TOKEN.into()),
+        any_owner: false,
     };
     let code = bounded(client::status_with(args, &mut out, &mut err)).await;
     assert_eq!(code, ExitCode::SUCCESS);

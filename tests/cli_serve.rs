@@ -363,7 +363,8 @@ fn set_mode(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
-#[cfg(unix)]
+// Linux: the file's `pid_start` is compared with /proc (other systems do not record it).
+#[cfg(target_os = "linux")]
 #[test]
 fn the_runtime_file_is_0600_in_a_0700_directory_and_names_the_listener() {
     let runtime = tempfile::tempdir().unwrap();
@@ -381,9 +382,29 @@ fn the_runtime_file_is_0600_in_a_0700_directory_and_names_the_listener() {
     keys.sort_unstable();
     assert_eq!(
         keys,
-        ["pid", "port", "role", "started", "token", "url"],
+        [
+            "pid",
+            "pid_start",
+            "port",
+            "role",
+            "started",
+            "token",
+            "url"
+        ],
         "{entry}"
     );
+    // When the process started, as the kernel counts it: what tells it from a later process
+    // given the same pid.
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", s.pid())).unwrap();
+    let starttime: u64 = stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(22 - 3)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(entry["pid_start"]["ticks_since_boot"], starttime, "{entry}");
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    assert_eq!(entry["pid_start"]["boot_id"], boot_id.trim(), "{entry}");
     assert_eq!(entry["pid"], s.pid());
     for key in ["url", "port", "role", "token"] {
         assert_eq!(entry[key], s.line[key], "{key}: {entry} vs {}", s.line);

@@ -34,8 +34,15 @@
 //! not exactly one carrier runs); the reason is one line on stderr.
 //!
 //! Without a URL, `send`, `connect` and `status` use the runtime file of the one carrier that
-//! runs (SPEC section 10, [`carrier::discovery`]): its URL, and its token unless one is given. Clap's own parse errors already exit with 2. The `*_with` variants take the
-//! output streams (and the console its input lines) so tests can drive them.
+//! runs ([`carrier::discovery`]): its URL, and its token unless one is given. Clap's own parse
+//! errors already exit with 2. The `*_with` variants take the output streams (and the console
+//! its input lines) so tests can drive them.
+//!
+//! Every command talks only to a listener of the user running it: the Rust client's dialer
+//! checks the listening socket's owner before the upgrade (and the token in it) is written, and
+//! another user's listener ends the command with one line naming the port and the owner, exit 1,
+//! nothing sent. `--any-owner`, given with a URL, lets `send`, `connect`, `status` and `pipe`
+//! talk to another user's listener (an `--open` carrier) — without the token, and saying so.
 //!
 //! One file per command under `client/`; this file holds the arguments and what they share.
 
@@ -50,9 +57,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use carrier::client::{
-    Client, ClientError, ClientEvent, ConnectionState, ErrorCode, HandshakeInfo, Subscription,
-    TransportError, WsClientTransport, WsOptions,
+    Client, ClientError, ClientEvent, ConnectionState, ErrorCode, HandshakeInfo, Listener,
+    Subscription, TransportError, WsClientTransport, WsOptions,
 };
+use carrier::discovery::listener::OwnerPolicy;
 use carrier::discovery::RuntimeDir;
 use carrier::protocol::Role;
 use clap::Args;
@@ -85,6 +93,10 @@ pub struct SendArgs {
     /// Answer permission requests of this turn with "deny" (the default)
     #[arg(long)]
     pub deny: bool,
+    /// Also talk to another user's listener at the URL given (an --open carrier), never with a
+    /// token; needs the URL
+    #[arg(long)]
+    pub any_owner: bool,
 }
 
 impl SendArgs {
@@ -109,6 +121,10 @@ pub struct ConnectArgs {
     /// Connect read-only (role observe)
     #[arg(long)]
     pub observe: bool,
+    /// Also talk to another user's listener at the URL given (an --open carrier), never with a
+    /// token; needs the URL
+    #[arg(long)]
+    pub any_owner: bool,
 }
 
 /// `carrier status [--json] [URL]`: a server's `system.status`.
@@ -122,12 +138,17 @@ pub struct StatusArgs {
     /// Access token (prefer the CARRIER_TOKEN variable: command lines are visible to other users)
     #[arg(long, env = "CARRIER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Also talk to another user's listener at the URL given (an --open carrier), never with a
+    /// token; needs the URL
+    #[arg(long)]
+    pub any_owner: bool,
 }
 
 /// `carrier doctor`: what is listening locally, versions, compatibility, what to update.
 #[derive(Debug, Clone, Args)]
 pub struct DoctorArgs {
-    /// Token used to handshake with each server found (without it only /healthz is checked)
+    /// Token used to handshake with each server of yours found (without it only /healthz is
+    /// checked; another user's listener never gets it)
     #[arg(long, env = "CARRIER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
 }
@@ -233,17 +254,21 @@ pub(super) fn explain(url: &str, error: &ClientError) -> Failure {
     Failure::runtime(line)
 }
 
-/// Where a client command connects, and with which token.
+/// Where a client command connects, with which token, and to whose listener.
 pub(super) struct Target {
     pub(super) url: String,
     pub(super) token: Option<String>,
+    /// [`OwnerPolicy::AnyOwner`] only for a URL the user named with `--any-owner`.
+    pub(super) owners: OwnerPolicy,
 }
 
 /// The URL and token given, or, without a URL, those of the one carrier whose runtime file is in
 /// `runtime` (a token given still wins). Warnings about files that were ignored go to `err`.
+/// `--any-owner` needs a URL: a carrier found through a runtime file is always the user's own.
 pub(super) fn resolve_target(
     url: Option<&str>,
     token: Option<&str>,
+    any_owner: bool,
     runtime: &RuntimeDir,
     err: &mut impl Write,
 ) -> Result<Target, Failure> {
@@ -251,7 +276,17 @@ pub(super) fn resolve_target(
         return Ok(Target {
             url: url.to_owned(),
             token: token.map(str::to_owned),
+            owners: if any_owner {
+                OwnerPolicy::AnyOwner
+            } else {
+                OwnerPolicy::OwnUser
+            },
         });
+    }
+    if any_owner {
+        return Err(Failure::usage(
+            "--any-owner needs the URL of the listener you mean; a carrier found through its runtime file is always your own",
+        ));
     }
     let scan = runtime.scan();
     for warning in &scan.warnings {
@@ -265,6 +300,7 @@ pub(super) fn resolve_target(
         [one] => Ok(Target {
             url: one.url.clone(),
             token: token.map(str::to_owned).or_else(|| one.token.clone()),
+            owners: OwnerPolicy::OwnUser,
         }),
         several => {
             let names: Vec<String> = several.iter().map(|c| c.describe()).collect();
@@ -277,13 +313,29 @@ pub(super) fn resolve_target(
     }
 }
 
-fn options(url: &str, token: Option<&str>, role: Option<Role>) -> Result<WsOptions, ClientError> {
-    let mut options = WsOptions::new(url);
-    if let Some(token) = token {
+/// The warning for a listener that `--any-owner` let a command talk to without the token;
+/// `None` for the user's own.
+pub(super) fn tokenless_warning(url: &str, listener: &Listener) -> Option<String> {
+    let whose = match listener {
+        Listener::Own | Listener::Unchecked => return None,
+        Listener::Foreign(owner) => format!("belongs to {owner}, not to you"),
+        Listener::Unattributed(reason) => format!("cannot be attributed to a user ({reason})"),
+    };
+    Some(format!(
+        "warning: the listener at {url} {whose}: talking to it without a token (--any-owner)"
+    ))
+}
+
+fn options(target: &Target, role: Option<Role>) -> Result<WsOptions, ClientError> {
+    let mut options = WsOptions::new(&target.url);
+    if let Some(token) = &target.token {
         options = options.token(token);
     }
     if let Some(role) = role {
         options = options.role(role);
+    }
+    if target.owners == OwnerPolicy::AnyOwner {
+        options = options.any_owner();
     }
     options.validate()?;
     Ok(options)
@@ -299,22 +351,46 @@ pub(super) struct Session {
     _subscriptions: [Subscription; 2],
 }
 
+/// Opens a session with `target`; a listener `--any-owner` reached without the token is named
+/// on `err` first, whether or not the session opens.
 pub(super) async fn open(
-    url: &str,
-    token: Option<&str>,
+    target: &Target,
     role: Option<Role>,
+    err: &mut impl Write,
 ) -> Result<Session, Failure> {
-    open_session(url, token, role)
-        .await
-        .map_err(|error| explain(url, &error))
+    let (transport, session) = match options(target, role) {
+        Ok(options) => {
+            let transport = Arc::new(WsClientTransport::new(options));
+            let session = open_session(Arc::clone(&transport)).await;
+            (Some(transport), session)
+        }
+        Err(error) => (None, Err(error)),
+    };
+    if let Some(warning) = transport
+        .and_then(|t| t.last_listener())
+        .and_then(|listener| tokenless_warning(&target.url, &listener))
+    {
+        let _ = writeln!(err, "carrier: {warning}");
+    }
+    session.map_err(|error| explain(&target.url, &error))
 }
 
-pub(super) async fn open_session(
+/// A session with the user's own listener at `url` (doctor's handshake).
+pub(super) async fn open_own(
     url: &str,
     token: Option<&str>,
     role: Option<Role>,
 ) -> Result<Session, ClientError> {
-    let client = Client::new(Arc::new(WsClientTransport::new(options(url, token, role)?)));
+    let target = Target {
+        url: url.to_owned(),
+        token: token.map(str::to_owned),
+        owners: OwnerPolicy::OwnUser,
+    };
+    open_session(Arc::new(WsClientTransport::new(options(&target, role)?))).await
+}
+
+async fn open_session(transport: Arc<WsClientTransport>) -> Result<Session, ClientError> {
+    let client = Client::new(transport);
     let (event_tx, events) = mpsc::unbounded_channel();
     let (state_tx, states) = mpsc::unbounded_channel();
     let subscriptions = [
@@ -354,5 +430,45 @@ pub(super) fn driver_name(driver: &Value) -> String {
             .map_or_else(|| driver.to_string(), str::to_owned),
         Value::Null => "someone".into(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use carrier::client::{ForeignListener, UnattributedListener};
+    use carrier::discovery::User;
+
+    #[test]
+    fn a_refused_listener_is_one_runtime_line_naming_the_port() {
+        let addr = "127.0.0.1:7090".parse().expect("addr");
+        let refusals: [TransportError; 2] = [
+            ForeignListener {
+                addr,
+                owner: User {
+                    uid: 65534,
+                    name: Some("nobody".into()),
+                },
+                you: 1000,
+            }
+            .into(),
+            UnattributedListener {
+                addr,
+                reason: "cannot read /proc/net/tcp: Permission denied (os error 13)".into(),
+            }
+            .into(),
+        ];
+        let lines = refusals.map(|refusal| {
+            let failure = explain("ws://127.0.0.1:7090/", &ClientError::Transport(refusal));
+            assert_eq!(failure.code, ExitCode::FAILURE);
+            failure.line
+        });
+        assert_eq!(
+            lines,
+            [
+                "refusing to talk to 127.0.0.1:7090: its listener belongs to uid 65534 (nobody), not to you (uid 1000); nothing was sent",
+                "refusing to talk to 127.0.0.1:7090: the port cannot be attributed to a user (cannot read /proc/net/tcp: Permission denied (os error 13)); nothing was sent",
+            ]
+        );
     }
 }

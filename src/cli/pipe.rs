@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! carrier pipe [URL] [--token T] --channel NAME [--chunk BYTES] [--events] [--linger-ms MS]
+//!             [--any-owner]
 //! ```
 //!
 //! Three tasks and a thread, so that neither direction waits for the other:
@@ -33,7 +34,9 @@
 //!
 //! A server close or a connection failure before that exits 1 with one line on stderr, as does a
 //! refused token (close 1008 or HTTP 401) and a `protocol_error` about the channel (e.g. it
-//! accepts no binary frames). A `--chunk` outside 1..=16 MiB is a usage error (2, from clap);
+//! accepts no binary frames). So does a listener of another user: the dial checks the listening
+//! socket's owner before the upgrade carrying the token is written, as the Rust client's does;
+//! `--any-owner` with a URL talks to it anyway, without the token. A `--chunk` outside 1..=16 MiB is a usage error (2, from clap);
 //! so is a chunk whose frame would exceed the carrier's `max_message_bytes`.
 
 use std::io::{IsTerminal, Read};
@@ -44,6 +47,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use carrier::client::{ServerFrames, ServerMessage};
+use carrier::discovery::listener::{DialError, OwnerCheck};
 use carrier::discovery::RuntimeDir;
 use carrier::loadgen::Target as LoopbackTarget;
 use carrier::protocol::channel_frame::{self, FrameBody};
@@ -59,7 +63,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::client::{resolve_target, Failure};
+use super::client::{resolve_target, tokenless_warning, Failure, Target};
 
 /// The default payload of one frame: 64 KiB.
 pub const DEFAULT_CHUNK: usize = 64 << 10;
@@ -101,6 +105,10 @@ pub struct PipeArgs {
     /// channel already answered every byte sent)
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub linger_ms: u64,
+    /// Also talk to another user's listener at the URL given (an --open carrier), never with a
+    /// token; needs the URL
+    #[arg(long)]
+    pub any_owner: bool,
 }
 
 fn parse_chunk(text: &str) -> Result<usize, String> {
@@ -131,20 +139,14 @@ pub async fn run_pipe(args: PipeArgs) -> ExitCode {
     let target = match resolve_target(
         args.url.as_deref(),
         args.token.as_deref(),
+        args.any_owner,
         &RuntimeDir::for_user(),
         &mut stderr,
     ) {
         Ok(target) => target,
         Err(failure) => return failure.report(&mut stderr),
     };
-    let result = pipe(
-        &args,
-        &target.url,
-        target.token.as_deref(),
-        std::io::stdin(),
-        tokio::io::stdout(),
-    )
-    .await;
+    let result = pipe(&args, &target, std::io::stdin(), tokio::io::stdout()).await;
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => failure.report(&mut stderr),
@@ -155,17 +157,16 @@ type Stream = TokioIo<Upgraded>;
 type Reader = ServerFrames<ReadHalf<Stream>>;
 type Writer = WebSocketWrite<WriteHalf<Stream>>;
 
-/// The whole run against `url`, with the given input and output.
+/// The whole run against `target`, with the given input and output.
 async fn pipe(
     args: &PipeArgs,
-    url: &str,
-    token: Option<&str>,
+    target: &Target,
     input: impl Read + Send + 'static,
     mut output: impl AsyncWrite + Unpin,
 ) -> Result<(), Failure> {
-    let target = LoopbackTarget::parse(url, token).map_err(|e| Failure::usage(e.to_string()))?;
+    let url = target.url.as_str();
     let (mut read, write, limits) =
-        tokio::time::timeout(CONNECT_TIMEOUT, open(url, &target, &args.channel))
+        tokio::time::timeout(CONNECT_TIMEOUT, open(target, &args.channel))
             .await
             .map_err(|_| {
                 Failure::runtime(format!(
@@ -307,19 +308,35 @@ struct Limits {
     max_message_bytes: Option<usize>,
 }
 
-/// TCP connect, upgrade, `system.handshake`; checks that the carrier has the channel.
-async fn open(
-    url: &str,
-    target: &LoopbackTarget,
-    channel: &str,
-) -> Result<(Reader, Writer, Limits), Failure> {
-    let tcp = TcpStream::connect(target.addr).await.map_err(|e| {
-        Failure::runtime(format!(
-            "cannot reach {url}: {e}; is `carrier serve` running? (`carrier doctor` lists local servers)"
-        ))
-    })?;
+/// TCP connect, the listener's owner checked, upgrade, `system.handshake`; checks that the
+/// carrier has the channel.
+async fn open(target: &Target, channel: &str) -> Result<(Reader, Writer, Limits), Failure> {
+    let url = target.url.as_str();
+    let address = LoopbackTarget::parse(url, None).map_err(|e| Failure::usage(e.to_string()))?;
+    // The upgrade may carry the token: the listener is checked first (the same check as the
+    // Rust client's dialer), and a refused one gets nothing.
+    let checked = OwnerCheck::own_user()
+        .with_policy(target.owners)
+        .connect(address.addr)
+        .await
+        .map_err(|error| match error {
+            DialError::Connect { reason, .. } => Failure::runtime(format!(
+                "cannot reach {url}: {reason}; is `carrier serve` running? (`carrier doctor` lists local servers)"
+            )),
+            refused => Failure::runtime(refused.to_string()),
+        })?;
+    let token = if checked.listener.may_receive_token() {
+        target.token.as_deref()
+    } else {
+        if let Some(warning) = tokenless_warning(url, &checked.listener) {
+            eprintln!("carrier: {warning}");
+        }
+        None
+    };
+    let request = LoopbackTarget::parse(url, token).map_err(|e| Failure::usage(e.to_string()))?;
+    let tcp = checked.stream;
     let _ = tcp.set_nodelay(true);
-    let ws = upgrade(url, tcp, target).await?;
+    let ws = upgrade(url, tcp, &request).await?;
     let (mut read, mut write) = ws.split(tokio::io::split);
     // Pings and closes are answered by the writer task, not from inside the read half.
     read.set_auto_pong(false);

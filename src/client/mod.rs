@@ -79,7 +79,7 @@ pub use events::{
 };
 pub use features::{feature_for_method, preflight, FeatureRequirement};
 pub use handshake::{Client, ClientOptions, EventHandler, HandshakeInfo, PeerInfo, CLIENT_NAME};
-pub use probe::{probe_health, Health};
+pub use probe::{probe_health, Health, Probe};
 pub use reconnect::{
     Connector, Inbound, Outbound, ReconnectingTransport, Socket, SocketReader, SocketWriter,
 };
@@ -91,6 +91,8 @@ pub use transport::{
     BinaryHandler, CloseInfo, ConnectionState, MessageHandler, StateHandler, Subscription,
     Transport, TransportError,
 };
+// Whose listener a dial reached, and the refusals' details.
+pub use crate::discovery::listener::{ForeignListener, Listener, UnattributedListener};
 // The wire's version types: one parser, the server's (it refuses `"01.0"`, for one).
 pub use crate::protocol::version::{
     ProtocolVersion, Side, Verdict, VersionPair, MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION,

@@ -1,17 +1,19 @@
-//! `GET /healthz` probing: is a carrier listening on this address?
+//! `GET /healthz` probing: is a carrier listening on this address, and whose listener is it?
+//!
+//! A probe carries no token, so it may go to any listener; it reports the listener's owner
+//! ([`Listener`]) so that a caller such as `carrier doctor` sends a token only where it may.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use super::transport::TransportError;
+use crate::discovery::listener::{DialError, Listener, OwnerCheck};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper::header::HOST;
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use tokio::net::TcpStream;
-
-use super::transport::TransportError;
 
 /// What answered a health probe.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,23 +29,40 @@ pub enum Health {
     },
 }
 
+/// What a health probe found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// Whose listener answered. Only [`Listener::may_receive_token`] listeners may be sent a
+    /// token afterwards (by a dial that checks again).
+    pub listener: Listener,
+    /// What it answered.
+    pub health: Health,
+}
+
 /// The most of a health answer that is read; a carrier's is a dozen bytes.
 const MAX_BODY: usize = 4096;
 
-/// Sends `GET /healthz` to `addr` (no upgrade, no token) within `timeout`. An error means
-/// nothing usable answered: closed port, timeout, or not HTTP.
-pub async fn probe_health(addr: SocketAddr, timeout: Duration) -> Result<Health, TransportError> {
+/// Sends `GET /healthz` to the loopback address `addr` (no upgrade, no token, so to any
+/// listener) within `timeout`, and says whose listener answered. An error means nothing usable
+/// answered: closed port, timeout, or not HTTP.
+pub async fn probe_health(addr: SocketAddr, timeout: Duration) -> Result<Probe, TransportError> {
     let failed = |reason: String| TransportError::Connect {
         addr: addr.to_string(),
         reason,
     };
     let probe = async {
-        let stream = TcpStream::connect(addr)
+        let checked = OwnerCheck::any_owner()
+            .connect(addr)
             .await
-            .map_err(|e| failed(e.to_string()))?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|error| match error {
+                DialError::Connect { reason, .. } => failed(reason),
+                other => failed(other.to_string()),
+            })?;
+        let listener = checked.listener;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(checked.stream))
+                .await
+                .map_err(|e| failed(e.to_string()))?;
         tokio::spawn(async move {
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "health probe connection ended with an error");
@@ -66,14 +85,15 @@ pub async fn probe_health(addr: SocketAddr, timeout: Duration) -> Result<Health,
         let is_ok = serde_json::from_slice::<Value>(&body)
             .ok()
             .is_some_and(|v| v.get("status").and_then(Value::as_str) == Some("ok"));
-        Ok(if status == 200 && is_ok {
+        let health = if status == 200 && is_ok {
             Health::Carrier
         } else {
             Health::Other {
                 status,
                 body: String::from_utf8_lossy(&body).chars().take(200).collect(),
             }
-        })
+        };
+        Ok(Probe { listener, health })
     };
     tokio::time::timeout(timeout, probe)
         .await

@@ -7,6 +7,8 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use crate::discovery::listener::{ForeignListener, UnattributedListener};
+
 /// Where a connection stands, as seen by its owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ConnectionState {
@@ -118,6 +120,15 @@ pub enum TransportError {
     /// Reading or writing an open connection failed.
     #[error("connection failed: {0}")]
     Io(String),
+    /// The listener on the port belongs to another local user: nothing was sent to it, neither
+    /// token nor frame. Ports are first come, first served, so this is what a port squatted
+    /// after the carrier stopped looks like. Reconnects repeat the check.
+    #[error(transparent)]
+    ForeignListener(#[from] ForeignListener),
+    /// Whose listener is on the port could not be found out (on Linux: `/proc/net/tcp` is
+    /// unreadable or lists no entry for the connection): nothing was sent to it.
+    #[error(transparent)]
+    UnattributedListener(#[from] UnattributedListener),
 }
 
 /// Handler for inbound text frames, each one JSON object.

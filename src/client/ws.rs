@@ -1,11 +1,16 @@
 //! The WebSocket client transport, built on `fastwebsockets` and hyper's HTTP/1 client.
 //!
-//! [`WsClientTransport`] is a [`ReconnectingTransport`] whose [`Connector`] dials a
-//! `ws://` URL: it adds the token (`?token=` or the `Sec-WebSocket-Protocol` header) and the
-//! requested role (`?role=observe`) and performs the upgrade. Fragmented messages are reassembled
-//! before delivery; pings are answered through the socket's single writer task.
+//! [`WsClientTransport`] is a [`ReconnectingTransport`] whose [`Connector`] dials a loopback
+//! `ws://` URL: it connects, checks that the listener belongs to this user (see
+//! [`crate::discovery::listener`]; a listener of another user is refused with
+//! [`TransportError::ForeignListener`] before anything is written), then adds the token
+//! (`?token=` or the `Sec-WebSocket-Protocol` header) and the requested role (`?role=observe`)
+//! and performs the upgrade. Every reconnect repeats the check. Fragmented messages are
+//! reassembled before delivery; pings are answered through the socket's single writer task.
 
 use std::fmt;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -29,6 +34,9 @@ use super::transport::{
     BinaryHandler, CloseInfo, ConnectionState, MessageHandler, StateHandler, Subscription,
     Transport, TransportError,
 };
+use crate::discovery::listener::{
+    loopback_ip, DialError, Listener, OwnerCheck, OwnerPolicy, SocketTables,
+};
 use crate::protocol::Role;
 
 /// How the token reaches the server (SPEC section 2, admission step 3).
@@ -51,11 +59,13 @@ pub struct WsOptions {
     role: Option<Role>,
     connect_timeout: Duration,
     max_message_bytes: usize,
+    owner_check: OwnerCheck,
 }
 
 impl WsOptions {
-    /// Options for `url` (`ws://HOST:PORT/PATH`), no token, the listener's default role,
-    /// a 10 s connect timeout and a 64 MiB inbound message cap.
+    /// Options for `url` (`ws://HOST:PORT/PATH`, HOST `127.0.0.1`, `localhost`, `[::1]` or
+    /// another loopback address), no token, the listener's default role, a 10 s connect timeout,
+    /// a 64 MiB inbound message cap, and only listeners of this user.
     pub fn new(url: impl Into<String>) -> WsOptions {
         WsOptions {
             url: url.into(),
@@ -64,6 +74,7 @@ impl WsOptions {
             role: None,
             connect_timeout: Duration::from_secs(10),
             max_message_bytes: 64 << 20,
+            owner_check: OwnerCheck::own_user(),
         }
     }
 
@@ -98,6 +109,22 @@ impl WsOptions {
         self
     }
 
+    /// Also talks to a listener of another user, or one whose owner cannot be found out — but
+    /// **without the token**: it goes only to a listener of this user, whatever this option
+    /// says. For an `--open` carrier of someone else, named on purpose. Which kind of listener
+    /// the last dial reached: [`WsClientTransport::last_listener`].
+    pub fn any_owner(mut self) -> WsOptions {
+        self.owner_check = self.owner_check.with_policy(OwnerPolicy::AnyOwner);
+        self
+    }
+
+    /// Reads the socket tables that attribute a listener from `tables` instead of `/proc/net`
+    /// (tests; a system with procfs mounted elsewhere).
+    pub fn socket_tables(mut self, tables: SocketTables) -> WsOptions {
+        self.owner_check = self.owner_check.with_tables(tables);
+        self
+    }
+
     /// The URL as given.
     pub fn url(&self) -> &str {
         &self.url
@@ -119,6 +146,7 @@ impl fmt::Debug for WsOptions {
             .field("role", &self.role)
             .field("connect_timeout", &self.connect_timeout)
             .field("max_message_bytes", &self.max_message_bytes)
+            .field("owner_check", &self.owner_check)
             .finish()
     }
 }
@@ -132,10 +160,11 @@ const QUERY_VALUE: &AsciiSet = &NON_ALPHANUMERIC
 
 /// What one dial needs, derived from the options.
 struct Target {
-    host: String,
-    port: u16,
+    addr: SocketAddr,
     authority: String,
-    path_and_query: String,
+    /// The URL's path and its own query, without token or role.
+    path: String,
+    query: Option<String>,
 }
 
 impl Target {
@@ -158,41 +187,42 @@ impl Target {
             _ => return Err(invalid("expected ws://HOST:PORT/")),
         }
         let authority = uri.authority().ok_or_else(|| invalid("no host"))?;
-        let host = authority
-            .host()
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_owned();
-        if host.is_empty() {
+        if authority.host().is_empty() {
             return Err(invalid("no host"));
         }
-        let mut query: Vec<String> = uri
-            .query()
-            .filter(|q| !q.is_empty())
-            .map(|q| vec![q.to_owned()])
-            .unwrap_or_default();
-        if let (Some(token), TokenPlacement::Query) = (&options.token, options.token_placement) {
-            query.push(format!("token={}", utf8_percent_encode(token, QUERY_VALUE)));
-        }
-        if let Some(role) = options.role {
-            query.push(format!("role={}", role.as_str()));
-        }
+        // A carrier binds 127.0.0.1, and only a loopback listener can be attributed to a local
+        // user before the token goes out.
+        let ip = loopback_ip(authority.host()).ok_or_else(|| {
+            invalid("not a loopback host: carrier clients connect to 127.0.0.1, localhost or [::1] only")
+        })?;
         let path = if uri.path().is_empty() {
             "/"
         } else {
             uri.path()
         };
-        let path_and_query = if query.is_empty() {
-            path.to_owned()
-        } else {
-            format!("{path}?{}", query.join("&"))
-        };
         Ok(Target {
-            host,
-            port: authority.port_u16().unwrap_or(80),
+            addr: SocketAddr::new(ip, authority.port_u16().unwrap_or(80)),
             authority: authority.as_str().to_owned(),
-            path_and_query,
+            path: path.to_owned(),
+            query: uri.query().filter(|q| !q.is_empty()).map(str::to_owned),
         })
+    }
+
+    /// The request target of the upgrade: the URL's path and query, then the token (when it
+    /// goes in the query) and the role.
+    fn path_and_query(&self, token: Option<&str>, options: &WsOptions) -> String {
+        let mut query: Vec<String> = self.query.iter().cloned().collect();
+        if let (Some(token), TokenPlacement::Query) = (token, options.token_placement) {
+            query.push(format!("token={}", utf8_percent_encode(token, QUERY_VALUE)));
+        }
+        if let Some(role) = options.role {
+            query.push(format!("role={}", role.as_str()));
+        }
+        if query.is_empty() {
+            self.path.clone()
+        } else {
+            format!("{}?{}", self.path, query.join("&"))
+        }
     }
 }
 
@@ -200,43 +230,73 @@ impl Target {
 #[derive(Debug, Clone)]
 pub struct WsConnector {
     options: WsOptions,
+    // What the latest dial found out about its listener, for a caller that names a URL with
+    // `any_owner` and should hear whose listener it got.
+    last_listener: Arc<Mutex<Option<Listener>>>,
 }
 
 impl WsConnector {
     /// A connector for these options.
     pub fn new(options: WsOptions) -> WsConnector {
-        WsConnector { options }
+        WsConnector {
+            options,
+            last_listener: Arc::default(),
+        }
     }
 
     /// The options it dials with.
     pub fn options(&self) -> &WsOptions {
         &self.options
     }
+
+    /// Whose listener the latest dial reached (`None` before the first dial that connected).
+    pub fn last_listener(&self) -> Option<Listener> {
+        self.last_listener
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
 }
 
 impl Connector for WsConnector {
     fn connect(&self) -> BoxFuture<'_, Result<Socket, TransportError>> {
-        Box::pin(dial(&self.options))
+        Box::pin(dial(&self.options, &self.last_listener))
     }
 }
 
-async fn dial(options: &WsOptions) -> Result<Socket, TransportError> {
+async fn dial(
+    options: &WsOptions,
+    last_listener: &Mutex<Option<Listener>>,
+) -> Result<Socket, TransportError> {
     let target = Target::resolve(options)?;
-    let addr = format!("{}:{}", target.host, target.port);
-    let connect_error = |reason: String| TransportError::Connect {
-        addr: addr.clone(),
-        reason,
-    };
+    let addr = target.addr;
     let upgrade = async {
-        let stream = TcpStream::connect((target.host.as_str(), target.port))
+        let checked = options
+            .owner_check
+            .connect(addr)
             .await
-            .map_err(|e| connect_error(e.to_string()))?;
+            .map_err(|error| dial_error(options, error))?;
+        let token = options.token.as_deref();
+        let token = match &checked.listener {
+            listener if listener.may_receive_token() => token,
+            listener => {
+                tracing::info!(%addr, ?listener, "talking to a listener that is not this user's, without the token");
+                None
+            }
+        };
+        *last_listener
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(checked.listener);
+        let stream = checked.stream;
         let _ = stream.set_nodelay(true);
-        upgrade(stream, &target, options).await
+        upgrade(stream, &target, token, options).await
     };
     let ws = tokio::time::timeout(options.connect_timeout, upgrade)
         .await
-        .map_err(|_| connect_error(format!("timed out after {:?}", options.connect_timeout)))??;
+        .map_err(|_| TransportError::Connect {
+            addr: addr.to_string(),
+            reason: format!("timed out after {:?}", options.connect_timeout),
+        })??;
     let (read, write) = ws.split(tokio::io::split);
     let mut read = read;
     // Pings and closes are answered by the transport through the socket's one writer task, not
@@ -251,6 +311,28 @@ async fn dial(options: &WsOptions) -> Result<Socket, TransportError> {
     })
 }
 
+/// A refused dial as the transport reports it.
+fn dial_error(options: &WsOptions, error: DialError) -> TransportError {
+    match error {
+        DialError::Foreign(refusal) => {
+            tracing::debug!(%refusal, "refused another user's listener");
+            TransportError::ForeignListener(refusal)
+        }
+        DialError::Unattributed(refusal) => {
+            tracing::debug!(%refusal, "refused a listener that cannot be attributed");
+            TransportError::UnattributedListener(refusal)
+        }
+        DialError::Connect { addr, reason } => TransportError::Connect {
+            addr: addr.to_string(),
+            reason,
+        },
+        DialError::NotLoopback { addr } => TransportError::InvalidUrl {
+            url: options.url.clone(),
+            reason: format!("{addr} is not a loopback address"),
+        },
+    }
+}
+
 type Stream = TokioIo<Upgraded>;
 
 /// The HTTP/1 upgrade request. Written here rather than with `fastwebsockets::handshake::client`
@@ -258,23 +340,23 @@ type Stream = TokioIo<Upgraded>;
 async fn upgrade(
     stream: TcpStream,
     target: &Target,
+    token: Option<&str>,
     options: &WsOptions,
 ) -> Result<WebSocket<Stream>, TransportError> {
-    let addr = format!("{}:{}", target.host, target.port);
     let failed = |reason: String| TransportError::Connect {
-        addr: addr.clone(),
+        addr: target.addr.to_string(),
         reason,
     };
     let mut request = Request::builder()
         .method("GET")
-        .uri(target.path_and_query.as_str())
+        .uri(target.path_and_query(token, options))
         .header(HOST, target.authority.as_str())
         .header(UPGRADE, "websocket")
         .header(CONNECTION, "upgrade")
         .header(SEC_WEBSOCKET_KEY, fastwebsockets::handshake::generate_key())
         .header("Sec-WebSocket-Version", "13");
-    if let (Some(token), TokenPlacement::Subprotocol) = (&options.token, options.token_placement) {
-        request = request.header(SEC_WEBSOCKET_PROTOCOL, token.as_str());
+    if let (Some(token), TokenPlacement::Subprotocol) = (token, options.token_placement) {
+        request = request.header(SEC_WEBSOCKET_PROTOCOL, token);
     }
     let request = request
         .body(Empty::<Bytes>::new())
@@ -391,6 +473,13 @@ impl WsClientTransport {
     pub fn options(&self) -> &WsOptions {
         self.inner.connector().options()
     }
+
+    /// Whose listener the latest dial reached: [`Listener::Own`] (or `Unchecked` where the
+    /// system cannot tell) unless [`WsOptions::any_owner`] let it talk to another — then it
+    /// went without the token.
+    pub fn last_listener(&self) -> Option<Listener> {
+        self.inner.connector().last_listener()
+    }
 }
 
 impl Transport for WsClientTransport {
@@ -444,43 +533,49 @@ mod tests {
 
     #[test]
     fn token_and_role_go_in_the_query_by_default() {
-        let target = resolve(
-            WsOptions::new("ws://127.0.0.1:7070/")
-                .token("a b&c")
-                .role(Role::Observe),
-        );
-        assert_eq!(target.host, "127.0.0.1");
-        assert_eq!(target.port, 7070);
+        let options = WsOptions::new("ws://127.0.0.1:7070/")
+            .token("a b&c")
+            .role(Role::Observe);
+        let target = resolve(options.clone());
+        assert_eq!(target.addr, "127.0.0.1:7070".parse().unwrap());
         assert_eq!(target.authority, "127.0.0.1:7070");
-        assert_eq!(target.path_and_query, "/?token=a%20b%26c&role=observe");
+        assert_eq!(
+            target.path_and_query(Some("a b&c"), &options),
+            "/?token=a%20b%26c&role=observe"
+        );
+        // A listener that is not this user's gets the same request without the token.
+        assert_eq!(target.path_and_query(None, &options), "/?role=observe");
     }
 
     #[test]
     fn subprotocol_placement_keeps_the_token_out_of_the_url() {
-        let target = resolve(
-            WsOptions::new("ws://localhost:7071")
-                .token("secret")
-                .token_in_subprotocol(),
-        );
-        assert_eq!(target.path_and_query, "/");
-        assert_eq!(target.port, 7071);
+        let options = WsOptions::new("ws://localhost:7071")
+            .token("secret")
+            .token_in_subprotocol();
+        let target = resolve(options.clone());
+        assert_eq!(target.path_and_query(Some("secret"), &options), "/");
+        assert_eq!(target.addr, "127.0.0.1:7071".parse().unwrap());
     }
 
     #[test]
     fn existing_query_and_ipv6_hosts_are_kept() {
-        let target = resolve(WsOptions::new("ws://[::1]:7070/x?a=1").token("t"));
-        assert_eq!(target.host, "::1");
+        let options = WsOptions::new("ws://[::1]:7070/x?a=1").token("t");
+        let target = resolve(options.clone());
+        assert_eq!(target.addr, "[::1]:7070".parse().unwrap());
         assert_eq!(target.authority, "[::1]:7070");
-        assert_eq!(target.path_and_query, "/x?a=1&token=t");
+        assert_eq!(target.path_and_query(Some("t"), &options), "/x?a=1&token=t");
     }
 
     #[test]
-    fn non_ws_urls_are_refused() {
+    fn non_ws_and_non_loopback_urls_are_refused() {
         for url in [
             "http://127.0.0.1:7070/",
             "wss://127.0.0.1/",
             "127.0.0.1:7070",
             "",
+            "ws://10.0.0.1:7070/",
+            "ws://example.com:7070/",
+            "ws://0.0.0.0:7070/",
         ] {
             assert!(
                 matches!(
@@ -490,6 +585,41 @@ mod tests {
                 "{url}"
             );
         }
+    }
+
+    /// A same-user listener that records what reaches it; the check is made to fail by reading
+    /// the socket tables from an empty directory.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_port_that_cannot_be_attributed_is_refused_with_a_typed_error_and_gets_nothing() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let received = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut bytes = Vec::new();
+            let _ = socket.read_to_end(&mut bytes).await;
+            bytes
+        });
+        let nowhere = tempfile::tempdir().expect("tempdir");
+        let options = WsOptions::new(format!("ws://{addr}/"))
+            .token("the-token")
+            .socket_tables(SocketTables::in_dir(nowhere.path()));
+        let transport = WsClientTransport::new(options);
+        let error = transport.connect().await.expect_err("refused");
+        let TransportError::UnattributedListener(refusal) = &error else {
+            panic!("not an attribution refusal: {error:?}");
+        };
+        assert_eq!(refusal.addr, addr);
+        assert!(!error.to_string().contains('\n'), "{error}");
+        let bytes = tokio::time::timeout(Duration::from_secs(10), received)
+            .await
+            .expect("the refused connection was closed")
+            .expect("listener task");
+        assert!(bytes.is_empty(), "the listener received {bytes:?}");
+        assert_eq!(transport.last_listener(), None);
     }
 
     #[test]

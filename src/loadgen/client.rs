@@ -9,6 +9,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use super::target::Target;
+use super::LoadError;
 use bytes::Bytes;
 use fastwebsockets::{FragmentCollector, Frame, OpCode, Payload, WebSocket, WebSocketError};
 use http_body_util::Empty;
@@ -17,11 +19,8 @@ use hyper::upgrade::Upgraded;
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 use serde::Deserialize;
-use tokio::net::TcpStream;
-
-use super::target::Target;
-use super::LoadError;
 // The `rpc`, `channel` and `fanout` modes announce what this build speaks (SPEC section 4).
+use crate::discovery::listener::{DialError, OwnerCheck};
 use crate::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
 
 /// Runs hyper's client connection task (it ends once the upgrade completes) on tokio.
@@ -156,9 +155,17 @@ pub(crate) async fn upgrade(
     timeout: Duration,
 ) -> Result<WebSocket<TokioIo<Upgraded>>, LoadError> {
     let connect = async {
-        let tcp = TcpStream::connect(target.addr)
+        // The upgrade carries the token: only to a listener of this user.
+        let tcp = OwnerCheck::own_user()
+            .connect(target.addr)
             .await
-            .map_err(|e| LoadError::Connect(format!("{}: {e}", target.addr)))?;
+            .map_err(|error| match error {
+                DialError::Connect { addr, reason } => {
+                    LoadError::Connect(format!("{addr}: {reason}"))
+                }
+                refused => LoadError::Listener(refused),
+            })?
+            .stream;
         tcp.set_nodelay(true)
             .map_err(|e| LoadError::Connect(e.to_string()))?;
         let req = Request::builder()

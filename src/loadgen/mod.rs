@@ -238,6 +238,10 @@ pub enum LoadError {
     /// A connection could not be opened or upgraded.
     #[error("connect failed: {0}")]
     Connect(String),
+    /// The listener is not this user's (or cannot be attributed): nothing was sent to it, the
+    /// token least of all.
+    #[error(transparent)]
+    Listener(crate::discovery::listener::DialError),
     /// The server closed the connection (with this close code, if any).
     #[error("the server closed the connection (code {0:?})")]
     Closed(Option<u16>),

@@ -1,6 +1,8 @@
 //! The server a load run talks to: a `ws://` URL on a loopback address, nothing else.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
+
+use crate::discovery::listener::loopback_ip;
 
 /// Why a URL is not a target the load generator will send traffic to.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,16 +73,6 @@ impl Target {
             path_and_query,
         })
     }
-}
-
-/// The loopback address a host name stands for, or `None` when it is not loopback.
-fn loopback_ip(host: &str) -> Option<IpAddr> {
-    if host.eq_ignore_ascii_case("localhost") {
-        return Some(IpAddr::V4(Ipv4Addr::LOCALHOST));
-    }
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    let ip: IpAddr = bare.parse().ok()?;
-    ip.is_loopback().then_some(ip)
 }
 
 #[cfg(test)]

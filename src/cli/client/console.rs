@@ -47,11 +47,17 @@ pub async fn connect_with(
 ) -> ExitCode {
     let role = args.observe.then_some(Role::Observe);
     let runtime = RuntimeDir::for_user();
-    let target = match resolve_target(args.url.as_deref(), args.token.as_deref(), &runtime, err) {
+    let target = match resolve_target(
+        args.url.as_deref(),
+        args.token.as_deref(),
+        args.any_owner,
+        &runtime,
+        err,
+    ) {
         Ok(target) => target,
         Err(failure) => return failure.report(err),
     };
-    let session = match open(&target.url, target.token.as_deref(), role).await {
+    let session = match open(&target, role, err).await {
         Ok(session) => session,
         Err(failure) => return failure.report(err),
     };

@@ -1,5 +1,9 @@
 //! `carrier doctor`: what is listening on the local ports and what the runtime files list, its
 //! versions and compatibility, and what to update.
+//!
+//! Every port is probed with a tokenless `GET /healthz`, which also says whose listener it is.
+//! Only a listener of this user is handshaken (with `CARRIER_TOKEN` or the runtime file's
+//! token); another user's is reported with its owner and nothing more.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -8,13 +12,15 @@ use std::ops::RangeInclusive;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use carrier::client::{probe_health, ClientError, ErrorCode, Health, Verdict, VersionPair};
+use carrier::client::{
+    probe_health, ClientError, ErrorCode, Health, Listener, Verdict, VersionPair,
+};
 use carrier::discovery::{RuntimeDir, RuntimeEntry};
 use carrier::protocol::version::{ProtocolVersion, PROTOCOL_VERSION};
 use carrier::protocol::Role;
 use serde_json::{json, Value};
 
-use super::{explain, open_session, string_field, DoctorArgs};
+use super::{explain, open_own, string_field, DoctorArgs};
 
 /// `carrier doctor` over `ports` on 127.0.0.1 and every carrier listed in `runtime`, with
 /// explicit output streams. Exits 0 when at least one carrier answered and every one checked is
@@ -66,8 +72,9 @@ pub async fn doctor_with(
                 )
             })
             .unwrap_or_default();
-        match (health, &entry) {
-            (Err(_), None) => {}
+        let probe = match (health, &entry) {
+            (Ok(probe), _) => probe,
+            (Err(_), None) => continue,
             (Err(error), Some(entry)) => {
                 problems += 1;
                 let _ = writeln!(
@@ -75,8 +82,27 @@ pub async fn doctor_with(
                     "127.0.0.1:{port}: the runtime file of pid {} names this port, but nothing answers ({error})",
                     entry.pid
                 );
+                continue;
             }
-            (Ok(Health::Other { status, .. }), _) => {
+        };
+        if let Some(whose) = not_yours(&probe.listener) {
+            // Only the tokenless health probe went there; it is not a carrier of this user's, so
+            // no handshake (which would carry the token) and no place in the count.
+            if entry.is_some() {
+                problems += 1;
+            }
+            let answer = match probe.health {
+                Health::Carrier => "it answers GET /healthz as a carrier".to_owned(),
+                Health::Other { status, .. } => format!("GET /healthz answered HTTP {status}"),
+            };
+            let _ = writeln!(
+                out,
+                "127.0.0.1:{port}: {whose}: only its health was checked, without a token ({answer}){listed}"
+            );
+            continue;
+        }
+        match probe.health {
+            Health::Other { status, .. } => {
                 if entry.is_some() {
                     problems += 1;
                 }
@@ -85,7 +111,7 @@ pub async fn doctor_with(
                     "127.0.0.1:{port}: not a carrier (GET /healthz answered HTTP {status}){listed}"
                 );
             }
-            (Ok(Health::Carrier), _) => {
+            Health::Carrier => {
                 carriers += 1;
                 let _ = writeln!(out, "127.0.0.1:{port}: carrier server (healthz ok){listed}");
                 // Without a token, try anyway: a carrier started with --open lists none.
@@ -114,13 +140,26 @@ pub async fn doctor_with(
     }
 }
 
+/// Whose a listener is when it is not this user's: the words for doctor's line.
+fn not_yours(listener: &Listener) -> Option<String> {
+    match listener {
+        Listener::Own | Listener::Unchecked => None,
+        Listener::Foreign(owner) => Some(format!("its listener belongs to {owner}, not to you")),
+        Listener::Unattributed(reason) => Some(format!(
+            "its listener cannot be attributed to a user ({reason})"
+        )),
+    }
+}
+
 /// Handshakes with the server on `port` and reports versions, compatibility and missing
 /// features. Returns false when something needs fixing; a carrier that refuses a client without a
 /// token only gets the hint to give one.
 async fn check_versions(port: u16, token: Option<&str>, out: &mut impl Write) -> bool {
     let url = format!("ws://127.0.0.1:{port}/");
     let ours = VersionPair::CURRENT;
-    let session = match open_session(&url, token, Some(Role::Observe)).await {
+    // The dial checks the listener's owner again: the port may have changed hands since the
+    // probe.
+    let session = match open_own(&url, token, Some(Role::Observe)).await {
         Ok(session) => session,
         Err(ClientError::Refused { .. }) if token.is_none() => {
             let _ = writeln!(

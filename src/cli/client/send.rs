@@ -18,7 +18,7 @@ pub async fn send_with(args: SendArgs, out: &mut impl Write, err: &mut impl Writ
         return Failure::usage("give the prompt to send: carrier send [URL] PROMPT").report(err);
     };
     let runtime = RuntimeDir::for_user();
-    let target = match resolve_target(url, args.token.as_deref(), &runtime, err) {
+    let target = match resolve_target(url, args.token.as_deref(), args.any_owner, &runtime, err) {
         Ok(target) => target,
         Err(failure) => return failure.report(err),
     };
@@ -40,7 +40,7 @@ async fn send_turn(
     } else {
         Decision::Deny
     };
-    let mut session = open(&target.url, target.token.as_deref(), None).await?;
+    let mut session = open(target, None, err).await?;
     let submitted = session
         .client
         .request("session.submit", json!({ "prompt": prompt }))

@@ -12,18 +12,29 @@ use super::{explain, open, resolve_target, string_field, Failure, StatusArgs, Ta
 /// `carrier status` with explicit output streams.
 pub async fn status_with(args: StatusArgs, out: &mut impl Write, err: &mut impl Write) -> ExitCode {
     let runtime = RuntimeDir::for_user();
-    let target = match resolve_target(args.url.as_deref(), args.token.as_deref(), &runtime, err) {
+    let target = match resolve_target(
+        args.url.as_deref(),
+        args.token.as_deref(),
+        args.any_owner,
+        &runtime,
+        err,
+    ) {
         Ok(target) => target,
         Err(failure) => return failure.report(err),
     };
-    match status(&args, &target, out).await {
+    match status(&args, &target, out, err).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => failure.report(err),
     }
 }
 
-async fn status(args: &StatusArgs, target: &Target, out: &mut impl Write) -> Result<(), Failure> {
-    let session = open(&target.url, target.token.as_deref(), None).await?;
+async fn status(
+    args: &StatusArgs,
+    target: &Target,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<(), Failure> {
+    let session = open(target, None, err).await?;
     let status = session
         .client
         .request("system.status", json!({}))

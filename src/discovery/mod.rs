@@ -1,9 +1,14 @@
-//! Runtime files: how a local client finds a running carrier without being given its URL and
-//! token (SPEC section 10, "Finding a running carrier").
+//! Finding a running carrier, and trusting what is found.
+//!
+//! - Runtime files (this module): how a local client finds a running carrier without being given
+//!   its URL and token.
+//! - [`listener`]: whose listener a loopback connection reached, checked by every dial of the
+//!   project's clients before a token goes out.
+//! - [`User`]: a uid and its name, for the lines that say whose something is.
 //!
 //! A carrier that advertises itself (`carrier serve` always does; a library host opts in with
 //! [`WsTransport::with_runtime_file`](crate::server::WsTransport::with_runtime_file)) writes one
-//! JSON file, `{pid, url, port, role, token, started}`, for as long as it runs, into
+//! JSON file, `{pid, url, port, role, token, started, pid_start}`, for as long as it runs, into
 //! `$XDG_RUNTIME_DIR/carrier/` or else a per-user directory under the OS temp dir
 //! (`/tmp/carrier-UID/`). The directory is 0700 and the file 0600, like Jupyter's runtime files,
 //! so only the same user can read the token there. The file is written atomically (a temporary
@@ -12,7 +17,10 @@
 //! Readers ([`RuntimeDir::scan`]) trust nothing they did not check:
 //! - a directory or file that another user owns or can write is ignored with a warning (it could
 //!   point a client, and its token, at someone else's server);
-//! - a file whose process is gone (a carrier that was killed) is ignored and removed;
+//! - a file whose writer is gone is ignored and removed: its pid no longer runs, or now names
+//!   another process (pids are reused; `pid_start`, the writer's start time, tells them apart);
+//! - a file without `pid_start` (an older carrier wrote it) whose pid runs cannot be verified: it
+//!   is ignored with a warning and left alone;
 //! - a file larger than [`MAX_RUNTIME_FILE_BYTES`], or that does not parse, is ignored with a
 //!   warning and left alone.
 //!
@@ -38,6 +46,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::Role;
 
+pub mod listener;
+mod process;
+mod user;
+
+pub use process::ProcessStart;
+pub use user::User;
+
+use process::{liveness, Liveness};
+use user::real_uid;
+
 /// A runtime file is a few hundred bytes; anything much larger is not one of ours, and is not
 /// read into memory.
 pub const MAX_RUNTIME_FILE_BYTES: u64 = 64 * 1024;
@@ -58,6 +76,10 @@ pub struct RuntimeEntry {
     pub token: Option<String>,
     /// When the carrier started listening (RFC 3339, UTC).
     pub started: String,
+    /// When the carrier's process started, so that a later process given the same pid is not
+    /// taken for it. `None` where it cannot be read (not Linux), and in files of older carriers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_start: Option<ProcessStart>,
 }
 
 impl fmt::Debug for RuntimeEntry {
@@ -70,6 +92,7 @@ impl fmt::Debug for RuntimeEntry {
             .field("role", &self.role)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("started", &self.started)
+            .field("pid_start", &self.pid_start)
             .finish()
     }
 }
@@ -84,6 +107,7 @@ impl RuntimeEntry {
             role,
             token,
             started: rfc3339_utc(SystemTime::now()),
+            pid_start: ProcessStart::of_this_process(),
         }
     }
 
@@ -124,11 +148,12 @@ pub struct RuntimeDir {
 /// What [`RuntimeDir::scan`] found.
 #[derive(Debug, Default)]
 pub struct Scan {
-    /// The carriers whose process is running, oldest first.
+    /// The carriers whose writing process still runs, oldest first.
     pub carriers: Vec<RuntimeEntry>,
     /// Files and directories ignored because they cannot be trusted or read, one sentence each.
     pub warnings: Vec<String>,
-    /// Stale files (their process is gone) that were removed.
+    /// Stale files (their writer is gone: the pid runs no more or names another process) that
+    /// were removed.
     pub removed: Vec<PathBuf>,
 }
 
@@ -164,7 +189,7 @@ impl RuntimeDir {
     pub fn for_user() -> RuntimeDir {
         match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
             Some(base) if base.is_absolute() => RuntimeDir::at(base.join("carrier")),
-            _ => RuntimeDir::at(std::env::temp_dir().join(format!("carrier-{}", current_uid()))),
+            _ => RuntimeDir::at(std::env::temp_dir().join(format!("carrier-{}", real_uid()))),
         }
     }
 
@@ -277,17 +302,30 @@ impl RuntimeDir {
             .collect();
         paths.sort();
         for path in paths {
-            match read_entry(&path) {
-                Ok(entry) if process_alive(entry.pid) => scan.carriers.push(entry),
-                Ok(_) => match std::fs::remove_file(&path) {
-                    Ok(()) => scan.removed.push(path),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => scan.warnings.push(format!(
-                        "cannot remove the stale runtime file {}: {e}",
+            let entry = match read_entry(&path) {
+                Ok(entry) => entry,
+                Err(reason) => {
+                    scan.warnings.push(format!(
+                        "ignoring the runtime file {}: {reason}",
                         path.display()
-                    )),
-                },
-                Err(reason) => scan.warnings.push(format!(
+                    ));
+                    continue;
+                }
+            };
+            match liveness(entry.pid, entry.pid_start.as_ref()) {
+                Liveness::Writer => scan.carriers.push(entry),
+                Liveness::Gone(why) => {
+                    tracing::debug!(path = %path.display(), %why, "removing a stale runtime file");
+                    match std::fs::remove_file(&path) {
+                        Ok(()) => scan.removed.push(path),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => scan.warnings.push(format!(
+                            "cannot remove the stale runtime file {} ({why}): {e}",
+                            path.display()
+                        )),
+                    }
+                }
+                Liveness::Unverifiable(reason) => scan.warnings.push(format!(
                     "ignoring the runtime file {}: {reason}",
                     path.display()
                 )),
@@ -356,7 +394,7 @@ fn untrusted_dir(meta: &std::fs::Metadata) -> Option<String> {
 #[cfg(unix)]
 fn untrusted_owner_or_mode(meta: &std::fs::Metadata) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
-    let uid = current_uid();
+    let uid = real_uid();
     if meta.uid() != uid {
         return Some(format!(
             "belongs to uid {}, not to you (uid {uid})",
@@ -373,59 +411,6 @@ fn untrusted_owner_or_mode(meta: &std::fs::Metadata) -> Option<String> {
 #[cfg(not(unix))]
 fn untrusted_owner_or_mode(_meta: &std::fs::Metadata) -> Option<String> {
     None
-}
-
-#[cfg(unix)]
-fn current_uid() -> u32 {
-    // SAFETY: getuid(2) has no preconditions and cannot fail.
-    unsafe { libc::getuid() }
-}
-
-#[cfg(not(unix))]
-fn current_uid() -> u32 {
-    0
-}
-
-/// Whether a process with this id exists (signal 0 checks without sending anything; `EPERM`
-/// means it exists but belongs to someone else).
-#[cfg(unix)]
-fn process_alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: kill(2) with signal 0 performs only the existence and permission checks.
-    if unsafe { libc::kill(pid, 0) } == 0 {
-        return !exited_but_not_reaped(pid);
-    }
-    std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-/// A killed carrier whose parent has not reaped it yet (a zombie; in a container whose init
-/// does not reap, for good) still passes `kill(pid, 0)`, but it listens no more: its state in
-/// `/proc/PID/stat` is `Z` (or `X`, dead).
-#[cfg(target_os = "linux")]
-fn exited_but_not_reaped(pid: libc::pid_t) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            // `PID (COMM) STATE …`, where COMM may itself hold spaces and parentheses.
-            let state = stat[stat.rfind(')')? + 1..].trim_start().chars().next()?;
-            Some(matches!(state, 'Z' | 'X'))
-        })
-        .unwrap_or(false)
-}
-
-#[cfg(all(unix, not(target_os = "linux")))]
-fn exited_but_not_reaped(_pid: libc::pid_t) -> bool {
-    false
-}
-
-#[cfg(not(unix))]
-fn process_alive(_pid: u32) -> bool {
-    true
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` for `time` (the Unix epoch for a clock set before it).

@@ -1,0 +1,583 @@
+//! Whose listener is at the other end of a loopback connection, checked before a token goes to
+//! it.
+//!
+//! Ports are first come, first served: another local user can bind the port a carrier used
+//! before (after a crash, or when port retry moved the carrier on) or a default port `carrier
+//! doctor` probes, and would then receive every token and prompt sent there. So every dial of
+//! the project's clients goes through [`OwnerCheck::connect`]: TCP connect, then attribute the
+//! listener, then — only if it belongs to this process's effective user — hand the stream to the
+//! caller, who writes the upgrade (and the token in it).
+//!
+//! **How the listener is attributed (Linux).** Once `connect()` returns, the kernel's table of
+//! TCP sockets (`/proc/net/tcp`, and `/proc/net/tcp6` for IPv6 or an IPv4 connection taken by a
+//! dual-stack listener) lists the server side of this very connection — its local address is
+//! the one dialled, its remote address this socket's own — under the uid of the listening
+//! socket's owner, whether or not the server has accepted it yet (state `SYN_RECV` or
+//! `ESTABLISHED`). Looking that entry up attributes the exact connection the token would travel
+//! on: nothing can change hands between the check and the write. A table that cannot be read,
+//! or that has no such entry, refuses the listener as unattributed; nothing falls back to
+//! trusting it.
+//!
+//! **Elsewhere** there is no such table and the check is skipped: [`Listener::Unchecked`], which
+//! is treated as the user's own.
+//!
+//! ```no_run
+//! use carrier::discovery::listener::OwnerCheck;
+//!
+//! # async fn run() -> Result<(), carrier::discovery::listener::DialError> {
+//! let checked = OwnerCheck::own_user().connect("127.0.0.1:7070".parse().unwrap()).await?;
+//! // `checked.stream` leads to a listener of this user: the upgrade may carry the token.
+//! # drop(checked);
+//! # Ok(())
+//! # }
+//! ```
+
+use std::io::BufRead as _;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+
+use super::user::{effective_uid, User};
+
+/// Which listeners a dial hands back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OwnerPolicy {
+    /// Only a listener of this process's effective user; any other is refused before anything
+    /// is written. The default, and the only policy under which a token may be sent.
+    #[default]
+    OwnUser,
+    /// Any listener; the caller learns whose it is from [`CheckedStream::listener`] and must not
+    /// send a token unless [`Listener::may_receive_token`] says so. For health probes, and for a
+    /// URL the user named with `--any-owner`.
+    AnyOwner,
+}
+
+/// What the check found out about the listener a stream leads to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listener {
+    /// The listening socket belongs to this process's effective user.
+    Own,
+    /// The listening socket belongs to another user.
+    Foreign(User),
+    /// Whose it is could not be found out (the socket table is unreadable or lists no entry for
+    /// this connection).
+    Unattributed(String),
+    /// Not checked: this system has no socket table to read (not Linux).
+    Unchecked,
+}
+
+impl Listener {
+    /// Whether a token may go to this listener: only to the user's own (or, where nothing can
+    /// be checked, to what the user named).
+    pub fn may_receive_token(&self) -> bool {
+        matches!(self, Listener::Own | Listener::Unchecked)
+    }
+}
+
+/// The one line for a listener of another user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("refusing to talk to {addr}: its listener belongs to {owner}, not to you (uid {you}); nothing was sent")]
+pub struct ForeignListener {
+    /// The address dialled.
+    pub addr: SocketAddr,
+    /// Who owns the listening socket.
+    pub owner: User,
+    /// This process's effective uid.
+    pub you: u32,
+}
+
+/// The one line for a listener whose owner could not be found out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("refusing to talk to {addr}: the port cannot be attributed to a user ({reason}); nothing was sent")]
+pub struct UnattributedListener {
+    /// The address dialled.
+    pub addr: SocketAddr,
+    /// Why not.
+    pub reason: String,
+}
+
+/// Why [`OwnerCheck::connect`] hands back no stream. In every case nothing was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DialError {
+    /// Carrier clients talk to loopback addresses only (the carrier binds 127.0.0.1, and no
+    /// other address can be attributed to a local user).
+    #[error("refusing {addr}: carrier clients connect to loopback addresses only")]
+    NotLoopback {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// Nothing accepted the connection.
+    #[error("cannot reach {addr}: {reason}")]
+    Connect {
+        /// The address dialled.
+        addr: SocketAddr,
+        /// The socket error.
+        reason: String,
+    },
+    /// The listener belongs to another user (under [`OwnerPolicy::OwnUser`]).
+    #[error(transparent)]
+    Foreign(#[from] ForeignListener),
+    /// The listener could not be attributed (under [`OwnerPolicy::OwnUser`]).
+    #[error(transparent)]
+    Unattributed(#[from] UnattributedListener),
+}
+
+/// A connected stream and what is known about its listener.
+#[derive(Debug)]
+pub struct CheckedStream {
+    /// The connection; nothing has been written to it.
+    pub stream: TcpStream,
+    /// Whose listener it reached.
+    pub listener: Listener,
+}
+
+/// Where the kernel's TCP socket tables are read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocketTables {
+    tcp: PathBuf,
+    tcp6: PathBuf,
+}
+
+impl Default for SocketTables {
+    fn default() -> Self {
+        SocketTables::in_dir("/proc/net")
+    }
+}
+
+impl SocketTables {
+    /// `DIR/tcp` and `DIR/tcp6` (the system's are in `/proc/net`; tests point elsewhere).
+    pub fn in_dir(dir: impl AsRef<Path>) -> SocketTables {
+        SocketTables {
+            tcp: dir.as_ref().join("tcp"),
+            tcp6: dir.as_ref().join("tcp6"),
+        }
+    }
+
+    /// The uid owning the server side of the connection from `client` to `server`, `Ok(None)`
+    /// when no table lists it. `tcp6` may be absent (a kernel without IPv6); `tcp` may not.
+    pub fn server_side_owner(
+        &self,
+        server: SocketAddr,
+        client: SocketAddr,
+    ) -> Result<Option<u32>, String> {
+        let wanted = (canonical(server), canonical(client));
+        let tables: &[(&Path, bool)] = match server.ip() {
+            IpAddr::V4(_) => &[(&self.tcp, true), (&self.tcp6, false)],
+            IpAddr::V6(_) => &[(&self.tcp6, true)],
+        };
+        for &(path, required) in tables {
+            let file = match std::fs::File::open(path) {
+                Ok(file) => file,
+                Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            };
+            for line in std::io::BufReader::new(file).lines() {
+                let line = line.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                if let Some(uid) = server_side_uid(&line, wanted) {
+                    return Ok(Some(uid));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// How a dial treats listeners: the policy, and where the socket tables are.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OwnerCheck {
+    policy: OwnerPolicy,
+    tables: SocketTables,
+}
+
+/// How many times the tables are read for a connection they do not list yet, and the pause
+/// before each new reading. One case needs it: with SYN cookies (a flooded listener) the server
+/// side exists only once the kernel has handled our final ACK, which can trail `connect()`.
+const LOOKUPS: [Duration; 3] = [
+    Duration::ZERO,
+    Duration::from_millis(10),
+    Duration::from_millis(50),
+];
+
+impl OwnerCheck {
+    /// Only listeners of this user ([`OwnerPolicy::OwnUser`]).
+    pub fn own_user() -> OwnerCheck {
+        OwnerCheck::default()
+    }
+
+    /// Any listener, reported ([`OwnerPolicy::AnyOwner`]).
+    pub fn any_owner() -> OwnerCheck {
+        OwnerCheck {
+            policy: OwnerPolicy::AnyOwner,
+            ..OwnerCheck::default()
+        }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> OwnerPolicy {
+        self.policy
+    }
+
+    /// The same check under `policy`.
+    pub fn with_policy(mut self, policy: OwnerPolicy) -> OwnerCheck {
+        self.policy = policy;
+        self
+    }
+
+    /// Reads the socket tables from `tables` instead of `/proc/net`.
+    pub fn with_tables(mut self, tables: SocketTables) -> OwnerCheck {
+        self.tables = tables;
+        self
+    }
+
+    /// Connects to the loopback address `addr` and attributes the listener. Under
+    /// [`OwnerPolicy::OwnUser`] another user's listener, or one that cannot be attributed, is an
+    /// error; the connection is then closed with nothing written.
+    pub async fn connect(&self, addr: SocketAddr) -> Result<CheckedStream, DialError> {
+        if !addr.ip().is_loopback() {
+            return Err(DialError::NotLoopback { addr });
+        }
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| DialError::Connect {
+                addr,
+                reason: e.to_string(),
+            })?;
+        let listener = self.attribute(&stream).await;
+        match (self.policy, listener) {
+            (OwnerPolicy::OwnUser, Listener::Foreign(owner)) => Err(ForeignListener {
+                addr,
+                owner,
+                you: effective_uid(),
+            }
+            .into()),
+            (OwnerPolicy::OwnUser, Listener::Unattributed(reason)) => {
+                Err(UnattributedListener { addr, reason }.into())
+            }
+            (_, listener) => Ok(CheckedStream { stream, listener }),
+        }
+    }
+
+    /// Whose listener `stream` is connected to.
+    async fn attribute(&self, stream: &TcpStream) -> Listener {
+        if !cfg!(target_os = "linux") {
+            return Listener::Unchecked;
+        }
+        let (server, client) = match (stream.peer_addr(), stream.local_addr()) {
+            (Ok(server), Ok(client)) => (server, client),
+            (Err(e), _) | (_, Err(e)) => {
+                return Listener::Unattributed(format!("the connection has no address: {e}"))
+            }
+        };
+        for pause in LOOKUPS {
+            tokio::time::sleep(pause).await;
+            let tables = self.tables.clone();
+            // The tables are read as files: a few hundred bytes per socket on the machine.
+            let lookup =
+                tokio::task::spawn_blocking(move || tables.server_side_owner(server, client)).await;
+            match lookup {
+                Ok(Ok(Some(uid))) if uid == effective_uid() => return Listener::Own,
+                Ok(Ok(Some(uid))) => return Listener::Foreign(User::by_uid(uid)),
+                Ok(Ok(None)) => {}
+                Ok(Err(reason)) => return Listener::Unattributed(reason),
+                Err(e) => return Listener::Unattributed(format!("the lookup failed: {e}")),
+            }
+        }
+        Listener::Unattributed(format!(
+            "{} lists no listener for this connection",
+            self.tables.tcp.display()
+        ))
+    }
+}
+
+/// The loopback address a URL's host stands for: `localhost` (as 127.0.0.1, where the carrier
+/// binds), or a loopback IP literal (`[::1]` with or without brackets). `None` for anything
+/// else, names included: a name could resolve anywhere.
+pub fn loopback_ip(host: &str) -> Option<IpAddr> {
+    if host.eq_ignore_ascii_case("localhost") {
+        return Some(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    }
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let ip: IpAddr = bare.parse().ok()?;
+    ip.is_loopback().then_some(ip)
+}
+
+/// An address with IPv4-mapped IPv6 written as IPv4, as a dual-stack listener's table entry
+/// names an IPv4 peer.
+fn canonical(addr: SocketAddr) -> (IpAddr, u16) {
+    let ip = match addr.ip() {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    (ip, addr.port())
+}
+
+/// The connection states of a server side that has not begun to close: `ESTABLISHED` (01) and
+/// `SYN_RECV` (03, not yet accepted). A side already closing is not trusted: once the kernel
+/// keeps it as a time-wait socket the table shows uid 0 for it, whoever owned it.
+const OPEN_STATES: [&str; 2] = ["01", "03"];
+
+/// The uid on a table line when it is the server side wanted: local address = the server,
+/// remote address = the client, in an open state.
+///
+/// A line reads `sl local rem st tx:rx tr:when retrnsmt uid …`, each address `HEX:PORT` with
+/// the IP as 32-bit words in the kernel's byte order and the port in hex.
+fn server_side_uid(line: &str, wanted: ((IpAddr, u16), (IpAddr, u16))) -> Option<u32> {
+    let fields: Vec<&str> = line.split_whitespace().take(8).collect();
+    let [_, local, remote, state, _, _, _, uid] = fields.as_slice() else {
+        return None;
+    };
+    if !OPEN_STATES.contains(state) {
+        return None;
+    }
+    if parse_address(local)? != wanted.0 || parse_address(remote)? != wanted.1 {
+        return None;
+    }
+    uid.parse().ok()
+}
+
+/// `0100007F:1F9E` → 127.0.0.1:8094; 32 hex digits for IPv6 (IPv4-mapped made IPv4).
+fn parse_address(text: &str) -> Option<(IpAddr, u16)> {
+    let (ip, port) = text.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let words = (0..ip.len() / 8)
+        .map(|i| {
+            let word = ip.get(i * 8..i * 8 + 8)?;
+            // The kernel prints each 32-bit word of the address as a number in its own byte
+            // order; the bytes in memory are the address in network order.
+            u32::from_str_radix(word, 16).ok().map(u32::to_ne_bytes)
+        })
+        .collect::<Option<Vec<[u8; 4]>>>()?;
+    let ip = match (ip.len(), words.as_slice()) {
+        (8, [word]) => IpAddr::V4(Ipv4Addr::from(*word)),
+        (32, [a, b, c, d]) => {
+            let mut octets = [0u8; 16];
+            for (chunk, word) in octets.chunks_exact_mut(4).zip([a, b, c, d]) {
+                chunk.copy_from_slice(word);
+            }
+            let v6 = Ipv6Addr::from(octets);
+            v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4)
+        }
+        _ => return None,
+    };
+    Some((ip, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    fn word(ip: [u8; 4]) -> String {
+        format!("{:08X}", u32::from_ne_bytes(ip))
+    }
+
+    #[test]
+    fn addresses_parse_in_the_kernel_s_word_order() {
+        let v4 = format!("{}:1F9E", word([127, 0, 0, 1]));
+        assert_eq!(
+            parse_address(&v4),
+            Some((IpAddr::V4(Ipv4Addr::LOCALHOST), 8094))
+        );
+        let v6_loopback = format!(
+            "{}{}{}{}:0050",
+            word([0; 4]),
+            word([0; 4]),
+            word([0; 4]),
+            word([0, 0, 0, 1])
+        );
+        assert_eq!(
+            parse_address(&v6_loopback),
+            Some((IpAddr::V6(Ipv6Addr::LOCALHOST), 80))
+        );
+        let mapped = format!(
+            "{}{}{}{}:0050",
+            word([0; 4]),
+            word([0; 4]),
+            word([0, 0, 0xFF, 0xFF]),
+            word([127, 0, 0, 1])
+        );
+        assert_eq!(
+            parse_address(&mapped),
+            Some((IpAddr::V4(Ipv4Addr::LOCALHOST), 80))
+        );
+        for bad in [
+            "",
+            "0100007F",
+            "0100007F:",
+            "XYZ00000:0050",
+            "0100:0050",
+            "0100007F:10000",
+        ] {
+            assert_eq!(parse_address(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn only_the_open_server_side_of_the_exact_connection_counts() {
+        let server = (IpAddr::V4(Ipv4Addr::LOCALHOST), 0xA035);
+        let client = (IpAddr::V4(Ipv4Addr::LOCALHOST), 0xA016);
+        let line = |local: u16, remote: u16, state: &str, uid: u32| {
+            let lo = word([127, 0, 0, 1]);
+            format!(
+                "   2: {lo}:{local:04X} {lo}:{remote:04X} {state} 00000000:00000000 00:00000000 00000000 {uid:>5}        0 0 1 0000000000000000 20 0 0 10 -1"
+            )
+        };
+        let wanted = (server, client);
+        assert_eq!(
+            server_side_uid(&line(0xA035, 0xA016, "01", 65534), wanted),
+            Some(65534)
+        );
+        assert_eq!(
+            server_side_uid(&line(0xA035, 0xA016, "03", 1000), wanted),
+            Some(1000)
+        );
+        // Our own side of the connection, the listener itself, another client, a closing side.
+        assert_eq!(
+            server_side_uid(&line(0xA016, 0xA035, "01", 0), wanted),
+            None
+        );
+        assert_eq!(server_side_uid(&line(0xA035, 0, "0A", 65534), wanted), None);
+        assert_eq!(
+            server_side_uid(&line(0xA035, 0xA017, "01", 65534), wanted),
+            None
+        );
+        assert_eq!(
+            server_side_uid(&line(0xA035, 0xA016, "06", 0), wanted),
+            None
+        );
+        assert_eq!(
+            server_side_uid("  sl  local_address rem_address   st", wanted),
+            None
+        );
+    }
+
+    #[test]
+    fn only_loopback_hosts_are_dialled() {
+        assert_eq!(
+            loopback_ip("localhost"),
+            Some(IpAddr::V4(Ipv4Addr::LOCALHOST))
+        );
+        assert_eq!(loopback_ip("127.3.2.1"), Some("127.3.2.1".parse().unwrap()));
+        assert_eq!(loopback_ip("[::1]"), Some(IpAddr::V6(Ipv6Addr::LOCALHOST)));
+        for host in [
+            "10.0.0.1",
+            "example.com",
+            "0.0.0.0",
+            "[::]",
+            "::ffff:127.0.0.1",
+        ] {
+            assert_eq!(loopback_ip(host), None, "{host}");
+        }
+    }
+
+    /// A listener of this process, and what it received on its first connection before that
+    /// connection closed.
+    async fn recording_listener() -> (SocketAddr, tokio::task::JoinHandle<Vec<u8>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let received = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut bytes = Vec::new();
+            let _ = socket.read_to_end(&mut bytes).await;
+            bytes
+        });
+        (addr, received)
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_listener_of_this_user_is_its_own() {
+        let (addr, _received) = recording_listener().await;
+        let checked = OwnerCheck::own_user()
+            .connect(addr)
+            .await
+            .expect("connects");
+        assert_eq!(checked.listener, Listener::Own);
+        assert!(checked.listener.may_receive_token());
+    }
+
+    /// IPv6 loopback, and an IPv4 connection taken by a dual-stack listener (listed in `tcp6`
+    /// with an IPv4-mapped address).
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn ipv6_and_dual_stack_listeners_are_found_in_tcp6() {
+        let Ok(v6) = TcpListener::bind("[::1]:0").await else {
+            eprintln!("SKIPPED: no IPv6 loopback here");
+            return;
+        };
+        let addr = v6.local_addr().expect("addr");
+        let checked = OwnerCheck::own_user()
+            .connect(addr)
+            .await
+            .expect("connects");
+        assert_eq!(checked.listener, Listener::Own);
+
+        let socket = tokio::net::TcpSocket::new_v6().expect("socket");
+        let dual = socket
+            .bind("[::]:0".parse().unwrap())
+            .ok()
+            .and_then(|()| socket.listen(8).ok());
+        let Some(dual) = dual else {
+            eprintln!("SKIPPED: cannot listen on [::]");
+            return;
+        };
+        let port = dual.local_addr().expect("addr").port();
+        let v4: SocketAddr = (Ipv4Addr::LOCALHOST, port).into();
+        match TcpStream::connect(v4).await {
+            // bindv6only=1: the listener takes IPv6 only, and there is nothing to check.
+            Err(_) => eprintln!("SKIPPED: [::] listeners are IPv6-only here"),
+            Ok(probe) => {
+                drop(probe);
+                let checked = OwnerCheck::own_user().connect(v4).await.expect("connects");
+                assert_eq!(checked.listener, Listener::Own);
+            }
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn an_unreadable_socket_table_refuses_the_port_in_one_line_and_sends_nothing() {
+        let (addr, received) = recording_listener().await;
+        let nowhere = tempfile::tempdir().expect("tempdir");
+        let check = OwnerCheck::own_user().with_tables(SocketTables::in_dir(nowhere.path()));
+        let error = check.connect(addr).await.expect_err("refused");
+        let DialError::Unattributed(refusal) = &error else {
+            panic!("not an attribution refusal: {error:?}");
+        };
+        assert_eq!(refusal.addr, addr);
+        let line = error.to_string();
+        assert!(!line.contains('\n'), "one line: {line}");
+        assert!(
+            line.starts_with(&format!(
+                "refusing to talk to {addr}: the port cannot be attributed"
+            )) && line.contains("tcp")
+                && line.ends_with("nothing was sent"),
+            "{line}"
+        );
+        // The refused connection was closed with nothing written.
+        let bytes = tokio::time::timeout(Duration::from_secs(10), received)
+            .await
+            .expect("the connection was closed")
+            .expect("listener task");
+        assert!(bytes.is_empty(), "{bytes:?}");
+
+        // Under AnyOwner the same listener is reported, not refused, and gets no token.
+        let (addr, _received) = recording_listener().await;
+        let check = OwnerCheck::any_owner().with_tables(SocketTables::in_dir(nowhere.path()));
+        let checked = check.connect(addr).await.expect("reported");
+        assert!(matches!(checked.listener, Listener::Unattributed(_)));
+        assert!(!checked.listener.may_receive_token());
+    }
+
+    #[tokio::test]
+    async fn non_loopback_addresses_are_refused_before_connecting() {
+        let addr: SocketAddr = "192.0.2.1:7070".parse().unwrap();
+        assert_eq!(
+            OwnerCheck::any_owner().connect(addr).await.err(),
+            Some(DialError::NotLoopback { addr })
+        );
+    }
+}
