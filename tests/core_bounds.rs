@@ -561,7 +561,7 @@ async fn unfinished_messages_never_keep_other_clients_out_and_stalled_ones_are_d
 /// holding the budget, it must have arrived at `MIN_RATE` on average once `PACE_GRACE` is over.
 const PACE_GRACE: Duration = Duration::from_secs(3);
 /// Bytes per second.
-const MIN_RATE: u64 = MIB;
+const MIN_RATE: u64 = 256 << 10;
 /// How late past the grace a close may be read on a loaded machine.
 const CLOSE_MARGIN: Duration = Duration::from_secs(2);
 
@@ -593,7 +593,7 @@ fn assert_closed_for_pace(close: Option<(u16, String)>, after: Duration, who: &s
     let (code, reason) = close.unwrap_or_else(|| panic!("{who}: the stream ended with no close"));
     assert_eq!(code, 1008, "{who}: {reason}");
     assert!(
-        reason.contains("1 MiB/s") && reason.contains("3 s"),
+        reason.contains("256 KiB/s") && reason.contains("3 s"),
         "{who}: the reason names the rule: {reason:?}"
     );
     // The carrier's clock starts once it has read the header, after the write began.
@@ -691,11 +691,11 @@ async fn a_message_at_twice_the_minimum_rate_is_echoed_whole_and_one_at_a_quarte
     let whole = pattern(16 * MIB as usize - 15, 1);
     assert!(echo_once(&mut c, &whole).await == whole, "the 16 MiB echo");
 
-    // 8 MiB at twice the minimum rate: 4 s, past the grace, and echoed whole.
+    // 2 MiB at twice the minimum rate: 4 s, past the grace, and echoed whole.
     let fast = {
         let mut tcp = raw_handshaken(&serve, None).await;
         async move {
-            let body = pattern(8 * MIB as usize, 2);
+            let body = pattern(8 * MIN_RATE as usize, 2);
             let wire = [
                 header(2, 15 + body.len() as u64),
                 channel_binary("echo1", 0, &body),
@@ -703,7 +703,12 @@ async fn a_message_at_twice_the_minimum_rate_is_echoed_whole_and_one_at_a_quarte
             .concat();
             let started = std::time::Instant::now();
             write_paced(&mut tcp, &wire, 2 * MIN_RATE).await;
-            eprintln!("8 MiB sent at 2 MiB/s in {:?}", started.elapsed());
+            eprintln!(
+                "{} KiB sent at {} KiB/s in {:?}",
+                body.len() >> 10,
+                (2 * MIN_RATE) >> 10,
+                started.elapsed()
+            );
             let mut raw = support::Raw::from_stream(tcp);
             loop {
                 let f = raw
@@ -723,11 +728,11 @@ async fn a_message_at_twice_the_minimum_rate_is_echoed_whole_and_one_at_a_quarte
             }
         }
     };
-    // 2 MiB at a quarter of it: closed at the grace, long before it is all sent (8 s).
+    // 1 MiB at a quarter of it: closed at the grace, long before it is all sent (16 s).
     let slow = {
         let mut tcp = raw_handshaken(&serve, None).await;
         async move {
-            let body = pattern(2 * MIB as usize, 3);
+            let body = pattern(4 * MIN_RATE as usize, 3);
             let wire = [
                 header(2, 15 + body.len() as u64),
                 channel_binary("echo1", 0, &body),

@@ -628,7 +628,7 @@ impl FrameReader {
 fn late(rule: Late) -> ReadEnd {
     let reason = match rule {
         Late::Stalled => "message stalled: no bytes for 10 s",
-        Late::TooSlow => "message too slow: under 1 MiB/s on average after 3 s",
+        Late::TooSlow => "message too slow: under 256 KiB/s on average after 3 s",
     };
     ReadEnd::Violation(violation(CloseCode::POLICY, reason))
 }

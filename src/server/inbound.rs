@@ -24,15 +24,24 @@
 //! from the moment it got its permits — time spent waiting for them does not count, and a
 //! fragmented message that grew on the allowance starts its clock when it moves to the shared
 //! budget. After a grace of [`PACE_GRACE`] (3 s) it must have arrived at [`MIN_RATE`]
-//! (1 MiB/s) on average since then, and it may never go [`STALL_TIMEOUT`] (10 s) without a
+//! (256 KiB/s) on average since then, and it may never go [`STALL_TIMEOUT`] (10 s) without a
 //! byte; otherwise its connection is closed with 1008 and the memory returns. In one deadline:
 //! with `B` bytes of the message received since the clock started at `t0`, the next byte is due
-//! before `t0 + max(3 s, B ÷ 1 MiB/s)` and before 10 s after the last one. So a client that
+//! before `t0 + max(3 s, B ÷ 256 KiB/s)` and before 10 s after the last one. So a client that
 //! trickles bytes to keep its share loses it at the grace, no message holds the budget longer
-//! than the grace or, if longer, the time its cap takes at the minimum rate (16 s at the
+//! than the grace or, if longer, the time its cap takes at the minimum rate (64 s at the
 //! default 16 MiB cap), and a token holder delays other clients' large messages only while it
 //! really sends. Honest clients are far from it: on loopback a 16 MiB message arrives in
 //! milliseconds (a 16 MiB echo's round trip took 30 ms in a release build).
+//!
+//! Why these numbers: the grace is how long a message that has sent little may pause, short so
+//! that tricklers let go within seconds. The rate sets how long a message that has sent a lot
+//! may pause, and honest clients do pause: one too busy to write finds its message's first
+//! few MiB already in the socket buffers when the message gets its permits, then writes
+//! nothing more until it is scheduled again. With 1 MiB/s, `tests/core_bounds.rs`'s sixteen
+//! debug-build clients echoing 15 MiB each on a loaded machine were closed: their messages had
+//! 3.9 MB in at once and the next bytes 4 to 5.6 s later. At 256 KiB/s those 3.9 MB earn 14 s,
+//! so such a client may pause as long as the 10 s stall rule allows, as before this rule.
 //!
 //! The reader is never paused by the carrier while a message is in progress (it waits for a
 //! handler's room only between messages, and for permits before the clock starts), so the
@@ -86,7 +95,7 @@ pub(crate) const PACE_GRACE: Duration = Duration::from_secs(3);
 
 /// The average rate, in bytes per second, at which a message paid from the shared budget must
 /// arrive once [`PACE_GRACE`] is over.
-pub(crate) const MIN_RATE: u64 = 1 << 20;
+pub(crate) const MIN_RATE: u64 = 256 << 10;
 
 /// The clock of a message that holds shared budget (see the module docs).
 #[derive(Debug, Clone, Copy)]
@@ -380,21 +389,25 @@ mod tests {
     async fn due_at_the_grace_then_at_its_bytes_over_the_rate_and_never_past_a_stall() {
         let pace = Pace::start(1000);
         let t0 = Instant::now();
-        let mib = 1 << 20;
-        // Bytes from before the clock started do not count.
-        assert_eq!(pace.deadline(1000, t0), (t0 + PACE_GRACE, Late::TooSlow));
+        // Bytes worth `secs` seconds at the minimum rate, after the 1000 from before the clock.
+        let worth = |secs: u64| 1000 + (secs * MIN_RATE) as usize;
         assert_eq!(
-            pace.deadline(1000 + mib, t0),
+            pace.deadline(1000, t0),
             (t0 + PACE_GRACE, Late::TooSlow),
-            "1 MiB in: the grace still sets it"
+            "bytes from before the clock started do not count"
         );
         assert_eq!(
-            pace.deadline(1000 + 5 * mib, t0 + Duration::from_secs(1)),
+            pace.deadline(worth(2), t0),
+            (t0 + PACE_GRACE, Late::TooSlow),
+            "2 s worth in: the grace still sets it"
+        );
+        assert_eq!(
+            pace.deadline(worth(5), t0 + Duration::from_secs(1)),
             (t0 + Duration::from_secs(5), Late::TooSlow),
-            "5 MiB in: due 5 s after the start"
+            "5 s worth in: due 5 s after the start"
         );
         assert_eq!(
-            pace.deadline(1000 + 15 * mib, t0 + Duration::from_secs(1)),
+            pace.deadline(worth(15), t0 + Duration::from_secs(1)),
             (t0 + Duration::from_secs(11), Late::Stalled),
             "far ahead of the rate: 10 s after the last byte"
         );

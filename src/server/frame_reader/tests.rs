@@ -359,8 +359,8 @@ async fn a_message_holding_the_shared_budget_that_falls_behind_is_refused_at_the
     assert_eq!(v.code.as_u16(), 1008);
     // The reason's numbers are the rule's.
     let rule = format!(
-        "message too slow: under {} MiB/s on average after {} s",
-        MIN_RATE >> 20,
+        "message too slow: under {} KiB/s on average after {} s",
+        MIN_RATE >> 10,
         PACE_GRACE.as_secs()
     );
     assert_eq!(v.reason, rule);
@@ -370,10 +370,11 @@ async fn a_message_holding_the_shared_budget_that_falls_behind_is_refused_at_the
 
 #[tokio::test(start_paused = true)]
 async fn a_message_ahead_of_its_pace_may_still_not_stall() {
-    // 12 MiB of a 16 MiB message at once: by rate alone it could wait 12 s for more.
+    // 12 s worth of bytes at the minimum rate, at once: by rate alone it could wait 12 s.
     let (mut r, mut c, _) = reader_with_allowance(16 * MIB, 16 * MIB, 0);
+    let burst = 12 * MIN_RATE as usize;
     let writer = tokio::spawn(async move {
-        c.write_all(&partial_frame(true, 2, 16 * MIB, 12 * MIB))
+        c.write_all(&partial_frame(true, 2, 16 * MIB, burst))
             .await
             .unwrap();
         c
@@ -406,11 +407,12 @@ async fn send_paced(c: &mut DuplexStream, len: usize, rate: f64) {
 #[tokio::test(start_paused = true)]
 async fn a_message_just_above_the_minimum_rate_is_read_whole_and_one_just_below_is_refused() {
     let rate = MIN_RATE as f64;
-    // 8 MiB at 1.1 × the rate: 7.3 s, well past the grace.
+    // 8 s worth at 1.1 × the rate: 7.3 s, well past the grace.
+    let len = 8 * MIN_RATE as usize;
     let (mut r, mut c, _) = reader_with_allowance(16 * MIB, 16 * MIB, 0);
     let started = Instant::now();
-    let (read, ()) = tokio::join!(r.next(), send_paced(&mut c, 8 * MIB, rate * 1.1));
-    assert_eq!(message(read).1.len(), 8 * MIB);
+    let (read, ()) = tokio::join!(r.next(), send_paced(&mut c, len, rate * 1.1));
+    assert_eq!(message(read).1.len(), len);
     assert!(started.elapsed() > Duration::from_secs(7));
     // At 0.9 × the rate: refused once the grace is over.
     let (mut r, mut c, _) = reader_with_allowance(16 * MIB, 16 * MIB, 0);
@@ -422,7 +424,7 @@ async fn a_message_just_above_the_minimum_rate_is_read_whole_and_one_just_below_
             drop(r); // the connection is closed: the sender's writes fail
             (read, elapsed)
         },
-        send_paced(&mut c, 8 * MIB, rate * 0.9)
+        send_paced(&mut c, len, rate * 0.9)
     );
     assert_eq!(violation_code(read), 1008);
     assert!(
