@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use support::serve_process::{alive, Serve, TOKEN};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -117,6 +117,15 @@ async fn read_until_close(tcp: &mut TcpStream) -> Option<u16> {
 
 /// [`read_until_close`], waiting at most `wait` for each read.
 async fn read_until_close_within(tcp: &mut TcpStream, wait: Duration) -> Option<u16> {
+    read_close_frame(tcp, wait).await.map(|(code, _)| code)
+}
+
+/// Reads server frames until a close; its code and reason, or `None` if the stream ends first
+/// (or the close has no code). Waits at most `wait` for each read.
+async fn read_close_frame(
+    tcp: &mut (impl AsyncRead + Unpin),
+    wait: Duration,
+) -> Option<(u16, String)> {
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 256 << 10];
     loop {
@@ -134,7 +143,11 @@ async fn read_until_close_within(tcp: &mut TcpStream, wait: Duration) -> Option<
                 break;
             }
             if buf[0] & 0x0F == 8 {
-                return (len >= 2).then(|| u16::from_be_bytes([buf[hl], buf[hl + 1]]));
+                return (len >= 2).then(|| {
+                    let code = u16::from_be_bytes([buf[hl], buf[hl + 1]]);
+                    let reason = String::from_utf8_lossy(&buf[hl + 2..hl + len]).into_owned();
+                    (code, reason)
+                });
             }
             buf.drain(..hl + len);
         }
@@ -277,7 +290,13 @@ async fn a_header_announcing_60_gib_is_refused_at_the_largest_cap() {
 
 /// A handshaken raw connection to a child carrier that reads through a small window.
 async fn raw_client(serve: &Serve) -> TcpStream {
-    let mut tcp = raw_upgrade_with(serve.port, &format!("?token={TOKEN}"), Some(4096)).await;
+    raw_handshaken(serve, Some(4096)).await
+}
+
+/// A raw connection to a child carrier that has sent its handshake (the answer is not read),
+/// with the receive buffer as [`raw_upgrade_with`] sets it.
+async fn raw_handshaken(serve: &Serve, recv_buffer: Option<u32>) -> TcpStream {
+    let mut tcp = raw_upgrade_with(serve.port, &format!("?token={TOKEN}"), recv_buffer).await;
     let hs = json!({"id": "hs", "method": "system.handshake",
         "params": {"protocol_version": "1.0", "min_compatible_protocol": "1.0"}});
     tcp.write_all(&frame(1, hs.to_string().as_bytes()))
@@ -535,6 +554,208 @@ async fn unfinished_messages_never_keep_other_clients_out_and_stalled_ones_are_d
     assert!(echo_once(&mut victim, &payload).await == payload);
     assert_eq!(inbound_in_use(serve.port).await, 0);
     still_serves(&serve).await;
+    serve.finish().await;
+}
+
+/// The README's figures for a message paid from the shared inbound budget: from when it began
+/// holding the budget, it must have arrived at `MIN_RATE` on average once `PACE_GRACE` is over.
+const PACE_GRACE: Duration = Duration::from_secs(3);
+/// Bytes per second.
+const MIN_RATE: u64 = 256 << 10;
+/// How late past the grace a close may be read on a loaded machine.
+const CLOSE_MARGIN: Duration = Duration::from_secs(2);
+
+/// The first bytes of a binary frame announcing `len` payload bytes: a channel frame on
+/// `echo1` whose body starts with `body` (the rest is the caller's to send, or not).
+fn announce_echo(len: u64, body: &[u8]) -> Vec<u8> {
+    let mut f = header(2, len);
+    f.extend(channel_binary("echo1", 0, body));
+    f
+}
+
+/// Polls `carrier_inbound_bytes` until it is `bytes`, at most [`support::WAIT`].
+async fn inbound_reaches(port: u16, bytes: u64) -> bool {
+    let deadline = tokio::time::Instant::now() + support::WAIT;
+    while inbound_in_use(port).await != bytes {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}
+
+/// The close a message too slow for the shared budget gets: 1008 naming the rule, read no
+/// earlier than the grace after the message's first bytes were written (`after`), and no later
+/// than the grace plus a margin.
+fn assert_closed_for_pace(close: Option<(u16, String)>, after: Duration, who: &str) {
+    eprintln!("{who}: closed {close:?} {after:?} after its first bytes");
+    let (code, reason) = close.unwrap_or_else(|| panic!("{who}: the stream ended with no close"));
+    assert_eq!(code, 1008, "{who}: {reason}");
+    assert!(
+        reason.contains("256 KiB/s") && reason.contains("3 s"),
+        "{who}: the reason names the rule: {reason:?}"
+    );
+    // The carrier's clock starts once it has read the header, after the write began.
+    assert!(
+        after >= PACE_GRACE - Duration::from_millis(100),
+        "{who}: closed {after:?} after its first bytes, within the grace"
+    );
+    assert!(
+        after <= PACE_GRACE + CLOSE_MARGIN,
+        "{who}: closed only {after:?} after its first bytes"
+    );
+}
+
+/// One trickler of issue 22: announces a 16 MiB channel frame, sends 100 KiB of it, then one
+/// byte every 8 s (under the 10 s no-byte rule), at most 6, until the carrier closes the
+/// connection. Returns the close (`None` if none came) and how long after the first write.
+async fn trickle(mut tcp: TcpStream) -> (Option<(u16, String)>, Duration) {
+    let started = std::time::Instant::now();
+    let (mut rd, mut wr) = tcp.split();
+    wr.write_all(&announce_echo(16 * MIB, &vec![0; 100 << 10]))
+        .await
+        .expect("the first 100 KiB");
+    let closed = read_close_frame(&mut rd, Duration::from_secs(60));
+    tokio::pin!(closed);
+    let every = Duration::from_secs(8);
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    for _ in 0..6 {
+        tokio::select! {
+            close = &mut closed => return (close, started.elapsed()),
+            _ = ticks.tick() => {
+                let _ = wr.write_all(&[0]).await;
+            }
+        }
+    }
+    (None, started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tricklers_lose_the_shared_budget_after_the_grace_and_a_large_echo_goes_through() {
+    // Issue 22: four connections each announce a 16 MiB frame, send ~100 KiB and then a byte
+    // every 8 s, under the 10 s no-byte rule. They held the whole shared budget for as long as
+    // they liked, and another client's 200 KiB echo was not delivered within 40 s.
+    let serve = Serve::start(&["--channel", "echo1:echo"])
+        .await
+        .expect("serve");
+    let (mut victim, _) = serve.client().await;
+    let mut tricklers = Vec::new();
+    for _ in 0..4 {
+        let tcp = raw_client(&serve).await;
+        tricklers.push(tokio::spawn(trickle(tcp)));
+    }
+    assert!(
+        inbound_reaches(serve.port, 64 * MIB).await,
+        "the tricklers hold the whole shared budget"
+    );
+    let payload = pattern(200 << 10, 9);
+    let sent = std::time::Instant::now();
+    let echoed = tokio::time::timeout(Duration::from_secs(5), echo_once(&mut victim, &payload))
+        .await
+        .expect("the 200 KiB echo arrives within 5 s");
+    eprintln!(
+        "200 KiB echo received {:?} after it was sent",
+        sent.elapsed()
+    );
+    assert!(echoed == payload, "the echo is byte-identical");
+    for (i, t) in tricklers.into_iter().enumerate() {
+        let (close, after) = t.await.expect("trickler");
+        assert_closed_for_pace(close, after, &format!("trickler {i}"));
+    }
+    assert!(inbound_reaches(serve.port, 0).await, "the memory returned");
+    still_serves(&serve).await;
+    serve.finish().await;
+}
+
+/// Writes `wire` at `rate` bytes per second: 16 KiB chunks on a fixed schedule from the first,
+/// so the average holds however this task is scheduled. Stops at a failed write.
+async fn write_paced(w: &mut (impl AsyncWrite + Unpin), wire: &[u8], rate: u64) {
+    const CHUNK: usize = 16 << 10;
+    let mut ticks = tokio::time::interval(Duration::from_secs_f64(CHUNK as f64 / rate as f64));
+    for chunk in wire.chunks(CHUNK) {
+        ticks.tick().await;
+        if w.write_all(chunk).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_at_twice_the_minimum_rate_is_echoed_whole_and_one_at_a_quarter_is_closed() {
+    let serve = Serve::start(&["--channel", "echo1:echo"])
+        .await
+        .expect("serve");
+    // At full speed, a message of the whole 16 MiB cap (15 bytes of channel header).
+    let (mut c, _) = serve.client().await;
+    let whole = pattern(16 * MIB as usize - 15, 1);
+    assert!(echo_once(&mut c, &whole).await == whole, "the 16 MiB echo");
+
+    // 2 MiB at twice the minimum rate: 4 s, past the grace, and echoed whole.
+    let fast = {
+        let mut tcp = raw_handshaken(&serve, None).await;
+        async move {
+            let body = pattern(8 * MIN_RATE as usize, 2);
+            let wire = [
+                header(2, 15 + body.len() as u64),
+                channel_binary("echo1", 0, &body),
+            ]
+            .concat();
+            let started = std::time::Instant::now();
+            write_paced(&mut tcp, &wire, 2 * MIN_RATE).await;
+            eprintln!(
+                "{} KiB sent at {} KiB/s in {:?}",
+                body.len() >> 10,
+                (2 * MIN_RATE) >> 10,
+                started.elapsed()
+            );
+            let mut raw = support::Raw::from_stream(tcp);
+            loop {
+                let f = raw
+                    .recv_data()
+                    .await
+                    .expect("an echo, not the end of the stream");
+                assert_ne!(
+                    f.opcode,
+                    8,
+                    "closed instead of echoing: {:?}",
+                    f.close_code()
+                );
+                if f.opcode == 2 {
+                    assert!(f.payload[15..] == body[..], "the echo is byte-identical");
+                    break;
+                }
+            }
+        }
+    };
+    // 1 MiB at a quarter of it: closed at the grace, long before it is all sent (16 s).
+    let slow = {
+        let mut tcp = raw_handshaken(&serve, None).await;
+        async move {
+            let body = pattern(4 * MIN_RATE as usize, 3);
+            let wire = [
+                header(2, 15 + body.len() as u64),
+                channel_binary("echo1", 0, &body),
+            ]
+            .concat();
+            let started = std::time::Instant::now();
+            let (mut rd, mut wr) = tcp.split();
+            let watch = async {
+                let closed = read_close_frame(&mut rd, Duration::from_secs(60));
+                tokio::pin!(closed);
+                tokio::select! {
+                    close = &mut closed => close,
+                    () = write_paced(&mut wr, &wire, MIN_RATE / 4) => closed.await,
+                }
+            };
+            let close = tokio::time::timeout(PACE_GRACE + CLOSE_MARGIN, watch)
+                .await
+                .expect("the slow message is closed within the grace and a margin");
+            assert_closed_for_pace(close, started.elapsed(), "1/4 of the rate");
+        }
+    };
+    tokio::join!(fast, slow);
+    c.ok("system.ping", json!({})).await;
     serve.finish().await;
 }
 

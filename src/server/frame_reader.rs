@@ -24,9 +24,10 @@ use std::task::{Context, Poll};
 
 use bytes::{BufMut, Bytes};
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
+use tokio::time::Instant;
 
 use super::control::{self, Control, Violation};
-use super::inbound::{self, InboundBudget, MessageBuf, Permit, STALL_TIMEOUT};
+use super::inbound::{self, InboundBudget, Late, MessageBuf, Pace, Permit};
 use super::liveness::Liveness;
 use super::outbound::MessageKind;
 use super::wire::Opcode;
@@ -166,8 +167,9 @@ struct Message {
     permit: Permit,
     /// Bytes `permit` pays for: the message may grow to this without paying more.
     paid: usize,
-    /// Paid from the shared budget (else from the connection's allowance).
-    shared: bool,
+    /// Paid from the shared budget, on this clock (else from the connection's allowance, with
+    /// no time limit).
+    shared: Option<Pace>,
     /// Bytes of `data` known to be valid UTF-8 (text only).
     valid: usize,
 }
@@ -295,19 +297,21 @@ impl FrameReader {
         }
     }
 
-    /// Whether the message in progress holds shared budget, so its bytes must keep coming.
-    fn holds_shared(&self) -> bool {
-        self.message.as_ref().is_some_and(|m| m.shared)
+    /// When the message in progress must receive its next byte, if it holds shared budget.
+    fn due(&self) -> Option<(Instant, Late)> {
+        let m = self.message.as_ref()?;
+        let pace = m.shared?;
+        Some(pace.deadline(m.data.len(), Instant::now()))
     }
 
-    /// [`Self::fill`], and a message that holds shared budget may not stall.
+    /// [`Self::fill`], and a message that holds shared budget must keep its pace.
     async fn fill_message(&mut self) -> Result<(), ReadEnd> {
-        if !self.holds_shared() {
+        let Some((deadline, rule)) = self.due() else {
             return self.fill().await;
-        }
-        match tokio::time::timeout(STALL_TIMEOUT, self.fill()).await {
+        };
+        match tokio::time::timeout_at(deadline, self.fill()).await {
             Ok(r) => r,
-            Err(_) => Err(stalled()),
+            Err(_) => Err(late(rule)),
         }
     }
 
@@ -386,7 +390,9 @@ impl FrameReader {
                 // Bounded to 125 bytes by `parse_header`.
                 let total = h.size + h.len as usize;
                 if self.buf.data().len() < total {
-                    self.fill().await?;
+                    // Between fragments of a message that holds shared budget, a control frame
+                    // sent a byte at a time must not hold the budget past the message's pace.
+                    self.fill_message().await?;
                     continue;
                 }
                 let mut payload = self.buf.data()[h.size..total].to_vec();
@@ -451,7 +457,9 @@ impl FrameReader {
                 data: MessageBuf::with_capacity(len).map_err(|_| no_memory())?,
                 paid: if shared { shared_reserve } else { len },
                 permit,
-                shared,
+                // The clock starts once the permits are held: the wait for them is not the
+                // client's.
+                shared: shared.then(|| Pace::start(0)),
                 valid: 0,
             });
         } else if let Some(m) = self.message.as_ref() {
@@ -464,9 +472,10 @@ impl FrameReader {
                 if let Some(m) = self.message.as_mut() {
                     if shared {
                         // The shared reserve covers the whole message; the allowance goes back.
+                        // Its clock starts now, for the bytes from this fragment on.
                         m.permit = more;
                         m.paid = self.cap;
-                        m.shared = true;
+                        m.shared = Some(Pace::start(have));
                     } else {
                         m.permit.merge(more);
                         m.paid = need;
@@ -475,7 +484,7 @@ impl FrameReader {
             }
             if let Some(m) = self.message.as_mut() {
                 // On the allowance, grow to what is paid for, not by doubling past it.
-                let max = if m.shared { self.cap } else { m.paid };
+                let max = if m.shared.is_some() { self.cap } else { m.paid };
                 m.data.reserve(len, max).map_err(|_| no_memory())?;
             }
         }
@@ -505,7 +514,6 @@ impl FrameReader {
             if body.remaining == 0 {
                 return Ok(());
             }
-            let shared = m.shared;
             if body.remaining < DIRECT_MIN {
                 // Through the read buffer: the same syscall may bring the next frames.
                 self.fill_message().await?;
@@ -519,6 +527,9 @@ impl FrameReader {
                 continue;
             }
             let remaining = body.remaining;
+            let due = m
+                .shared
+                .map(|pace| pace.deadline(m.data.len(), Instant::now()));
             let read = async {
                 match m.data.heap_mut() {
                     Some(v) => self.src.read_buf(&mut v.limit(remaining)).await,
@@ -528,13 +539,12 @@ impl FrameReader {
                     },
                 }
             };
-            let read = if shared {
-                match tokio::time::timeout(STALL_TIMEOUT, read).await {
+            let read = match due {
+                Some((deadline, rule)) => match tokio::time::timeout_at(deadline, read).await {
                     Ok(r) => r,
-                    Err(_) => return Err(stalled()),
-                }
-            } else {
-                read.await
+                    Err(_) => return Err(late(rule)),
+                },
+                None => read.await,
             };
             match read {
                 Ok(0) | Err(_) => return Err(ReadEnd::Closed),
@@ -613,12 +623,14 @@ impl FrameReader {
     }
 }
 
-/// A message that holds shared budget stopped arriving.
-fn stalled() -> ReadEnd {
-    ReadEnd::Violation(violation(
-        CloseCode::POLICY,
-        "message stalled: no bytes for 10 s",
-    ))
+/// A message that holds shared budget fell behind: the close names the rule it broke (the
+/// numbers are [`inbound::STALL_TIMEOUT`], [`inbound::PACE_GRACE`] and [`inbound::MIN_RATE`]).
+fn late(rule: Late) -> ReadEnd {
+    let reason = match rule {
+        Late::Stalled => "message stalled: no bytes for 10 s",
+        Late::TooSlow => "message too slow: under 256 KiB/s on average after 3 s",
+    };
+    ReadEnd::Violation(violation(CloseCode::POLICY, reason))
 }
 
 /// The OS refused memory for a message the budget had room for.

@@ -20,14 +20,39 @@
 //! budget, and no other client could even handshake). The carrier's inbound memory is therefore
 //! at most the shared budget plus one allowance per connection.
 //!
-//! A message paid from the shared budget must keep arriving: when none of its bytes come for
-//! [`STALL_TIMEOUT`], the connection is closed (1008) and the memory returns, so a client that
-//! starts large messages and stops sending cannot hold the budget for good.
+//! Holding the shared budget costs sending. A message paid from it is on a clock ([`Pace`])
+//! from the moment it got its permits — time spent waiting for them does not count, and a
+//! fragmented message that grew on the allowance starts its clock when it moves to the shared
+//! budget. After a grace of [`PACE_GRACE`] (3 s) it must have arrived at [`MIN_RATE`]
+//! (256 KiB/s) on average since then, and it may never go [`STALL_TIMEOUT`] (10 s) without a
+//! byte; otherwise its connection is closed with 1008 and the memory returns. In one deadline:
+//! with `B` bytes of the message received since the clock started at `t0`, the next byte is due
+//! before `t0 + max(3 s, B ÷ 256 KiB/s)` and before 10 s after the last one. So a client that
+//! trickles bytes to keep its share loses it at the grace, no message holds the budget longer
+//! than the grace or, if longer, the time its cap takes at the minimum rate (64 s at the
+//! default 16 MiB cap), and a token holder delays other clients' large messages only while it
+//! really sends. Honest clients are far from it: on loopback a 16 MiB message arrives in
+//! milliseconds (a 16 MiB echo's round trip took 30 ms in a release build).
+//!
+//! Why these numbers: the grace is how long a message that has sent little may pause, short so
+//! that tricklers let go within seconds. The rate sets how long a message that has sent a lot
+//! may pause, and honest clients do pause: one too busy to write finds its message's first
+//! few MiB already in the socket buffers when the message gets its permits, then writes
+//! nothing more until it is scheduled again. With 1 MiB/s, `tests/core_bounds.rs`'s sixteen
+//! debug-build clients echoing 15 MiB each on a loaded machine were closed: their messages had
+//! 3.9 MB in at once and the next bytes 4 to 5.6 s later. At 256 KiB/s those 3.9 MB earn 14 s,
+//! so such a client may pause as long as the 10 s stall rule allows, as before this rule.
+//!
+//! The reader is never paused by the carrier while a message is in progress (it waits for a
+//! handler's room only between messages, and for permits before the clock starts), so the
+//! time counted is all the client's.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
+use tokio::time::Instant;
 
 /// Permits for `n` bytes of inbound buffer, returned when dropped.
 pub(crate) struct Permit(Option<OwnedSemaphorePermit>);
@@ -63,7 +88,57 @@ impl Permit {
 pub(crate) const CONNECTION_ALLOWANCE: usize = 64 * 1024;
 
 /// How long a message paid from the shared budget may go without receiving a byte.
-pub(crate) const STALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const STALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a message paid from the shared budget may take before [`MIN_RATE`] applies.
+pub(crate) const PACE_GRACE: Duration = Duration::from_secs(3);
+
+/// The average rate, in bytes per second, at which a message paid from the shared budget must
+/// arrive once [`PACE_GRACE`] is over.
+pub(crate) const MIN_RATE: u64 = 256 << 10;
+
+/// The clock of a message that holds shared budget (see the module docs).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pace {
+    /// When the message got its shared permits.
+    since: Instant,
+    /// Bytes of the message received before then (a fragmented message that grew on the
+    /// allowance): they do not count towards its rate.
+    before: usize,
+}
+
+/// Which rule a late message broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Late {
+    /// No byte for [`STALL_TIMEOUT`].
+    Stalled,
+    /// Under [`MIN_RATE`] on average after [`PACE_GRACE`].
+    TooSlow,
+}
+
+impl Pace {
+    /// Starts the clock now, for a message of which `received` bytes are already in.
+    pub(crate) fn start(received: usize) -> Self {
+        Pace {
+            since: Instant::now(),
+            before: received,
+        }
+    }
+
+    /// When the next byte is due, with `received` bytes of the message in and the wait for it
+    /// starting `now` (just after the last bytes were read), and the rule that sets it.
+    pub(crate) fn deadline(&self, received: usize, now: Instant) -> (Instant, Late) {
+        let counted = received.saturating_sub(self.before) as u64;
+        let earned = Duration::from_micros(counted.saturating_mul(1_000_000) / MIN_RATE);
+        let paced = self.since + earned.max(PACE_GRACE);
+        let stalled = now + STALL_TIMEOUT;
+        if stalled < paced {
+            (stalled, Late::Stalled)
+        } else {
+            (paced, Late::TooSlow)
+        }
+    }
+}
 
 /// The shared budget. Cheap to clone.
 #[derive(Clone)]
@@ -308,6 +383,34 @@ mod tests {
         h.reserve(MAP_MIN, 4 * MAP_MIN).unwrap();
         assert!(matches!(&h, MessageBuf::Mapped { map, len: 10 } if map.len() == 4 * MAP_MIN));
         assert_eq!(h.as_ref(), &[1; 10]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn due_at_the_grace_then_at_its_bytes_over_the_rate_and_never_past_a_stall() {
+        let pace = Pace::start(1000);
+        let t0 = Instant::now();
+        // Bytes worth `secs` seconds at the minimum rate, after the 1000 from before the clock.
+        let worth = |secs: u64| 1000 + (secs * MIN_RATE) as usize;
+        assert_eq!(
+            pace.deadline(1000, t0),
+            (t0 + PACE_GRACE, Late::TooSlow),
+            "bytes from before the clock started do not count"
+        );
+        assert_eq!(
+            pace.deadline(worth(2), t0),
+            (t0 + PACE_GRACE, Late::TooSlow),
+            "2 s worth in: the grace still sets it"
+        );
+        assert_eq!(
+            pace.deadline(worth(5), t0 + Duration::from_secs(1)),
+            (t0 + Duration::from_secs(5), Late::TooSlow),
+            "5 s worth in: due 5 s after the start"
+        );
+        assert_eq!(
+            pace.deadline(worth(15), t0 + Duration::from_secs(1)),
+            (t0 + Duration::from_secs(11), Late::Stalled),
+            "far ahead of the rate: 10 s after the last byte"
+        );
     }
 
     #[tokio::test]

@@ -1,6 +1,11 @@
 use super::*;
 
+use std::time::Duration;
+
 use tokio::io::{AsyncWriteExt, DuplexStream};
+use tokio::time::Instant;
+
+use crate::server::inbound::{MIN_RATE, PACE_GRACE, STALL_TIMEOUT};
 
 const MASK: [u8; 4] = [0x11, 0x22, 0x33, 0x44];
 
@@ -55,8 +60,20 @@ fn message(r: Result<Incoming, ReadEnd>) -> (MessageKind, Bytes) {
 }
 
 fn violation_code(r: Result<Incoming, ReadEnd>) -> u16 {
+    violation_of(r).code.as_u16()
+}
+
+/// The violation a read ended with.
+fn violation_of(r: Result<Incoming, ReadEnd>) -> Violation {
     match r {
-        Err(ReadEnd::Violation(v)) => v.code.as_u16(),
+        Err(ReadEnd::Violation(v)) => v,
+        // Not the message's bytes: they may be megabytes.
+        Ok(Incoming::Message(kind, b)) => {
+            panic!(
+                "expected a violation, got a {kind:?} message of {} bytes",
+                b.len()
+            )
+        }
         other => panic!("expected a violation, got {other:?}"),
     }
 }
@@ -314,18 +331,166 @@ async fn a_fragmented_message_on_the_allowance_holds_nothing_of_the_shared_budge
     assert_eq!(budget.in_use(), 0);
 }
 
+/// The first `sent` bytes of a frame of `len` payload bytes.
+fn partial_frame(fin: bool, opcode: u8, len: usize, sent: usize) -> Vec<u8> {
+    let mut f = frame(fin, opcode, &vec![0; len]);
+    f.truncate(f.len() - (len - sent));
+    f
+}
+
+const MIB: usize = 1 << 20;
+
+/// Asserts that `elapsed` is `expected`, to the timer's millisecond (the clock is paused).
+fn assert_at(elapsed: Duration, expected: Duration) {
+    assert!(
+        elapsed >= expected && elapsed <= expected + Duration::from_millis(5),
+        "after {elapsed:?}, expected {expected:?}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
-async fn a_message_holding_the_shared_budget_that_stops_arriving_is_refused_with_1008() {
+async fn a_message_holding_the_shared_budget_that_falls_behind_is_refused_at_the_grace() {
     let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 0);
     // A header announcing 500 bytes, and 10 of them.
-    let mut f = frame(true, 2, &[0; 500]);
-    f.truncate(f.len() - 490);
-    c.write_all(&f).await.unwrap();
-    let started = tokio::time::Instant::now();
-    assert_eq!(violation_code(r.next().await), 1008);
-    assert!(started.elapsed() >= STALL_TIMEOUT);
+    c.write_all(&partial_frame(true, 2, 500, 10)).await.unwrap();
+    let started = Instant::now();
+    let v = violation_of(r.next().await);
+    assert_at(started.elapsed(), PACE_GRACE);
+    assert_eq!(v.code.as_u16(), 1008);
+    // The reason's numbers are the rule's.
+    let rule = format!(
+        "message too slow: under {} KiB/s on average after {} s",
+        MIN_RATE >> 10,
+        PACE_GRACE.as_secs()
+    );
+    assert_eq!(v.reason, rule);
     drop(r);
     assert_eq!(budget.in_use(), 0, "the memory returned");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_message_ahead_of_its_pace_may_still_not_stall() {
+    // 12 s worth of bytes at the minimum rate, at once: by rate alone it could wait 12 s.
+    let (mut r, mut c, _) = reader_with_allowance(16 * MIB, 16 * MIB, 0);
+    let burst = 12 * MIN_RATE as usize;
+    let writer = tokio::spawn(async move {
+        c.write_all(&partial_frame(true, 2, 16 * MIB, burst))
+            .await
+            .unwrap();
+        c
+    });
+    let started = Instant::now();
+    let v = violation_of(r.next().await);
+    assert_at(started.elapsed(), STALL_TIMEOUT);
+    let rule = format!(
+        "message stalled: no bytes for {} s",
+        STALL_TIMEOUT.as_secs()
+    );
+    assert_eq!(v.reason, rule);
+    drop(writer.await.unwrap());
+}
+
+/// Sends a frame of `len` payload bytes at `rate` bytes per second, in 64 KiB chunks on a
+/// fixed schedule.
+async fn send_paced(c: &mut DuplexStream, len: usize, rate: f64) {
+    let wire = frame(true, 2, &vec![6; len]);
+    let chunk = 64 << 10;
+    let mut ticks = tokio::time::interval(Duration::from_secs_f64(chunk as f64 / rate));
+    for part in wire.chunks(chunk) {
+        ticks.tick().await;
+        if c.write_all(part).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_message_just_above_the_minimum_rate_is_read_whole_and_one_just_below_is_refused() {
+    let rate = MIN_RATE as f64;
+    // 8 s worth at 1.1 × the rate: 7.3 s, well past the grace.
+    let len = 8 * MIN_RATE as usize;
+    let (mut r, mut c, _) = reader_with_allowance(16 * MIB, 16 * MIB, 0);
+    let started = Instant::now();
+    let (read, ()) = tokio::join!(r.next(), send_paced(&mut c, len, rate * 1.1));
+    assert_eq!(message(read).1.len(), len);
+    assert!(started.elapsed() > Duration::from_secs(7));
+    // At 0.9 × the rate: refused once the grace is over.
+    let (mut r, mut c, _) = reader_with_allowance(16 * MIB, 16 * MIB, 0);
+    let started = Instant::now();
+    let ((read, elapsed), ()) = tokio::join!(
+        async {
+            let read = r.next().await;
+            let elapsed = started.elapsed();
+            drop(r); // the connection is closed: the sender's writes fail
+            (read, elapsed)
+        },
+        send_paced(&mut c, len, rate * 0.9)
+    );
+    assert_eq!(violation_code(read), 1008);
+    assert!(
+        elapsed >= PACE_GRACE && elapsed < PACE_GRACE + Duration::from_millis(100),
+        "refused after {elapsed:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiting_for_the_shared_budget_does_not_count_against_a_message() {
+    let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 0);
+    let held = budget.try_take(1000).unwrap();
+    let f = frame(true, 2, &[3; 500]);
+    let (first, rest) = f.split_at(20);
+    c.write_all(first).await.unwrap();
+    let driver = async {
+        // The reader waits 20 s for memory, then the rest comes 2 s after it got it.
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        drop(held);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        c.write_all(rest).await.unwrap();
+    };
+    let (read, ()) = tokio::join!(r.next(), driver);
+    assert_eq!(message(read).1.len(), 500);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fragmented_message_starts_its_clock_when_it_moves_to_the_shared_budget() {
+    let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 100);
+    c.write_all(&frame(false, 2, &[1; 60])).await.unwrap();
+    let started = Instant::now();
+    let driver = async {
+        // On the allowance there is no clock: 10 s between fragments is fine.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        c.write_all(&frame(false, 0, &[2; 50])).await.unwrap();
+    };
+    let (read, ()) = tokio::join!(r.next(), driver);
+    assert_eq!(violation_code(read), 1008);
+    assert_at(started.elapsed(), Duration::from_secs(10) + PACE_GRACE);
+    drop(r);
+    assert_eq!(budget.in_use(), 0, "the memory returned");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_control_frame_left_unfinished_inside_a_shared_message_does_not_hold_the_budget() {
+    // A fragment holding the shared budget, then the first byte of a ping's header and its
+    // second byte 8 s later (the rest never comes): the budget used to be held for as long as
+    // the ping's header stayed unfinished.
+    let (mut r, mut c, _) = reader_with_allowance(1000, 1000, 0);
+    c.write_all(&frame(false, 2, &[1; 10])).await.unwrap();
+    let ping = frame(true, 9, b"ping");
+    c.write_all(&ping[..1]).await.unwrap();
+    let started = Instant::now();
+    let driver = async {
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        let _ = c.write_all(&ping[1..2]).await;
+        c
+    };
+    let read = async {
+        let read = tokio::time::timeout(Duration::from_secs(60), r.next()).await;
+        (read, started.elapsed())
+    };
+    let ((read, elapsed), _c) = tokio::join!(read, driver);
+    let v = violation_of(read.expect("refused, not left waiting"));
+    assert_eq!(v.code.as_u16(), 1008);
+    assert_at(elapsed, PACE_GRACE);
 }
 
 #[tokio::test(start_paused = true)]
