@@ -1,0 +1,247 @@
+//! One figure for the whole process (SPEC section 8; issue 22 item 4): every session's history
+//! and resume ring share one process-wide budget, and a client that fills many sessions keeps
+//! the carrier under the README's "Memory bounds" figure. When the budget is full the least
+//! recently used sessions lose their oldest entries first: a resume past them reports `gap`,
+//! and their history starts later.
+//!
+//! A real `carrier serve` child, one `tokio-tungstenite` client over 127.0.0.1, and the
+//! child's peak resident memory (`VmHWM`) against the figure computed from the flags it runs
+//! with.
+
+use carrier_test_support as support;
+
+use serde_json::{json, Value};
+use support::serve_process::{peak_rss_kib, Serve, TOKEN};
+use support::Client;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+
+/// The flags the carrier runs with, and what the README's figure is computed from.
+struct Flags {
+    max_inbound_bytes: u64,
+    max_message_bytes: u64,
+    max_text_bytes: u64,
+    max_reply_bytes: u64,
+    queue_bytes: u64,
+    max_session_bytes: u64,
+    threads: u64,
+}
+
+impl Flags {
+    /// The defaults, with two worker threads.
+    fn defaults() -> Flags {
+        Flags {
+            max_inbound_bytes: 64 * MIB,
+            max_message_bytes: 16 * MIB,
+            max_text_bytes: MIB,
+            max_reply_bytes: MIB,
+            queue_bytes: 8 * MIB,
+            max_session_bytes: 64 * MIB,
+            threads: 2,
+        }
+    }
+
+    fn args(&self) -> Vec<String> {
+        [
+            ("--max-inbound-bytes", self.max_inbound_bytes),
+            ("--max-message-bytes", self.max_message_bytes),
+            ("--max-text-bytes", self.max_text_bytes),
+            ("--max-reply-bytes", self.max_reply_bytes),
+            ("--queue-bytes", self.queue_bytes),
+            ("--max-session-bytes", self.max_session_bytes),
+            ("--threads", self.threads),
+            ("--demo-delay-ms", 0),
+        ]
+        .iter()
+        .flat_map(|(flag, value)| [flag.to_string(), value.to_string()])
+        .collect()
+    }
+
+    /// The README's "Memory bounds" figure for `connections` admitted connections and no
+    /// channels, term by term.
+    fn readme_figure(&self, connections: u64) -> u64 {
+        /// An idle `carrier serve`'s resident memory, as the README states it.
+        const BASELINE: u64 = 16 * MIB;
+        /// Each connection's allowance of its own for small messages.
+        const ALLOWANCE: u64 = 64 * KIB;
+        /// Each connection's own state (task, queue, session binding).
+        const CONNECTION: u64 = 10 * KIB;
+        /// One entry past the session budget: the largest event or history entry (a text
+        /// message or an agent's line, 1 MiB) and its envelope.
+        const ONE_ENTRY: u64 = MIB + 4 * KIB;
+        /// `limits.max_sessions`: at most this many turns run at once.
+        const MAX_SESSIONS: u64 = 64;
+        /// Copies of a text message a worker thread makes while it handles one.
+        const COPIES_IN_HAND: u64 = 4;
+        /// Refused sockets lingering for their close, and what each holds.
+        const REFUSED: u64 = 64 * 16 * KIB;
+        /// Connections not yet upgraded, and what each holds.
+        const NOT_UPGRADED: u64 = 512 * 10 * KIB;
+
+        let inbound = self.max_inbound_bytes + connections * ALLOWANCE;
+        let outbound = connections * (self.queue_bytes + self.max_message_bytes);
+        let connection_state = connections * CONNECTION;
+        let sessions = self.max_session_bytes + ONE_ENTRY;
+        // The carrier keeps each running turn's prompt and reply; the embedded agent holds
+        // the reply it streams.
+        let turns = MAX_SESSIONS * (2 * self.max_text_bytes + self.max_reply_bytes);
+        let in_hand = self.threads * COPIES_IN_HAND * self.max_text_bytes;
+        BASELINE
+            + inbound
+            + outbound
+            + connection_state
+            + sessions
+            + turns
+            + in_hand
+            + REFUSED
+            + NOT_UPGRADED
+    }
+}
+
+/// A prompt of `len` bytes that names its session and turn.
+fn prompt(session: &str, turn: u32, len: usize) -> String {
+    let mut p = format!("{session}-t{turn}-");
+    p.extend(std::iter::repeat_n('x', len - p.len()));
+    p
+}
+
+/// A gauge of `GET /metrics`.
+async fn gauge(port: u16, name: &str) -> u64 {
+    let mut tcp = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let req = format!(
+        "GET /metrics?token={TOKEN} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    );
+    tcp.write_all(req.as_bytes()).await.expect("request");
+    let mut text = String::new();
+    tokio::time::timeout(support::WAIT, tcp.read_to_string(&mut text))
+        .await
+        .expect("metrics in time")
+        .expect("read");
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} in /metrics:\n{text}"))
+}
+
+/// Runs `turns` turns of `len`-byte prompts in the bound session; returns its last seq.
+async fn fill(c: &mut Client, session: &str, turns: u32, len: usize) -> u64 {
+    let mut last_seq = 0;
+    for turn in 1..=turns {
+        let turn_id = c.submit(&prompt(session, turn, len)).await;
+        assert_eq!(turn_id, format!("t{turn}"));
+        let events = c.turn_events(&turn_id).await;
+        let done = events.last().expect("turn_completed");
+        assert_eq!(done["payload"]["aborted"], false);
+        last_seq = done["seq"].as_u64().expect("seq");
+    }
+    last_seq
+}
+
+fn turn_ids(history: &Value) -> Vec<String> {
+    history["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| e["turn_id"].as_str().expect("turn_id").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_sessions_of_one_mib_turns_stay_within_the_figure_and_the_oldest_lose_first() {
+    const SESSIONS: usize = 64;
+    const TURNS: u32 = 3;
+    // A bit under the 1 MiB soft limit, which counts the request's envelope too.
+    const PROMPT: usize = (1 << 20) - 1024;
+
+    let flags = Flags::defaults();
+    let args = flags.args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let serve = Serve::start(&args).await.expect("serve");
+    let figure = flags.readme_figure(1);
+
+    let (mut c, hs) = serve.client().await;
+    assert_eq!(hs["limits"]["max_session_bytes"], flags.max_session_bytes);
+    assert_eq!(hs["limits"]["max_sessions"], SESSIONS as u64);
+    let epoch = hs["epoch"].as_str().expect("epoch").to_owned();
+    let first = hs["session_id"].as_str().expect("session_id").to_owned();
+
+    // The default session and 63 more, each filled with three turns of 1 MiB prompts (their
+    // events and history entries: about 5 MiB a turn, 8 MiB a session within its own bounds).
+    let mut last_seqs = vec![(first.clone(), fill(&mut c, &first, TURNS, PROMPT).await)];
+    for _ in 1..SESSIONS {
+        let started = c.ok("sessions.start", json!({})).await;
+        let id = started["session_id"]
+            .as_str()
+            .expect("session_id")
+            .to_owned();
+        let last = fill(&mut c, &id, TURNS, PROMPT).await;
+        last_seqs.push((id, last));
+    }
+
+    let peak = peak_rss_kib(serve.pid) * KIB;
+    eprintln!(
+        "peak resident memory: {} MiB; the README's figure for one connection: {} MiB",
+        peak / MIB,
+        figure / MIB
+    );
+    assert!(
+        peak < figure,
+        "peak resident memory {peak} B is over the README's figure {figure} B"
+    );
+
+    let in_use = gauge(serve.port, "carrier_session_bytes").await;
+    let limit = gauge(serve.port, "carrier_session_bytes_limit").await;
+    eprintln!(
+        "session memory: {} KiB of {} KiB",
+        in_use / KIB,
+        limit / KIB
+    );
+    assert_eq!(limit, flags.max_session_bytes);
+    assert!(
+        in_use <= limit,
+        "{in_use} B charged over the {limit} B budget"
+    );
+
+    // The least recently used session lost everything: a resume from its start is a gap up to
+    // its last event, and its history is empty (its own bounds alone keep its last two turns).
+    let (oldest, oldest_last) = last_seqs[0].clone();
+    let mut r = Client::connect(&serve.url()).await;
+    let resumed = r
+        .handshake(json!({"resume": {"session_id": oldest, "epoch": epoch, "after_seq": 0}}))
+        .await;
+    assert_eq!(resumed["session_id"], oldest.as_str());
+    assert_eq!(
+        resumed["resume"],
+        json!({"outcome": "gap", "from": 1, "to": oldest_last})
+    );
+    let history = r.ok("session.history", json!({})).await;
+    assert!(
+        turn_ids(&history).is_empty(),
+        "the oldest session's history should have gone first: {:?}",
+        turn_ids(&history)
+    );
+
+    // The session used last keeps what its own bounds allow: its last two turns, and every
+    // event after its first one.
+    let (newest, newest_last) = last_seqs[SESSIONS - 1].clone();
+    let history = c.ok("session.history", json!({})).await;
+    assert_eq!(turn_ids(&history), ["t2", "t2", "t3", "t3"]);
+    let mut r2 = Client::connect(&serve.url()).await;
+    let resumed = r2
+        .handshake(json!({"resume": {
+            "session_id": newest, "epoch": epoch, "after_seq": newest_last - 1
+        }}))
+        .await;
+    assert_eq!(
+        resumed["resume"],
+        json!({"outcome": "resumed", "replayed": 1})
+    );
+
+    drop((c, r, r2));
+    serve.finish().await;
+}
