@@ -28,10 +28,11 @@ struct Flags {
     queue_bytes: u64,
     max_session_bytes: u64,
     threads: u64,
+    demo_delay_ms: u64,
 }
 
 impl Flags {
-    /// The defaults, with two worker threads.
+    /// The defaults, with two worker threads and no demo delay.
     fn defaults() -> Flags {
         Flags {
             max_inbound_bytes: 64 * MIB,
@@ -41,6 +42,7 @@ impl Flags {
             queue_bytes: 8 * MIB,
             max_session_bytes: 64 * MIB,
             threads: 2,
+            demo_delay_ms: 0,
         }
     }
 
@@ -53,7 +55,7 @@ impl Flags {
             ("--queue-bytes", self.queue_bytes),
             ("--max-session-bytes", self.max_session_bytes),
             ("--threads", self.threads),
-            ("--demo-delay-ms", 0),
+            ("--demo-delay-ms", self.demo_delay_ms),
         ]
         .iter()
         .flat_map(|(flag, value)| [flag.to_string(), value.to_string()])
@@ -74,8 +76,8 @@ impl Flags {
         const ONE_ENTRY: u64 = MIB + 4 * KIB;
         /// `limits.max_sessions`: at most this many turns run at once.
         const MAX_SESSIONS: u64 = 64;
-        /// Copies of a text message a worker thread makes while it handles one.
-        const COPIES_IN_HAND: u64 = 4;
+        /// The history an answer copies before it is fitted (one session's own bound).
+        const HISTORY_COPIED: u64 = 4 * MIB;
         /// Refused sockets lingering for their close, and what each holds.
         const REFUSED: u64 = 64 * 16 * KIB;
         /// Connections not yet upgraded, and what each holds.
@@ -88,7 +90,9 @@ impl Flags {
         // The carrier keeps each running turn's prompt and reply; the embedded agent holds
         // the reply it streams.
         let turns = MAX_SESSIONS * (2 * self.max_text_bytes + self.max_reply_bytes);
-        let in_hand = self.threads * COPIES_IN_HAND * self.max_text_bytes;
+        // Each worker thread may be building one answer: up to twice the outbound budget while
+        // it is encoded, and the history it was copied from.
+        let in_hand = self.threads * (2 * self.queue_bytes + HISTORY_COPIED);
         BASELINE
             + inbound
             + outbound
@@ -243,5 +247,51 @@ async fn sixty_four_sessions_of_one_mib_turns_stay_within_the_figure_and_the_old
     );
 
     drop((c, r, r2));
+    serve.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_running_turns_of_one_mib_prompts_stay_within_the_figure() {
+    // Every session runs a turn whose 1 MiB prompt is half a million one-letter words, which
+    // the embedded agent streams back one word a minute: each running turn holds its prompt
+    // and its reply for as long as it runs.
+    const SESSIONS: usize = 64;
+    const PROMPT: usize = (1 << 20) - 1024;
+    let flags = Flags {
+        demo_delay_ms: 60_000,
+        ..Flags::defaults()
+    };
+    let args = flags.args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let serve = Serve::start(&args).await.expect("serve");
+    let figure = flags.readme_figure(1);
+    let words: String = "a ".repeat(PROMPT / 2);
+
+    let (mut c, _) = serve.client().await;
+    for n in 0..SESSIONS {
+        if n > 0 {
+            c.ok("sessions.start", json!({})).await;
+        }
+        let turn_id = c.submit(&words).await;
+        // The first word of the reply: the agent has made its reply and streams it.
+        let first = c.event("session.text_delta").await;
+        assert_eq!(first["payload"]["turn_id"], turn_id.as_str());
+        c.event("session.turn_started").await;
+        let status = c.ok("session.status", json!({})).await;
+        assert_eq!(status["state"], "running");
+    }
+
+    let peak = peak_rss_kib(serve.pid) * KIB;
+    eprintln!(
+        "{SESSIONS} running turns: peak resident memory {} MiB; the README's figure for one \
+         connection: {} MiB",
+        peak / MIB,
+        figure / MIB
+    );
+    assert!(
+        peak < figure,
+        "peak resident memory {peak} B is over the README's figure {figure} B"
+    );
+    drop(c);
     serve.finish().await;
 }
