@@ -295,3 +295,26 @@ async fn sixty_four_running_turns_of_one_mib_prompts_stay_within_the_figure() {
     drop(c);
     serve.finish().await;
 }
+
+#[tokio::test]
+async fn the_budget_is_at_most_64_gib_and_published_in_the_handshake() {
+    const MAX: u64 = 64 << 30;
+    let serve = Serve::start(&["--max-session-bytes", &MAX.to_string()])
+        .await
+        .expect("the largest budget is accepted");
+    let (_c, hs) = serve.client().await;
+    assert_eq!(hs["limits"]["max_session_bytes"], MAX);
+    assert_eq!(gauge(serve.port, "carrier_session_bytes_limit").await, MAX);
+    assert_eq!(gauge(serve.port, "carrier_session_bytes").await, 0);
+    serve.finish().await;
+
+    let Err(refused) = Serve::start(&["--max-session-bytes", &(MAX + 1).to_string()]).await else {
+        panic!("a budget past 64 GiB was accepted");
+    };
+    assert_eq!(refused.status.code(), Some(2), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("--max-session-bytes") && refused.stderr.contains("64 GiB"),
+        "{}",
+        refused.stderr
+    );
+}

@@ -8,11 +8,10 @@
 //! connection queues the same shared `Bytes`. Queueing never blocks, so the lock is short.
 //!
 //! The record has a lock of its own, taken after the hub's: recording may evict from other
-//! sessions' records to keep every session within the process's
-//! [`super::memory::SessionMemory`] budget, and
-//! it never takes another hub's lock to do so (the lock order is in [`super::memory`]). An
-//! eviction from outside only ever removes this session's oldest events, so the ring's oldest
-//! held seq still tells a resume where its gap ends.
+//! sessions' records to keep them all within the process's [`super::memory::SessionMemory`]
+//! budget, and it never takes another hub's lock to do so (the lock order is in
+//! [`super::memory`]). An eviction from outside only ever removes this session's oldest
+//! events, so the ring's oldest held seq still tells a resume where its gap ends.
 //!
 //! A failed send is the connection's problem (SPEC section 8): it is dropped from the hub and
 //! the operation that produced the event still succeeds.
@@ -149,16 +148,10 @@ impl SessionHub {
     ) {
         let mut st = self.lock();
         let (outcome, frames) = match after_seq {
-            None => {
-                self.record.touch();
-                (ResumeOutcome::New, Vec::new())
-            }
+            None => (ResumeOutcome::New, Vec::new()),
             // A client cannot have seen a seq this session never assigned: its state is from
             // somewhere else, so it must start over rather than drop live events as duplicates.
-            Some(after) if after > st.last_seq => {
-                self.record.touch();
-                (ResumeOutcome::Reset, Vec::new())
-            }
+            Some(after) if after > st.last_seq => (ResumeOutcome::Reset, Vec::new()),
             Some(after) => match self.record.replay_after(after, st.last_seq) {
                 Replay::Resumed { frames } => (
                     ResumeOutcome::Resumed {
@@ -169,6 +162,8 @@ impl SessionHub {
                 Replay::Gap { from, to, frames } => (ResumeOutcome::Gap { from, to }, frames),
             },
         };
+        // A connection bound or resumed to the session uses it.
+        self.record.touch();
         respond(outcome);
         for frame in frames {
             if conn.send_text(frame).is_err() {

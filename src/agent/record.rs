@@ -106,15 +106,13 @@ impl SessionRecord {
         });
     }
 
-    /// What to replay after `after_seq` (see [`ResumeRing::replay_after`]); the session is
-    /// used now.
+    /// What to replay after `after_seq` (see [`ResumeRing::replay_after`]).
     pub(crate) fn replay_after(&self, after_seq: u64, last_seq: u64) -> Replay {
-        let replay = self.lock().ring.replay_after(after_seq, last_seq);
-        self.account.touch();
-        replay
+        self.lock().ring.replay_after(after_seq, last_seq)
     }
 
-    /// Marks the session used now (a connection bound to it).
+    /// Marks the session used now (a connection bound or resumed to it). Not under the
+    /// record's own lock (see the lock order in [`super::memory`]).
     pub(crate) fn touch(&self) {
         self.account.touch();
     }
