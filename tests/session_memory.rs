@@ -10,11 +10,16 @@
 
 use carrier_test_support as support;
 
+use std::time::Duration;
+
+use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 use support::serve_process::{peak_rss_kib, Serve, TOKEN};
-use support::Client;
+use support::{Client, Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -71,9 +76,10 @@ impl Flags {
         const ALLOWANCE: u64 = 64 * KIB;
         /// Each connection's own state (task, queue, session binding).
         const CONNECTION: u64 = 10 * KIB;
-        /// One entry past the session budget: the largest event or history entry (a text
-        /// message or an agent's line, 1 MiB) and its envelope.
-        const ONE_ENTRY: u64 = MIB + 4 * KIB;
+        /// An agent process's longest line.
+        const AGENT_LINE: u64 = MIB;
+        /// An entry's envelope and what it is charged beyond its bytes.
+        const ENTRY_ENVELOPE: u64 = 4 * KIB;
         /// `limits.max_sessions`: at most this many turns run at once.
         const MAX_SESSIONS: u64 = 64;
         /// The history an answer copies before it is fitted (one session's own bound).
@@ -86,7 +92,9 @@ impl Flags {
         let inbound = self.max_inbound_bytes + connections * ALLOWANCE;
         let outbound = connections * (self.queue_bytes + self.max_message_bytes);
         let connection_state = connections * CONNECTION;
-        let sessions = self.max_session_bytes + ONE_ENTRY;
+        // The budget, and the one entry being added past it: a prompt or an agent's line.
+        let one_entry = self.max_text_bytes.max(AGENT_LINE) + ENTRY_ENVELOPE;
+        let sessions = self.max_session_bytes + one_entry;
         // The carrier keeps each running turn's prompt and reply; the embedded agent holds
         // the reply it streams.
         let turns = MAX_SESSIONS * (2 * self.max_text_bytes + self.max_reply_bytes);
@@ -138,12 +146,39 @@ async fn fill(c: &mut Client, session: &str, turns: u32, len: usize) -> u64 {
     for turn in 1..=turns {
         let turn_id = c.submit(&prompt(session, turn, len)).await;
         assert_eq!(turn_id, format!("t{turn}"));
-        let events = c.turn_events(&turn_id).await;
-        let done = events.last().expect("turn_completed");
-        assert_eq!(done["payload"]["aborted"], false);
-        last_seq = done["seq"].as_u64().expect("seq");
+        last_seq = completed(c, &turn_id).await;
     }
     last_seq
+}
+
+/// Reads the bound session's events up to the `turn_completed` of `turn_id` (not aborted) and
+/// returns its seq. Only each event's head and tail are read: the events carry the 1 MiB
+/// prompt and reply, which the test has no need to decode.
+async fn completed(c: &mut Client, turn_id: &str) -> u64 {
+    loop {
+        let message = tokio::time::timeout(support::WAIT, c.ws.next())
+            .await
+            .expect("an event in time")
+            .expect("the connection is open")
+            .expect("a frame");
+        let Message::Text(text) = message else {
+            continue;
+        };
+        let text = text.as_str();
+        let Some(rest) = text.strip_prefix(r#"{"event":"session.turn_completed","seq":"#) else {
+            assert!(text.starts_with(r#"{"event":"session."#), "{:.200}", text);
+            continue;
+        };
+        let (seq, payload) = rest.split_once(',').expect("seq, payload");
+        let head = format!(r#""payload":{{"turn_id":"{turn_id}","#);
+        assert!(payload.starts_with(&head), "{:.200}", text);
+        assert!(
+            text.ends_with(r#""aborted":false}}"#),
+            "{}",
+            &text[text.len() - 80..]
+        );
+        return seq.parse().expect("seq");
+    }
 }
 
 fn turn_ids(history: &Value) -> Vec<String> {
@@ -317,4 +352,60 @@ async fn the_budget_is_at_most_64_gib_and_published_in_the_handshake() {
         "{}",
         refused.stderr
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sessions_evicting_each_other_at_once_keep_their_live_streams_whole() {
+    // Eight connections run turns in eight sessions at once, with a budget of 64 KiB for all
+    // of them: every event recorded evicts from the other sessions while their hubs are
+    // emitting. No lock waits on another for ever, every live stream stays whole, and a resume
+    // from the start reports the gap up to what is still held.
+    const BUDGET: usize = 64 << 10;
+    let agent = EmbeddedAgent::default().with_demo_delay(Duration::ZERO);
+    let profile = AgentProfile::builder(InMemoryDirectory::new(move |_| agent.session()))
+        .max_session_bytes(BUDGET)
+        .build();
+    let memory = profile.session_memory().clone();
+    let server = Server::with(support::config(), profile).await;
+    let prompt = "many small words ".repeat(200);
+    let mut connections = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let (url, prompt) = (server.url(""), prompt.clone());
+        connections.spawn(async move {
+            let mut c = Client::connect(&url).await;
+            let hs = c.handshake(json!({})).await;
+            let session = c.ok("sessions.start", json!({})).await["session_id"].clone();
+            let mut seen = Vec::new();
+            for _ in 0..10 {
+                let turn_id = c.submit(&prompt).await;
+                let events = c.turn_events(&turn_id).await;
+                assert_eq!(support::concat_deltas(&events), format!("echo: {prompt}"));
+                seen.extend(events);
+            }
+            support::assert_consecutive(&seen);
+            let last = seen.last().expect("events")["seq"].as_u64().expect("seq");
+            let mut r = Client::connect(&url).await;
+            let resume = json!({"session_id": session, "epoch": hs["epoch"], "after_seq": 0});
+            let resumed = r.handshake(json!({ "resume": resume })).await["resume"].clone();
+            match resumed["outcome"].as_str() {
+                Some("gap") => {
+                    assert_eq!(resumed["from"], 1);
+                    let to = resumed["to"].as_u64().expect("to");
+                    assert!(to <= last, "{resumed}");
+                    // What is still held is replayed, from just after the gap.
+                    if to < last {
+                        assert_eq!(r.next().await["seq"], to + 1);
+                    }
+                }
+                _ => panic!("200 events through a 64 KiB budget cannot all be held: {resumed}"),
+            }
+        });
+    }
+    let all = tokio::time::timeout(Duration::from_secs(120), async {
+        while let Some(done) = connections.join_next().await {
+            done.expect("a connection's turns");
+        }
+    });
+    all.await.expect("every connection finished (no deadlock)");
+    assert!(memory.in_use() <= BUDGET, "{} B charged", memory.in_use());
 }

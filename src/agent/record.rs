@@ -163,11 +163,14 @@ mod tests {
     use super::*;
     use crate::protocol::methods::HistoryRole;
 
+    /// An entry whose buffers are exactly their text (as the carrier's are).
     fn entry(turn: u32, text: &str) -> HistoryEntry {
+        let mut turn_id = format!("t{turn}");
+        turn_id.shrink_to_fit();
         HistoryEntry {
             role: HistoryRole::User,
             text: text.to_owned(),
-            turn_id: format!("t{turn}"),
+            turn_id,
             truncated: None,
         }
     }
@@ -264,5 +267,56 @@ mod tests {
             }
         );
         assert_eq!(memory.in_use(), 4 * unit);
+    }
+
+    #[test]
+    fn sessions_recording_and_reading_at_once_evict_from_each_other_without_deadlock() {
+        // Each writer stands for a hub recording under its own lock; the readers replay and
+        // read history as bound connections do. A budget of a few entries makes every
+        // addition evict from the other sessions.
+        let memory = SessionMemory::new(8 * (100 + ENTRY_OVERHEAD));
+        let records: Vec<Arc<SessionRecord>> = (0..4).map(|_| record(&memory)).collect();
+        let (done, finished) = std::sync::mpsc::channel();
+        for (i, r) in records.iter().enumerate() {
+            let (writer, reader) = (r.clone(), records[(i + 1) % records.len()].clone());
+            let done = done.clone();
+            std::thread::spawn(move || {
+                for seq in 1..=2000u32 {
+                    writer.push_event(u64::from(seq), frame(100));
+                    if seq % 3 == 0 {
+                        writer.push_history(entry(seq, "a reply"));
+                    }
+                    let _ = reader.replay_after(0, 1);
+                    let _ = reader.history(None, usize::MAX);
+                }
+                let _ = done.send(());
+            });
+        }
+        drop(done);
+        for _ in 0..records.len() {
+            finished
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .expect("every thread finishes (no lock waits on another for ever)");
+        }
+        assert!(memory.in_use() <= 8 * (100 + ENTRY_OVERHEAD));
+        let held: usize = records
+            .iter()
+            .map(|r| {
+                let held = r.lock();
+                held.ring.bytes()
+                    + held.ring.len() * ENTRY_OVERHEAD
+                    + held
+                        .history
+                        .newest(None, usize::MAX)
+                        .iter()
+                        .map(entry_cost)
+                        .sum::<usize>()
+            })
+            .sum();
+        assert_eq!(
+            held,
+            memory.in_use(),
+            "the ledger matches what the records hold"
+        );
     }
 }
