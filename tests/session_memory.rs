@@ -80,8 +80,10 @@ impl Flags {
         const AGENT_LINE: u64 = MIB;
         /// An entry's envelope and what it is charged beyond its bytes.
         const ENTRY_ENVELOPE: u64 = 4 * KIB;
-        /// `limits.max_sessions`: at most this many turns run at once.
+        /// `limits.max_sessions`: at most this many sessions, so this many turns at once.
         const MAX_SESSIONS: u64 = 64;
+        /// What a session keeps besides its entries and its running turn (hub, agent, record).
+        const SESSION_STATE: u64 = KIB;
         /// The history an answer copies before it is fitted (one session's own bound).
         const HISTORY_COPIED: u64 = 4 * MIB;
         /// Refused sockets lingering for their close, and what each holds.
@@ -94,7 +96,7 @@ impl Flags {
         let connection_state = connections * CONNECTION;
         // The budget, and the one entry being added past it: a prompt or an agent's line.
         let one_entry = self.max_text_bytes.max(AGENT_LINE) + ENTRY_ENVELOPE;
-        let sessions = self.max_session_bytes + one_entry;
+        let sessions = self.max_session_bytes + one_entry + MAX_SESSIONS * SESSION_STATE;
         // The carrier keeps each running turn's prompt and reply; the embedded agent holds
         // the reply it streams.
         let turns = MAX_SESSIONS * (2 * self.max_text_bytes + self.max_reply_bytes);

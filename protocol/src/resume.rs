@@ -137,8 +137,9 @@ impl ResumeRing {
     /// reports the gap, as for an event the ring's own bounds evicted: a ring whose memory is
     /// budgeted together with other rings gives up its oldest events from outside this way.
     ///
-    /// The ring's buffer shrinks once it is at most a quarter full, so a ring emptied from
-    /// outside does not keep the room it had at its fullest.
+    /// The ring's buffer shrinks once it is less than half full, so a ring emptied from
+    /// outside does not keep the room it had at its fullest: its room stays under twice what
+    /// it holds (and a few slots).
     ///
     /// ```
     /// use bytes::Bytes;
@@ -154,8 +155,9 @@ impl ResumeRing {
     pub fn pop_oldest(&mut self) -> Option<(u64, Bytes)> {
         let oldest = self.events.pop_front()?;
         self.bytes -= oldest.1.len();
-        if self.events.capacity() >= 4 * self.events.len() + SHRINK_SLACK {
-            self.events.shrink_to(2 * self.events.len());
+        let len = self.events.len();
+        if self.events.capacity() > 2 * len + SHRINK_SLACK {
+            self.events.shrink_to(len + len / 2);
         }
         Some(oldest)
     }
@@ -421,7 +423,7 @@ mod tests {
             ring.pop_oldest();
         }
         assert!(
-            ring.events.capacity() <= 4 + SHRINK_SLACK,
+            ring.events.capacity() <= 2 + SHRINK_SLACK,
             "{}",
             ring.events.capacity()
         );

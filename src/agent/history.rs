@@ -15,6 +15,16 @@ pub(crate) const DEFAULT_HISTORY_BYTES: usize = 4 * 1024 * 1024;
 /// Room for this many entries is never given back when entries are taken from outside.
 const SHRINK_SLACK: usize = 16;
 
+/// Gives back the room of a queue entries were taken from once it is less than half full, so
+/// its room stays under twice what it holds (and [`SHRINK_SLACK`]) however it was emptied:
+/// what an entry is charged covers its slot twice over ([`super::ENTRY_OVERHEAD`]).
+pub(crate) fn give_back_room<T>(queue: &mut VecDeque<T>) {
+    let len = queue.len();
+    if queue.capacity() > 2 * len + SHRINK_SLACK {
+        queue.shrink_to(len + len / 2);
+    }
+}
+
 /// Bounds of a session's history (whichever is reached first evicts the oldest entries).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HistoryConfig {
@@ -72,14 +82,11 @@ impl History {
         evicted
     }
 
-    /// Evicts the oldest entry, whatever the bounds; the buffer shrinks once it is at most a
-    /// quarter full.
+    /// Evicts the oldest entry, whatever the bounds (see [`give_back_room`]).
     pub(crate) fn pop_oldest(&mut self) -> Option<HistoryEntry> {
         let (_, oldest) = self.entries.pop_front()?;
         self.bytes -= size_of(&oldest);
-        if self.entries.capacity() >= 4 * self.entries.len() + SHRINK_SLACK {
-            self.entries.shrink_to(2 * self.entries.len());
-        }
+        give_back_room(&mut self.entries);
         Some(oldest)
     }
 
@@ -186,7 +193,7 @@ mod tests {
         while h.len() > 1 {
             h.pop_oldest();
         }
-        assert!(h.entries.capacity() <= 4 + SHRINK_SLACK);
+        assert!(h.entries.capacity() <= 2 + SHRINK_SLACK);
         assert_eq!((h.bytes, texts(&h, None).len()), (5, 1));
         assert!(h.pop_oldest().is_some());
         assert_eq!((h.pop_oldest(), h.oldest_stamp(), h.bytes), (None, None, 0));

@@ -47,12 +47,13 @@ pub const DEFAULT_MAX_SESSION_BYTES: usize = 64 << 20;
 
 /// What each held entry (an encoded event in a ring, an entry of a history) is charged beyond
 /// its bytes. It covers, with room to spare, what holding the entry costs besides them: its
-/// slot in its queue (an event's seq and handle, a history entry's strings and flags — up to
-/// 72 bytes) twice over, since a queue's buffer grows by doubling and shrinks only once it is a
-/// quarter full; the allocator's header and rounding of each buffer (up to 23 bytes); the
-/// shared handle an event's bytes get when the fan-out first clones them (32 bytes); and a
-/// history entry's `turn_id` buffer (32 bytes at least). `tests/session_memory_heap.rs` checks
-/// with a counting allocator that what is charged covers what the sessions hold.
+/// slots (an event's seq, handle and stamp: 48 bytes; a history entry's stamp, strings and
+/// flags: 64 bytes) twice over, since a queue's buffer grows by doubling and gives room back
+/// once it is less than half full; the allocator's header and rounding of each buffer (up to
+/// 23 bytes); the shared handle an event's bytes get when the fan-out first clones them
+/// (32 bytes); and a history entry's `turn_id` buffer (32 bytes at least) — at most 183 bytes.
+/// `tests/session_memory_heap.rs` checks with a counting allocator that what is charged covers
+/// what the sessions hold.
 pub const ENTRY_OVERHEAD: usize = 256;
 
 /// Which entries of a store an eviction must leave.

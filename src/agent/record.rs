@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use bytes::Bytes;
 
-use super::history::{History, HistoryConfig};
+use super::history::{give_back_room, History, HistoryConfig};
 use super::hub::RingConfig;
 use super::memory::{Account, Change, SessionMemory, Spare, Store, ENTRY_OVERHEAD};
 use crate::protocol::methods::HistoryEntry;
@@ -147,10 +147,7 @@ impl Store for SessionRecord {
         if from_ring {
             let (_, frame) = held.ring.pop_oldest()?;
             held.ring_stamps.pop_front();
-            if held.ring_stamps.capacity() >= 4 * held.ring_stamps.len() + 16 {
-                let len = held.ring_stamps.len();
-                held.ring_stamps.shrink_to(2 * len);
-            }
+            give_back_room(&mut held.ring_stamps);
             Some(event_cost(&frame))
         } else {
             held.history.pop_oldest().map(|entry| entry_cost(&entry))
