@@ -228,6 +228,11 @@ export interface LimitsInfo {
   max_message_bytes: number;
   /** Bytes of a reply kept in `turn_completed.text` and history (more is `truncated`). */
   max_reply_bytes: number;
+  /**
+   * Bytes every session's history and resume ring hold together; past it the least
+   * recently used sessions lose their oldest entries first (a resume past them is a `gap`).
+   */
+  max_session_bytes: number;
   /** Sessions the host may hold; `sessions.start` past it is `limit_exceeded`. */
   max_sessions: number;
   /** Soft limit on a text message (`too_large` above it). */

@@ -125,6 +125,9 @@ pub struct LimitsInfo {
     pub max_sessions: u64,
     /// Bytes of a reply kept in `turn_completed.text` and history (more is `truncated`).
     pub max_reply_bytes: u64,
+    /// Bytes every session's history and resume ring hold together; past it the least
+    /// recently used sessions lose their oldest entries first (a resume past them is a `gap`).
+    pub max_session_bytes: u64,
 }
 
 /// `system.handshake` result.

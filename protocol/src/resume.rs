@@ -27,6 +27,19 @@ pub const DEFAULT_MAX_EVENTS: usize = 1024;
 /// Default bound on the total encoded bytes a ring holds: 4 MiB (SPEC section 5).
 pub const DEFAULT_MAX_BYTES: usize = 4 * 1024 * 1024;
 
+/// Room for this many events is never given back by [`ResumeRing::pop_oldest`]: shrinking
+/// a small buffer saves less than reallocating it costs.
+const SHRINK_SLACK: usize = 16;
+
+/// What one [`ResumeRing::push`] evicted to stay within the ring's bounds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Evicted {
+    /// Events evicted.
+    pub events: usize,
+    /// Their encoded bytes.
+    pub bytes: usize,
+}
+
 /// A session's recent events, oldest first, within a count bound and a byte bound.
 #[derive(Debug, Clone)]
 pub struct ResumeRing {
@@ -88,16 +101,20 @@ impl ResumeRing {
         }
     }
 
-    /// Records an event, then evicts the oldest ones while either bound is exceeded.
+    /// Records an event, then evicts the oldest ones while either bound is exceeded, and says
+    /// what it evicted (a caller that accounts for the ring's memory elsewhere needs it).
     ///
     /// `seq` must be greater than every seq already held (the session hub numbers events
     /// 1, 2, 3 …). A seq that is not is a caller bug: debug builds panic, release builds drop
     /// everything held before recording it, so a later replay reports a gap rather than
     /// replaying events out of order.
-    pub fn push(&mut self, seq: u64, frame: Bytes) {
+    pub fn push(&mut self, seq: u64, frame: Bytes) -> Evicted {
+        let mut evicted = Evicted::default();
         if let Some(&(newest, _)) = self.events.back() {
             debug_assert!(seq > newest, "resume ring seq {seq} after {newest}");
             if seq <= newest {
+                evicted.events = self.events.len();
+                evicted.bytes = self.bytes;
                 self.events.clear();
                 self.bytes = 0;
             }
@@ -107,10 +124,42 @@ impl ResumeRing {
         while self.events.len() > 1
             && (self.events.len() > self.max_events || self.bytes > self.max_bytes)
         {
-            if let Some((_, evicted)) = self.events.pop_front() {
-                self.bytes -= evicted.len();
+            if let Some((_, frame)) = self.events.pop_front() {
+                self.bytes -= frame.len();
+                evicted.events += 1;
+                evicted.bytes += frame.len();
             }
         }
+        evicted
+    }
+
+    /// Evicts the oldest event held, if any, and returns it. A later replay from before it
+    /// reports the gap, as for an event the ring's own bounds evicted: a ring whose memory is
+    /// budgeted together with other rings gives up its oldest events from outside this way.
+    ///
+    /// The ring's buffer shrinks once it is less than half full, so a ring emptied from
+    /// outside does not keep the room it had at its fullest: its room stays under twice what
+    /// it holds (and a few slots).
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use carrier_protocol::resume::{Replay, ResumeRing};
+    ///
+    /// let mut ring = ResumeRing::new(8, 1024);
+    /// ring.push(1, Bytes::from_static(b"one"));
+    /// ring.push(2, Bytes::from_static(b"two"));
+    /// assert_eq!(ring.pop_oldest().map(|(seq, _)| seq), Some(1));
+    /// let Replay::Gap { from, to, frames } = ring.replay_after(0, 2) else { panic!() };
+    /// assert_eq!((from, to, frames.len()), (1, 1, 1));
+    /// ```
+    pub fn pop_oldest(&mut self) -> Option<(u64, Bytes)> {
+        let oldest = self.events.pop_front()?;
+        self.bytes -= oldest.1.len();
+        let len = self.events.len();
+        if self.events.capacity() > 2 * len + SHRINK_SLACK {
+            self.events.shrink_to(len + len / 2);
+        }
+        Some(oldest)
     }
 
     /// What to replay to a client that has seen every event up to `after_seq`, given
@@ -304,6 +353,79 @@ mod tests {
                 to: 6,
                 frames: vec![]
             }
+        );
+    }
+
+    #[test]
+    fn push_reports_what_its_bounds_evicted() {
+        let mut ring = ring_with(3, 1000, 1..=3);
+        assert_eq!(
+            ring.push(4, frame(4, 10)),
+            Evicted {
+                events: 1,
+                bytes: 10
+            }
+        );
+        let mut ring = ring_with(100, 30, 1..=3);
+        assert_eq!(
+            ring.push(4, frame(4, 25)),
+            Evicted {
+                events: 3,
+                bytes: 30
+            }
+        );
+        assert_eq!(ring.push(5, frame(5, 5)), Evicted::default());
+    }
+
+    #[test]
+    fn popping_from_outside_moves_the_gap_and_an_emptied_ring_loses_everything() {
+        let mut ring = ring_with(100, 1000, 1..=4);
+        assert_eq!(
+            ring.pop_oldest().map(|(seq, f)| (seq, f.len())),
+            Some((1, 10))
+        );
+        assert_eq!(
+            (ring.len(), ring.bytes(), ring.oldest_seq()),
+            (3, 30, Some(2))
+        );
+        assert_eq!(
+            ring.replay_after(0, 4),
+            Replay::Gap {
+                from: 1,
+                to: 1,
+                frames: vec![frame(2, 10), frame(3, 10), frame(4, 10)]
+            }
+        );
+        assert!(matches!(ring.replay_after(1, 4), Replay::Resumed { .. }));
+        while ring.pop_oldest().is_some() {}
+        assert_eq!((ring.len(), ring.bytes(), ring.oldest_seq()), (0, 0, None));
+        assert_eq!(
+            ring.replay_after(2, 4),
+            Replay::Gap {
+                from: 3,
+                to: 4,
+                frames: vec![]
+            }
+        );
+        // The next event starts the ring again; what came before it is lost.
+        ring.push(5, frame(5, 10));
+        let Replay::Gap { from, to, frames } = ring.replay_after(0, 5) else {
+            panic!("expected a gap");
+        };
+        assert_eq!((from, to, seqs_of(&frames)), (1, 4, vec![5]));
+    }
+
+    #[test]
+    fn a_ring_emptied_from_outside_gives_its_buffer_back() {
+        let mut ring = ring_with(1000, usize::MAX, 1..=1000);
+        assert!(ring.events.capacity() >= 1000);
+        while ring.len() > 1 {
+            ring.pop_oldest();
+        }
+        assert!(
+            ring.events.capacity() <= 2 + SHRINK_SLACK,
+            "{}",
+            ring.events.capacity()
         );
     }
 

@@ -73,21 +73,69 @@ pub const DEMO_TOOL: &str = "demo.tool";
 /// a non-whitespace character and more non-whitespace comes later. The deltas concatenate to
 /// `text` exactly.
 pub fn reply_deltas(text: &str) -> Vec<&str> {
-    let mut deltas = Vec::new();
-    let mut start = 0;
-    let mut prev_ws = true;
-    for (i, c) in text.char_indices() {
-        let ws = c.is_whitespace();
-        if ws && !prev_ws && i > start && !text[i..].trim_start().is_empty() {
-            deltas.push(&text[start..i]);
-            start = i;
+    Deltas::new(text).collect()
+}
+
+/// [`reply_deltas`] one at a time: a running turn holds its reply, not a list of every word
+/// in it (a 1 MiB reply of one-letter words is half a million of them).
+struct Deltas<'a> {
+    text: &'a str,
+    /// Where the next delta starts.
+    start: usize,
+    /// The next character to look at.
+    next: usize,
+    prev_ws: bool,
+}
+
+impl<'a> Deltas<'a> {
+    fn new(text: &'a str) -> Self {
+        Deltas {
+            text,
+            start: 0,
+            next: 0,
+            prev_ws: true,
         }
-        prev_ws = ws;
     }
-    if start < text.len() {
-        deltas.push(&text[start..]);
+}
+
+impl<'a> Iterator for Deltas<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let text = self.text;
+        for (offset, c) in text[self.next..].char_indices() {
+            let i = self.next + offset;
+            let ws = c.is_whitespace();
+            let boundary =
+                ws && !self.prev_ws && i > self.start && !text[i..].trim_start().is_empty();
+            self.prev_ws = ws;
+            if boundary {
+                let delta = &text[self.start..i];
+                self.start = i;
+                self.next = i + c.len_utf8();
+                return Some(delta);
+            }
+        }
+        self.next = text.len();
+        (self.start < text.len()).then(|| {
+            let delta = &text[self.start..];
+            self.start = text.len();
+            delta
+        })
     }
-    deltas
+}
+
+/// What a turn of the embedded agent does: only what it needs of the prompt is kept while it
+/// runs.
+enum Work {
+    /// Streams `"echo: " + prompt`.
+    Echo(String),
+    /// Asks for `demo.tool` with `rest` (the prompt after [`TOOL_PREFIX`]), then streams the
+    /// answer's outcome.
+    Tool {
+        rest: String,
+        permission: oneshot::Receiver<Decision>,
+    },
 }
 
 /// What `abort_turn` and `permission_decided` reach: dropping an entry cancels its turn.
@@ -114,13 +162,16 @@ impl ProtocolSession for EmbeddedSession {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| HostError::new("the embedded agent needs a tokio runtime"))?;
         let (cancel_tx, cancel_rx) = oneshot::channel();
-        let tool = turn.prompt.strip_prefix(TOOL_PREFIX).map(str::to_owned);
-        let (permission_tx, permission_rx) = match tool {
-            Some(_) => {
+        let (work, permission_tx) = match turn.prompt.strip_prefix(TOOL_PREFIX) {
+            Some(rest) => {
                 let (tx, rx) = oneshot::channel();
-                (Some(tx), Some(rx))
+                let work = Work::Tool {
+                    rest: rest.to_owned(),
+                    permission: rx,
+                };
+                (work, Some(tx))
             }
-            None => (None, None),
+            None => (Work::Echo(turn.prompt), None),
         };
         // Registered before the task runs, so an abort or an answer can never arrive first.
         lock(&self.turns).insert(
@@ -136,7 +187,7 @@ impl ProtocolSession for EmbeddedSession {
             sink: turn.sink,
             turn_id: turn.turn_id,
         };
-        runtime.spawn(task.run(turn.prompt, tool, permission_rx, cancel_rx));
+        runtime.spawn(task.run(work, cancel_rx));
         Ok(())
     }
 
@@ -166,15 +217,9 @@ struct TurnTask {
 }
 
 impl TurnTask {
-    async fn run(
-        self,
-        prompt: String,
-        tool: Option<String>,
-        permission: Option<oneshot::Receiver<Decision>>,
-        mut cancel: oneshot::Receiver<()>,
-    ) {
-        let text = match (tool, permission) {
-            (Some(rest), Some(permission)) => {
+    async fn run(self, work: Work, mut cancel: oneshot::Receiver<()>) {
+        let text = match work {
+            Work::Tool { rest, permission } => {
                 let request_id = format!("{}.p1", self.turn_id);
                 let input = serde_json::json!({ "command": rest });
                 if self
@@ -194,9 +239,10 @@ impl TurnTask {
                     Err(_) => return self.forget(),
                 }
             }
-            _ => format!("echo: {prompt}"),
+            // The prompt goes as the reply is made: one copy of it while the turn runs.
+            Work::Echo(prompt) => format!("echo: {prompt}"),
         };
-        for (i, delta) in reply_deltas(&text).into_iter().enumerate() {
+        for (i, delta) in Deltas::new(&text).enumerate() {
             if i > 0 {
                 tokio::select! {
                     _ = tokio::time::sleep(self.delay) => {}

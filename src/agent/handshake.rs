@@ -123,6 +123,7 @@ pub(crate) fn handle(
             max_title_bytes: limits.max_title_bytes as u64,
             max_sessions: limits.max_sessions as u64,
             max_reply_bytes: limits.max_reply_bytes as u64,
+            max_session_bytes: io.host.memory.limit() as u64,
         },
         resume: ResumeOutcome::New,
     };

@@ -1,6 +1,7 @@
 //! A session's history as the carrier keeps it: the newest entries, bounded in count and in
 //! text bytes like the resume ring, so a session that runs for days holds a window of its
-//! conversation rather than all of it.
+//! conversation rather than all of it. All sessions' histories and rings also share one budget
+//! ([`super::memory`]), which takes the oldest entries from outside ([`History::pop_oldest`]).
 
 use std::collections::VecDeque;
 
@@ -10,6 +11,19 @@ use crate::protocol::methods::HistoryEntry;
 pub(crate) const DEFAULT_HISTORY_ENTRIES: usize = 1000;
 /// Default text bytes held per session (prompts and replies).
 pub(crate) const DEFAULT_HISTORY_BYTES: usize = 4 * 1024 * 1024;
+
+/// Room for this many entries is never given back when entries are taken from outside.
+const SHRINK_SLACK: usize = 16;
+
+/// Gives back the room of a queue entries were taken from once it is less than half full, so
+/// its room stays under twice what it holds (and [`SHRINK_SLACK`]) however it was emptied:
+/// what an entry is charged covers its slot twice over ([`super::ENTRY_OVERHEAD`]).
+pub(crate) fn give_back_room<T>(queue: &mut VecDeque<T>) {
+    let len = queue.len();
+    if queue.capacity() > 2 * len + SHRINK_SLACK {
+        queue.shrink_to(len + len / 2);
+    }
+}
 
 /// Bounds of a session's history (whichever is reached first evicts the oldest entries).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,10 +43,11 @@ impl Default for HistoryConfig {
     }
 }
 
-/// The newest entries within a [`HistoryConfig`], oldest first. The newest entry is always
-/// kept, even when it alone is over the byte bound.
+/// The newest entries within a [`HistoryConfig`], oldest first, each with the stamp its
+/// owner gave it (the order of everything the session recorded). The newest entry is always
+/// kept by [`History::push`], even when it alone is over the byte bound.
 pub(crate) struct History {
-    entries: VecDeque<HistoryEntry>,
+    entries: VecDeque<(u64, HistoryEntry)>,
     bytes: usize,
     bounds: HistoryConfig,
 }
@@ -50,26 +65,57 @@ impl History {
         }
     }
 
-    /// Appends `entry`, evicting the oldest entries past the bounds.
-    pub(crate) fn push(&mut self, entry: HistoryEntry) {
+    /// Appends `entry` (stamped `stamp`), then evicts the oldest entries past the bounds and
+    /// returns them.
+    pub(crate) fn push(&mut self, stamp: u64, entry: HistoryEntry) -> Vec<HistoryEntry> {
         self.bytes += size_of(&entry);
-        self.entries.push_back(entry);
+        self.entries.push_back((stamp, entry));
+        let mut evicted = Vec::new();
         while self.entries.len() > 1
             && (self.entries.len() > self.bounds.max_entries || self.bytes > self.bounds.max_bytes)
         {
-            if let Some(old) = self.entries.pop_front() {
+            if let Some((_, old)) = self.entries.pop_front() {
                 self.bytes -= size_of(&old);
+                evicted.push(old);
             }
         }
+        evicted
     }
 
-    /// The newest `limit` entries (all held when `None`), oldest first.
-    pub(crate) fn newest(&self, limit: Option<u32>) -> Vec<HistoryEntry> {
-        let skip = match limit {
-            Some(n) => self.entries.len().saturating_sub(n as usize),
-            None => 0,
-        };
-        self.entries.iter().skip(skip).cloned().collect()
+    /// Evicts the oldest entry, whatever the bounds (see [`give_back_room`]).
+    pub(crate) fn pop_oldest(&mut self) -> Option<HistoryEntry> {
+        let (_, oldest) = self.entries.pop_front()?;
+        self.bytes -= size_of(&oldest);
+        give_back_room(&mut self.entries);
+        Some(oldest)
+    }
+
+    /// The stamp of the oldest entry held.
+    pub(crate) fn oldest_stamp(&self) -> Option<u64> {
+        self.entries.front().map(|&(stamp, _)| stamp)
+    }
+
+    /// Entries held.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The newest `limit` entries (all held when `None`), oldest first, stopping once their
+    /// text passes `budget` bytes (an answer is fitted to the connection's outbound budget
+    /// later; no entry past it is worth copying).
+    pub(crate) fn newest(&self, limit: Option<u32>, budget: usize) -> Vec<HistoryEntry> {
+        let wanted = limit.map_or(self.entries.len(), |n| n as usize);
+        let mut text = 0usize;
+        let mut newest: Vec<HistoryEntry> = Vec::new();
+        for (_, entry) in self.entries.iter().rev().take(wanted) {
+            if text > budget {
+                break;
+            }
+            text += size_of(entry);
+            newest.push(entry.clone());
+        }
+        newest.reverse();
+        newest
     }
 }
 
@@ -88,7 +134,14 @@ mod tests {
     }
 
     fn texts(h: &History, limit: Option<u32>) -> Vec<String> {
-        h.newest(limit).into_iter().map(|e| e.text).collect()
+        h.newest(limit, usize::MAX)
+            .into_iter()
+            .map(|e| e.text)
+            .collect()
+    }
+
+    fn evicted_texts(evicted: Vec<HistoryEntry>) -> Vec<String> {
+        evicted.into_iter().map(|e| e.text).collect()
     }
 
     #[test]
@@ -98,10 +151,10 @@ mod tests {
             max_bytes: usize::MAX,
         });
         for i in 1..=3 {
-            h.push(entry(&format!("m{i}"), i));
+            assert!(h.push(u64::from(i), entry(&format!("m{i}"), i)).is_empty());
         }
         assert_eq!(texts(&h, None), ["m1", "m2", "m3"]);
-        h.push(entry("m4", 4));
+        assert_eq!(evicted_texts(h.push(4, entry("m4", 4))), ["m1"]);
         assert_eq!(texts(&h, None), ["m2", "m3", "m4"]);
         assert_eq!(texts(&h, Some(2)), ["m3", "m4"]);
         assert_eq!(texts(&h, Some(0)), Vec::<String>::new());
@@ -115,13 +168,50 @@ mod tests {
             max_entries: 100,
             max_bytes: 12,
         });
-        h.push(entry("aaaa", 1));
-        h.push(entry("bbbb", 2));
+        h.push(1, entry("aaaa", 1));
+        h.push(2, entry("bbbb", 2));
         assert_eq!(texts(&h, None), ["aaaa", "bbbb"], "at the byte limit");
-        h.push(entry("cccc", 3));
+        assert_eq!(evicted_texts(h.push(3, entry("cccc", 3))), ["aaaa"]);
         assert_eq!(texts(&h, None), ["bbbb", "cccc"], "one byte past evicts");
-        h.push(entry(&"x".repeat(50), 4));
-        assert_eq!(h.newest(None).len(), 1, "an oversized entry stands alone");
+        assert_eq!(h.push(4, entry(&"x".repeat(50), 4)).len(), 2);
+        assert_eq!(h.len(), 1, "an oversized entry stands alone");
         assert_eq!(h.bytes, 52);
+    }
+
+    #[test]
+    fn taking_the_oldest_from_outside_keeps_the_stamps_in_order_and_shrinks() {
+        let mut h = History::new(HistoryConfig {
+            max_entries: 1000,
+            max_bytes: usize::MAX,
+        });
+        for i in 1..=200 {
+            h.push(u64::from(i) * 10, entry("e", i));
+        }
+        assert_eq!(h.oldest_stamp(), Some(10));
+        assert_eq!(h.pop_oldest().map(|e| e.turn_id), Some("t1".to_owned()));
+        assert_eq!(h.oldest_stamp(), Some(20));
+        while h.len() > 1 {
+            h.pop_oldest();
+        }
+        assert!(h.entries.capacity() <= 2 + SHRINK_SLACK);
+        assert_eq!((h.bytes, texts(&h, None).len()), (5, 1));
+        assert!(h.pop_oldest().is_some());
+        assert_eq!((h.pop_oldest(), h.oldest_stamp(), h.bytes), (None, None, 0));
+    }
+
+    #[test]
+    fn an_answer_copies_no_more_than_its_budget_and_one_entry() {
+        let mut h = History::new(HistoryConfig::default());
+        for i in 1..=10 {
+            h.push(u64::from(i), entry(&"x".repeat(98), i)); // 100 bytes each
+        }
+        let newest = h.newest(None, 250);
+        let turns: Vec<_> = newest.iter().map(|e| e.turn_id.as_str()).collect();
+        assert_eq!(
+            turns,
+            ["t8", "t9", "t10"],
+            "up to the entry that passes the budget"
+        );
+        assert_eq!(h.newest(Some(2), 0).len(), 1, "the newest entry at least");
     }
 }

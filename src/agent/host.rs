@@ -7,6 +7,8 @@ use std::sync::{Arc, Mutex};
 use super::directory::{SessionBinder, SessionDirectory, SessionEntry};
 use super::history::HistoryConfig;
 use super::hub::{RingConfig, SessionHub};
+use super::memory::SessionMemory;
+use super::record::SessionRecord;
 use super::session::HostError;
 use super::usage::UsageReporter;
 use crate::protocol::envelope::truncate;
@@ -20,6 +22,8 @@ pub(crate) struct AgentHost {
     pub(crate) usage: Arc<dyn UsageReporter>,
     pub(crate) ring: RingConfig,
     pub(crate) history: HistoryConfig,
+    /// The budget every session's ring and history share.
+    pub(crate) memory: SessionMemory,
     /// What the handshake and `system.status` announce, and what every client's versions are
     /// checked against ([`VersionPair::CURRENT`] unless the host configured another pair).
     pub(crate) protocol: VersionPair,
@@ -44,6 +48,7 @@ impl AgentHost {
         usage: Arc<dyn UsageReporter>,
         ring: RingConfig,
         history: HistoryConfig,
+        memory: SessionMemory,
         protocol: VersionPair,
     ) -> Self {
         AgentHost {
@@ -52,6 +57,7 @@ impl AgentHost {
             usage,
             ring,
             history,
+            memory,
             protocol,
             hubs: Mutex::new(HashMap::new()),
             starting: Mutex::new(()),
@@ -74,8 +80,7 @@ impl AgentHost {
             session_id.to_owned(),
             agent,
             self.usage.clone(),
-            self.ring,
-            self.history,
+            SessionRecord::new(&self.memory, self.ring, self.history),
         );
         hubs.insert(session_id.to_owned(), hub.clone());
         Some(hub)

@@ -1,11 +1,17 @@
-//! [`SessionHub`]: the carrier's side of one session — `seq`, the resume ring, the bound
-//! connections, the running turn and the history.
+//! [`SessionHub`]: the carrier's side of one session — `seq`, the bound connections, the
+//! running turn, and its record (the resume ring and the history, [`SessionRecord`]).
 //!
 //! Invariant: every session event is numbered, recorded in the ring and queued on every bound
 //! connection while the hub's lock is held, so each connection sees `seq` strictly increasing
 //! by one, and a connection that binds (or resumes) under the same lock gets its reply, then
 //! its replay, then live events — no gap, no duplicate. Each event is encoded once; every
 //! connection queues the same shared `Bytes`. Queueing never blocks, so the lock is short.
+//!
+//! The record has a lock of its own, taken after the hub's: recording may evict from other
+//! sessions' records to keep them all within the process's [`super::memory::SessionMemory`]
+//! budget, and it never takes another hub's lock to do so (the lock order is in
+//! [`super::memory`]). An eviction from outside only ever removes this session's oldest
+//! events, so the ring's oldest held seq still tells a resume where its gap ends.
 //!
 //! A failed send is the connection's problem (SPEC section 8): it is dropped from the hub and
 //! the operation that produced the event still succeeds.
@@ -20,14 +26,14 @@ use serde_json::Value;
 use crate::protocol::catalog::def;
 use crate::protocol::events::{DriverInfo, SessionEvent};
 use crate::protocol::methods::{
-    Empty, HistoryResult, PermissionRespondParams, ResumeOutcome, SessionState,
+    Empty, HistoryEntry, HistoryResult, PermissionRespondParams, ResumeOutcome, SessionState,
     SessionStatusResult, SubmitParams, TurnIdResult,
 };
-use crate::protocol::resume::{Replay, ResumeRing};
+use crate::protocol::resume::Replay;
 use crate::server::{Connection, ConnectionId};
 
-use super::history::HistoryConfig;
 use super::hub_turns::{Completion, Ended, ErrorScope, Step, Turns};
+use super::record::SessionRecord;
 use super::reply::Reply;
 use super::session::{ProtocolSession, TurnStart};
 use super::turn::{TurnEnded, TurnSink};
@@ -53,7 +59,6 @@ impl Default for RingConfig {
 
 struct HubState {
     last_seq: u64,
-    ring: ResumeRing,
     subscribers: Vec<Connection>,
     turns: Turns,
 }
@@ -64,6 +69,7 @@ pub(crate) struct SessionHub {
     pub(crate) agent: Arc<dyn ProtocolSession>,
     pub(crate) usage: Arc<dyn UsageReporter>,
     state: Mutex<HubState>,
+    record: Arc<SessionRecord>,
 }
 
 impl SessionHub {
@@ -71,8 +77,7 @@ impl SessionHub {
         id: String,
         agent: Arc<dyn ProtocolSession>,
         usage: Arc<dyn UsageReporter>,
-        ring: RingConfig,
-        history: HistoryConfig,
+        record: Arc<SessionRecord>,
     ) -> Arc<Self> {
         Arc::new(SessionHub {
             id,
@@ -80,10 +85,10 @@ impl SessionHub {
             usage,
             state: Mutex::new(HubState {
                 last_seq: 0,
-                ring: ResumeRing::new(ring.max_events, ring.max_bytes),
                 subscribers: Vec::new(),
-                turns: Turns::new(history),
+                turns: Turns::new(),
             }),
+            record,
         })
     }
 
@@ -98,8 +103,17 @@ impl SessionHub {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Emits `events` in order (see [`SessionHub::emit`]).
-    fn emit_all(&self, st: &mut HubState, events: Vec<SessionEvent>) {
+    /// Records what a step adds to the history, then emits its events in order (see
+    /// [`SessionHub::emit`]).
+    fn record_and_emit(
+        &self,
+        st: &mut HubState,
+        history: Vec<HistoryEntry>,
+        events: Vec<SessionEvent>,
+    ) {
+        for entry in history {
+            self.record.push_history(entry);
+        }
         for event in events {
             self.emit(st, event);
         }
@@ -117,7 +131,7 @@ impl SessionHub {
             }
         };
         st.last_seq = seq;
-        st.ring.push(seq, frame.clone());
+        self.record.push_event(seq, frame.clone());
         st.subscribers
             .retain(|c| c.send_text(frame.clone()).is_ok());
     }
@@ -138,7 +152,7 @@ impl SessionHub {
             // A client cannot have seen a seq this session never assigned: its state is from
             // somewhere else, so it must start over rather than drop live events as duplicates.
             Some(after) if after > st.last_seq => (ResumeOutcome::Reset, Vec::new()),
-            Some(after) => match st.ring.replay_after(after, st.last_seq) {
+            Some(after) => match self.record.replay_after(after, st.last_seq) {
                 Replay::Resumed { frames } => (
                     ResumeOutcome::Resumed {
                         replayed: frames.len() as u64,
@@ -148,6 +162,8 @@ impl SessionHub {
                 Replay::Gap { from, to, frames } => (ResumeOutcome::Gap { from, to }, frames),
             },
         };
+        // A connection bound or resumed to the session uses it.
+        self.record.touch();
         respond(outcome);
         for frame in frames {
             if conn.send_text(frame).is_err() {
@@ -184,7 +200,7 @@ impl SessionHub {
     /// as many as fit `budget` bytes of JSON (the history's byte bound counts text, not its
     /// escaped form).
     pub(crate) fn history(&self, limit: Option<u32>, budget: usize) -> HistoryResult {
-        let newest = self.lock().turns.history().newest(limit);
+        let newest = self.record.history(limit, budget);
         let (entries, left_out) = super::fit::fit_back(newest, budget);
         if left_out > 0 {
             tracing::debug!(session = %self.id, left_out, "history answer fitted to the outbound budget");
@@ -224,11 +240,15 @@ impl SessionHub {
     ) {
         let turn_id = {
             let mut st = self.lock();
-            let Step { answer, events } = st.turns.submit(&params.prompt, &driver, max_reply_bytes);
+            let Step {
+                answer,
+                history,
+                events,
+            } = st.turns.submit(&params.prompt, &driver, max_reply_bytes);
             match answer {
                 Ok(started) => {
                     reply.ok(&started);
-                    self.emit_all(&mut st, events);
+                    self.record_and_emit(&mut st, history, events);
                     started.turn_id
                 }
                 Err(refusal) => return reply.err(refusal),
@@ -253,13 +273,17 @@ impl SessionHub {
     pub(crate) fn abort(&self, reply: &Reply<def::SessionAbort>, turn_id: Option<&str>) {
         let ended = {
             let mut st = self.lock();
-            let Step { answer, events } = st.turns.abort(turn_id);
+            let Step {
+                answer,
+                history,
+                events,
+            } = st.turns.abort(turn_id);
             match answer {
                 Ok(ended) => {
                     reply.ok(&TurnIdResult {
                         turn_id: ended.turn_id.clone(),
                     });
-                    self.emit_all(&mut st, events);
+                    self.record_and_emit(&mut st, history, events);
                     ended
                 }
                 Err(refusal) => return reply.err(refusal),
@@ -278,13 +302,17 @@ impl SessionHub {
     ) {
         let turn_id = {
             let mut st = self.lock();
-            let Step { answer, events } = st
+            let Step {
+                answer,
+                history,
+                events,
+            } = st
                 .turns
                 .answer_permission(&params.request_id, params.decision);
             match answer {
                 Ok(turn_id) => {
                     reply.ok(&Empty {});
-                    self.emit_all(&mut st, events);
+                    self.record_and_emit(&mut st, history, events);
                     turn_id
                 }
                 Err(refusal) => return reply.err(refusal),
@@ -300,8 +328,12 @@ impl SessionHub {
         input: impl FnOnce(&mut Turns) -> Step<Result<A, TurnEnded>>,
     ) -> Result<A, TurnEnded> {
         let mut st = self.lock();
-        let Step { answer, events } = input(&mut st.turns);
-        self.emit_all(&mut st, events);
+        let Step {
+            answer,
+            history,
+            events,
+        } = input(&mut st.turns);
+        self.record_and_emit(&mut st, history, events);
         answer
     }
 

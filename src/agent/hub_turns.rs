@@ -1,10 +1,11 @@
 //! [`Turns`]: the turn state machine of a session, as a pure type — no lock, no socket, no
 //! runtime, no agent. Each input is one method: a client's submit, abort or permission answer,
 //! or the agent's delta, permission request, error or end of turn. It changes the state and
-//! returns a [`Step`]: the answer to whoever gave the input, and the session events the input
-//! caused, in the order they are numbered. The hub ([`super::hub::SessionHub`]) calls it under
-//! its lock, sends the answer, then emits the events, so a requester's reply is queued before
-//! the events it causes; it calls the agent and the usage reporter after the lock is released.
+//! returns a [`Step`]: the answer to whoever gave the input, the history entries to record and
+//! the session events the input caused, in the order they are numbered. The hub
+//! ([`super::hub::SessionHub`]) calls it under its lock, sends the answer, records the entries,
+//! then emits the events, so a requester's reply is queued before the events it causes; it
+//! calls the agent and the usage reporter after the lock is released.
 //!
 //! The carrier owns the turn: it picks the `turn_id`, answers `busy` and `not_found`, emits
 //! `turn_started`, `permission_resolved` and (on abort) `turn_completed` itself, and refuses
@@ -13,7 +14,6 @@
 
 use serde_json::Value;
 
-use super::history::{History, HistoryConfig};
 use super::reply::not_found;
 use super::reply_text::{cut, pieces, ReplyText};
 use super::turn::TurnEnded;
@@ -39,6 +39,9 @@ pub(crate) struct Completion<'a> {
 pub(crate) struct Step<A> {
     /// The answer to whoever gave the input; sent before the events.
     pub(crate) answer: A,
+    /// What the input adds to the session's history (a prompt, a reply), recorded before the
+    /// events. Empty when the input was refused.
+    pub(crate) history: Vec<HistoryEntry>,
     /// The events the input caused, in order. Empty when the input was refused.
     pub(crate) events: Vec<SessionEvent>,
 }
@@ -47,13 +50,24 @@ impl<A> Step<A> {
     fn quiet(answer: A) -> Self {
         Step {
             answer,
+            history: Vec::new(),
             events: Vec::new(),
+        }
+    }
+
+    /// An answer and the events it caused, with nothing for the history.
+    fn emits(answer: A, events: Vec<SessionEvent>) -> Self {
+        Step {
+            answer,
+            history: Vec::new(),
+            events,
         }
     }
 
     fn map<B>(self, f: impl FnOnce(A) -> B) -> Step<B> {
         Step {
             answer: f(self.answer),
+            history: self.history,
             events: self.events,
         }
     }
@@ -89,22 +103,17 @@ struct RunningTurn {
     pending: Vec<String>,
 }
 
-/// The turns of one session: at most one running, the counter that names the next, and the
-/// history both sides of every turn are recorded in.
+/// The turns of one session: at most one running, and the counter that names the next.
+#[derive(Default)]
 pub(crate) struct Turns {
     started: u64,
     running: Option<RunningTurn>,
-    history: History,
 }
 
 impl Turns {
-    /// No turn yet; the history within `history`.
-    pub(crate) fn new(history: HistoryConfig) -> Self {
-        Turns {
-            started: 0,
-            running: None,
-            history: History::new(history),
-        }
+    /// No turn yet.
+    pub(crate) fn new() -> Self {
+        Turns::default()
     }
 
     /// The running turn's id.
@@ -126,11 +135,6 @@ impl Turns {
         }
     }
 
-    /// Both sides of the turns so far, within the history's bounds.
-    pub(crate) fn history(&self) -> &History {
-        &self.history
-    }
-
     /// `session.submit`: `busy` while a turn runs; otherwise the new turn's id and
     /// `turn_started`. The carrier keeps at most `max_reply_bytes` of the turn's reply.
     pub(crate) fn submit(
@@ -149,12 +153,12 @@ impl Turns {
         }
         self.started += 1;
         let turn_id = format!("t{}", self.started);
-        self.history.push(HistoryEntry {
+        let asked = HistoryEntry {
             role: HistoryRole::User,
             text: prompt.to_owned(),
             turn_id: turn_id.clone(),
             truncated: None,
-        });
+        };
         self.running = Some(RunningTurn {
             id: turn_id.clone(),
             prompt: prompt.to_owned(),
@@ -168,6 +172,7 @@ impl Turns {
         };
         Step {
             answer: Ok(TurnIdResult { turn_id }),
+            history: vec![asked],
             events: vec![SessionEvent::TurnStarted(started)],
         }
     }
@@ -179,7 +184,7 @@ impl Turns {
             .running
             .take_if(|t| turn_id.is_none_or(|asked| asked == t.id))
         {
-            Some(turn) => self.end(turn, None, true).map(Ok),
+            Some(turn) => Self::end(turn, None, true).map(Ok),
             None => Step::quiet(Err(match (&self.running, turn_id) {
                 (Some(t), Some(asked)) => not_found(format!(
                     "turn {asked:?} is not running (the running turn is {})",
@@ -212,10 +217,10 @@ impl Turns {
             request_id: request_id.to_owned(),
             decision,
         };
-        Step {
-            answer: Ok(turn.id.clone()),
-            events: vec![SessionEvent::PermissionResolved(resolved)],
-        }
+        Step::emits(
+            Ok(turn.id.clone()),
+            vec![SessionEvent::PermissionResolved(resolved)],
+        )
     }
 
     /// The agent streams `delta`: what fits is kept in the turn's reply, all of it is sent,
@@ -233,10 +238,7 @@ impl Turns {
                 })
             })
             .collect();
-        Step {
-            answer: Ok(()),
-            events,
-        }
+        Step::emits(Ok(()), events)
     }
 
     /// The agent asks to use `tool`: `request_id` is pending until answered (asking twice
@@ -260,10 +262,7 @@ impl Turns {
             tool: tool.to_owned(),
             input,
         };
-        Step {
-            answer: Ok(()),
-            events: vec![SessionEvent::PermissionRequest(request)],
-        }
+        Step::emits(Ok(()), vec![SessionEvent::PermissionRequest(request)])
     }
 
     /// The agent reports an error while `turn_id` runs; the turn goes on.
@@ -285,10 +284,7 @@ impl Turns {
             code: code.to_owned(),
             message: message.to_owned(),
         };
-        Step {
-            answer: Ok(()),
-            events: vec![SessionEvent::Error(error)],
-        }
+        Step::emits(Ok(()), vec![SessionEvent::Error(error)])
     }
 
     /// The agent (or the carrier, on a failure) ends `turn_id` with `text`, or with what was
@@ -300,7 +296,7 @@ impl Turns {
         aborted: bool,
     ) -> Step<Result<Ended, TurnEnded>> {
         match self.running.take_if(|t| t.id == turn_id) {
-            Some(turn) => self.end(turn, text, aborted).map(Ok),
+            Some(turn) => Self::end(turn, text, aborted).map(Ok),
             None => Step::quiet(Err(TurnEnded)),
         }
     }
@@ -309,14 +305,9 @@ impl Turns {
         self.running.as_mut().filter(|t| t.id == turn_id)
     }
 
-    /// Ends `turn`: its `turn_completed`, and the reply in the history, both cut to the
+    /// Ends `turn`: its `turn_completed`, and the reply for the history, both cut to the
     /// reply cap.
-    fn end(
-        &mut self,
-        turn: RunningTurn,
-        text: Option<Completion<'_>>,
-        aborted: bool,
-    ) -> Step<Ended> {
+    fn end(turn: RunningTurn, text: Option<Completion<'_>>, aborted: bool) -> Step<Ended> {
         let cap = turn.reply.cap();
         let (reply, truncated) = match text {
             None => turn.reply.into_parts(),
@@ -326,12 +317,12 @@ impl Turns {
             }
         };
         let truncated = truncated.then_some(true);
-        self.history.push(HistoryEntry {
+        let replied = HistoryEntry {
             role: HistoryRole::Assistant,
             text: reply.clone(),
             turn_id: turn.id.clone(),
             truncated,
-        });
+        };
         let completed = TurnCompleted {
             turn_id: turn.id.clone(),
             text: reply.clone(),
@@ -345,6 +336,7 @@ impl Turns {
                 reply,
                 aborted,
             },
+            history: vec![replied],
             events: vec![SessionEvent::TurnCompleted(completed)],
         }
     }

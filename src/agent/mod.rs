@@ -10,9 +10,11 @@
 //!   [`DefaultBinder`] are the defaults.
 //! - [`UsageReporter`] — the host's usage read model (`usage.report`); [`SessionUsage`] is the
 //!   default, [`NoUsage`] wires nothing.
-//! - `hub` — the carrier's side of each session: `seq` from 1, the resume ring, fan-out of each
-//!   event encoded once to every bound, handshaken connection, the turn state machine, and the
-//!   bounded history (`history`).
+//! - `hub` — the carrier's side of each session: `seq` from 1, fan-out of each event encoded
+//!   once to every bound, handshaken connection, the turn state machine, and the session's
+//!   record (`record`: its resume ring and its bounded history, `history`).
+//! - [`SessionMemory`] — one budget for every session's ring and history together; the least
+//!   recently used sessions lose their oldest entries first (`memory`).
 //! - [`embedded`] — the deterministic embedded default agent.
 //! - [`process`] — an external agent process (`carrier serve --agent-cmd`) as a session.
 //! - [`Bridge`] — the same protocol over a socket the host owns (serverless mode).
@@ -41,8 +43,10 @@ mod history;
 mod host;
 mod hub;
 mod hub_turns;
+mod memory;
 pub mod process;
 mod profile;
+mod record;
 mod reply;
 mod reply_text;
 mod session;
@@ -56,6 +60,7 @@ pub use directory::{
 pub use embedded::{EmbeddedAgent, EmbeddedSession};
 pub use history::HistoryConfig;
 pub use hub::RingConfig;
+pub use memory::{SessionMemory, DEFAULT_MAX_SESSION_BYTES, ENTRY_OVERHEAD};
 pub use profile::{AgentProfile, AgentProfileBuilder};
 pub use session::{AgentAnswer, AgentCallError, HostError, ProtocolSession, TurnStart};
 pub use turn::{TurnEnded, TurnSink};

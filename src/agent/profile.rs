@@ -8,9 +8,10 @@ use super::embedded::EmbeddedAgent;
 use super::history::HistoryConfig;
 use super::host::AgentHost;
 use super::hub::RingConfig;
+use super::memory::SessionMemory;
 use super::usage::{SessionUsage, UsageReporter};
 use crate::protocol::version::VersionPair;
-use crate::server::{Attachment, CarrierContext, Connection, TextProfile, TextSession};
+use crate::server::{Attachment, CarrierContext, Connection, Gauge, TextProfile, TextSession};
 
 /// The agent protocol (SPEC sections 4–6) on the carrier's text frames: handshake, method
 /// dispatch, session hubs with `seq` and resume, and fan-out of session events to every bound
@@ -35,6 +36,7 @@ impl std::fmt::Debug for AgentProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentProfile")
             .field("ring", &self.host.ring)
+            .field("memory", &self.host.memory)
             .field("protocol", &self.host.protocol)
             .finish_non_exhaustive()
     }
@@ -55,6 +57,7 @@ impl AgentProfile {
             usage: Arc::new(SessionUsage::default()),
             ring: RingConfig::default(),
             history: HistoryConfig::default(),
+            memory: None,
             protocol: VersionPair::CURRENT,
         }
     }
@@ -63,17 +66,25 @@ impl AgentProfile {
     pub fn protocol_version(&self) -> VersionPair {
         self.host.protocol
     }
+
+    /// The budget this profile's sessions keep their history and resume rings in, with the
+    /// bytes in use now.
+    pub fn session_memory(&self) -> &SessionMemory {
+        &self.host.memory
+    }
 }
 
 /// Builds an [`AgentProfile`]: the directory is required; binder, usage reporter, resume ring
-/// and history bounds and protocol version have defaults ([`DefaultBinder`], [`SessionUsage`],
-/// 1024 events / 4 MiB, 1000 entries / 4 MiB, [`VersionPair::CURRENT`]).
+/// and history bounds, session memory and protocol version have defaults ([`DefaultBinder`],
+/// [`SessionUsage`], 1024 events / 4 MiB, 1000 entries / 4 MiB, 64 MiB for all sessions
+/// together, [`VersionPair::CURRENT`]).
 pub struct AgentProfileBuilder {
     directory: Arc<dyn SessionDirectory>,
     binder: Arc<dyn SessionBinder>,
     usage: Arc<dyn UsageReporter>,
     ring: RingConfig,
     history: HistoryConfig,
+    memory: Option<SessionMemory>,
     protocol: VersionPair,
 }
 
@@ -87,6 +98,34 @@ impl AgentProfileBuilder {
     /// The usage read model behind `usage.report`.
     pub fn usage(mut self, usage: impl UsageReporter) -> Self {
         self.usage = Arc::new(usage);
+        self
+    }
+
+    /// Bounds what all sessions' histories and resume rings hold together: `max_bytes` of
+    /// real memory (each entry's bytes plus [`super::ENTRY_OVERHEAD`]). Past it the least
+    /// recently used sessions lose their oldest entries first; the session being added to
+    /// loses its last, and keeps its newest event and history entry. The per-session bounds
+    /// ([`Self::resume_ring`], [`Self::history`]) still apply within it. Default
+    /// [`super::DEFAULT_MAX_SESSION_BYTES`] (64 MiB).
+    ///
+    /// ```
+    /// use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
+    ///
+    /// let agent = EmbeddedAgent::default();
+    /// let profile = AgentProfile::builder(InMemoryDirectory::new(move |_| agent.session()))
+    ///     .max_session_bytes(16 << 20)
+    ///     .build();
+    /// assert_eq!(profile.session_memory().limit(), 16 << 20);
+    /// ```
+    pub fn max_session_bytes(mut self, max_bytes: usize) -> Self {
+        self.memory = Some(SessionMemory::new(max_bytes));
+        self
+    }
+
+    /// Keeps this profile's sessions in `memory`, a budget other profiles of the process may
+    /// share (one figure for all of them); replaces [`Self::max_session_bytes`].
+    pub fn session_memory(mut self, memory: SessionMemory) -> Self {
+        self.memory = Some(memory);
         self
     }
 
@@ -145,6 +184,7 @@ impl AgentProfileBuilder {
                 self.usage,
                 self.ring,
                 self.history,
+                self.memory.unwrap_or_default(),
                 self.protocol,
             )),
         }
@@ -158,6 +198,11 @@ impl TextProfile for AgentProfile {
 
     fn shutdown(&self) {
         self.host.shutdown();
+    }
+
+    /// `carrier_session_bytes` and `carrier_session_bytes_limit`.
+    fn gauges(&self) -> Vec<Gauge> {
+        self.host.memory.gauges()
     }
 }
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use carrier::agent::process::{AgentProcess, AgentProcessConfig, AgentProcessError};
-use carrier::agent::{AgentProfile, EmbeddedAgent};
+use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory, DEFAULT_MAX_SESSION_BYTES};
 use carrier::protocol::Role;
 use carrier::server::{Auth, CarrierConfig, Limits, RuntimeFileOptions, Token, WsTransport};
 use clap::Args;
@@ -85,6 +85,15 @@ pub struct ServeArgs {
     /// Bytes of one reply kept for `turn_completed.text` and history (more: `truncated`).
     #[arg(long, env = "CARRIER_MAX_REPLY_BYTES", default_value_t = 1 << 20)]
     max_reply_bytes: usize,
+    /// Memory for every session's history and resume events together (at most 64 GiB); past it
+    /// the least recently used sessions lose their oldest entries first.
+    #[arg(
+        long,
+        env = "CARRIER_MAX_SESSION_BYTES",
+        default_value_t = DEFAULT_MAX_SESSION_BYTES,
+        value_parser = parse_session_bytes
+    )]
+    max_session_bytes: usize,
     /// Write the token to this new file (mode 0600) instead of printing it.
     #[arg(long, env = "CARRIER_TOKEN_FILE", conflicts_with = "open")]
     token_file: Option<PathBuf>,
@@ -121,6 +130,14 @@ pub fn runtime(threads: Option<u16>) -> std::io::Result<tokio::runtime::Runtime>
 
 fn parse_role(s: &str) -> Result<Role, String> {
     Role::parse(s).ok_or_else(|| format!("unknown role {s:?}: use drive or observe"))
+}
+
+fn parse_session_bytes(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n <= carrier::server::MAX_BUDGET => Ok(n),
+        Ok(_) => Err("at most 68719476736 (64 GiB)".to_owned()),
+        Err(e) => Err(format!("{e}: a number of bytes")),
+    }
 }
 
 fn parse_token(s: &str) -> Result<Token, std::convert::Infallible> {
@@ -250,15 +267,15 @@ async fn serve(
     // Listen for signals before anything can read the `listening` line: a host that sends
     // SIGTERM as soon as it has the line must get a graceful stop, not the default death.
     let stop = Stop::install();
-    match agent {
-        Some(agent) => transport.attach(agent.profile()),
+    let profile = match agent {
+        Some(agent) => AgentProfile::builder(agent.directory()),
         None => {
-            let delay = Duration::from_millis(args.demo_delay_ms);
-            transport.attach(AgentProfile::embedded(
-                EmbeddedAgent::default().with_demo_delay(delay),
-            ));
+            let embedded =
+                EmbeddedAgent::default().with_demo_delay(Duration::from_millis(args.demo_delay_ms));
+            AgentProfile::builder(InMemoryDirectory::new(move |_| embedded.session()))
         }
-    }
+    };
+    transport.attach(profile.max_session_bytes(args.max_session_bytes).build());
     for spec in &args.channels {
         if let Err(e) = channels::mount(transport, spec) {
             return usage_error(e);

@@ -1,9 +1,80 @@
-//! Counters behind `GET /metrics` (Prometheus text format).
+//! Counters behind `GET /metrics` (Prometheus text format), and the [`Gauge`]s a layer above
+//! the server hands it to report beside them.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, RwLock};
 
 use super::outbound::MessageKind;
+
+/// A figure another layer keeps (e.g. the agent layer's session memory) that `GET /metrics`
+/// reports as a Prometheus gauge. Its owner sets it; the server only reads the number when it
+/// renders, so reporting it never calls into the layer that owns it. Cheap to clone; clones
+/// share the value.
+///
+/// ```
+/// use carrier::server::Gauge;
+///
+/// let gauge = Gauge::new("example_bytes", "Bytes the example holds.");
+/// gauge.set(42);
+/// assert_eq!(gauge.get(), 42);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Gauge {
+    inner: Arc<GaugeInner>,
+}
+
+#[derive(Debug)]
+struct GaugeInner {
+    name: &'static str,
+    help: &'static str,
+    value: AtomicU64,
+}
+
+impl Gauge {
+    /// A gauge at 0. `name` must be a Prometheus metric name (`[a-zA-Z_:][a-zA-Z0-9_:]*`) and
+    /// `help` one line.
+    pub fn new(name: &'static str, help: &'static str) -> Self {
+        debug_assert!(
+            name.chars().enumerate().all(|(i, c)| c == '_'
+                || c == ':'
+                || c.is_ascii_alphabetic()
+                || (i > 0 && c.is_ascii_digit()))
+                && !name.is_empty(),
+            "not a metric name: {name:?}"
+        );
+        debug_assert!(!help.contains('\n'), "help is one line");
+        Gauge {
+            inner: Arc::new(GaugeInner {
+                name,
+                help,
+                value: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Sets the value.
+    pub fn set(&self, value: u64) {
+        self.inner.value.store(value, Relaxed);
+    }
+
+    /// The value.
+    pub fn get(&self) -> u64 {
+        self.inner.value.load(Relaxed)
+    }
+
+    /// The metric name.
+    pub fn name(&self) -> &'static str {
+        self.inner.name
+    }
+
+    fn render(&self, s: &mut String) {
+        let GaugeInner { name, help, .. } = &*self.inner;
+        let _ = writeln!(s, "# HELP {name} {help}");
+        let _ = writeln!(s, "# TYPE {name} gauge");
+        let _ = writeln!(s, "{name} {}", self.get());
+    }
+}
 
 /// Process-wide counters of one transport. All relaxed atomics: they are statistics.
 #[derive(Default, Debug)]
@@ -18,6 +89,8 @@ pub struct Metrics {
     protocol_errors: AtomicU64,
     delivery_failures: AtomicU64,
     cleanups: AtomicU64,
+    /// The attached profile's gauges (see [`Gauge`]), replaced at every attach.
+    gauges: RwLock<Vec<Gauge>>,
 }
 
 impl Metrics {
@@ -70,6 +143,11 @@ impl Metrics {
     /// Protocol errors answered so far.
     pub fn protocol_errors(&self) -> u64 {
         self.protocol_errors.load(Relaxed)
+    }
+
+    /// Reports `gauges` from now on, instead of those given before.
+    pub(crate) fn show_gauges(&self, gauges: Vec<Gauge>) {
+        *self.gauges.write().unwrap_or_else(|e| e.into_inner()) = gauges;
     }
 
     /// Renders the Prometheus text exposition.
@@ -125,6 +203,9 @@ impl Metrics {
             let _ = writeln!(s, "# HELP {name} {help}");
             let _ = writeln!(s, "# TYPE {name} counter");
             let _ = writeln!(s, "{name} {}", c.load(Relaxed));
+        }
+        for gauge in self.gauges.read().unwrap_or_else(|e| e.into_inner()).iter() {
+            gauge.render(&mut s);
         }
         s
     }

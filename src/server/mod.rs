@@ -17,7 +17,7 @@
 //! - `profile` — the seam to whatever rides on text frames ([`TextProfile`]).
 //! - `registry` — payload channels: descriptors, the router, the host's [`ChannelHandle`].
 //! - `context` — what a profile may read ([`CarrierContext`]); `shared` — the transport's
-//!   state; `metrics` — counters.
+//!   state; `metrics` — counters, and the [`Gauge`]s a profile reports.
 //! - `transport` — [`WsTransport`].
 //!
 //! The modules import one another without a loop; `tests/server_imports.rs` checks it.
@@ -56,7 +56,7 @@ pub use context::{CarrierContext, Driver};
 pub use handle::{Connection, ConnectionId};
 pub use http::{Body, CarrierService, MAX_HEAD_BYTES};
 pub use listener::{bind_loopback, BindError};
-pub use metrics::Metrics;
+pub use metrics::{Gauge, Metrics};
 pub(crate) use outbound::OutItem;
 pub use outbound::{DeliveryError, FailReason, MessageKind, Outbound, ITEM_OVERHEAD};
 pub use profile::{Attachment, TextProfile, TextSession};

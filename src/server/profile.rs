@@ -11,6 +11,7 @@ use bytes::Bytes;
 
 use super::context::CarrierContext;
 use super::handle::Connection;
+use super::metrics::Gauge;
 
 /// Builds a [`TextSession`] for each admitted connection.
 pub trait TextProfile: Send + Sync + 'static {
@@ -19,6 +20,13 @@ pub trait TextProfile: Send + Sync + 'static {
 
     /// Called by `stop()`: the profile releases what it holds (child processes, tasks).
     fn shutdown(&self) {}
+
+    /// Figures this profile keeps that `GET /metrics` reports beside the carrier's own (the
+    /// agent profile's session memory). Asked once, when the profile is attached; the profile
+    /// updates the gauges, the carrier only reads them.
+    fn gauges(&self) -> Vec<Gauge> {
+        Vec::new()
+    }
 }
 
 /// The per-connection side of a [`TextProfile`].

@@ -216,7 +216,9 @@ impl WsTransport {
     /// Attaches what serves text frames (e.g. [`crate::agent::AgentProfile`]). Needed before
     /// every `start()`.
     pub fn attach(&self, attachment: impl Into<Attachment>) {
-        self.state().attachment = Some(attachment.into());
+        let attachment = attachment.into();
+        self.shared.metrics.show_gauges(attachment.0.gauges());
+        self.state().attachment = Some(attachment);
     }
 
     /// Binds 127.0.0.1 and starts accepting. Errors: not attached, already running, no port.

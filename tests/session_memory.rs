@@ -1,0 +1,413 @@
+//! One figure for the whole process (SPEC section 8; issue 22 item 4): every session's history
+//! and resume ring share one process-wide budget, and a client that fills many sessions keeps
+//! the carrier under the README's "Memory bounds" figure. When the budget is full the least
+//! recently used sessions lose their oldest entries first: a resume past them reports `gap`,
+//! and their history starts later.
+//!
+//! A real `carrier serve` child, one `tokio-tungstenite` client over 127.0.0.1, and the
+//! child's peak resident memory (`VmHWM`) against the figure computed from the flags it runs
+//! with.
+
+use carrier_test_support as support;
+
+use std::time::Duration;
+
+use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use support::serve_process::{peak_rss_kib, Serve, TOKEN};
+use support::{Client, Server};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+
+/// The flags the carrier runs with, and what the README's figure is computed from.
+struct Flags {
+    max_inbound_bytes: u64,
+    max_message_bytes: u64,
+    max_text_bytes: u64,
+    max_reply_bytes: u64,
+    queue_bytes: u64,
+    max_session_bytes: u64,
+    threads: u64,
+    demo_delay_ms: u64,
+}
+
+impl Flags {
+    /// The defaults, with two worker threads and no demo delay.
+    fn defaults() -> Flags {
+        Flags {
+            max_inbound_bytes: 64 * MIB,
+            max_message_bytes: 16 * MIB,
+            max_text_bytes: MIB,
+            max_reply_bytes: MIB,
+            queue_bytes: 8 * MIB,
+            max_session_bytes: 64 * MIB,
+            threads: 2,
+            demo_delay_ms: 0,
+        }
+    }
+
+    fn args(&self) -> Vec<String> {
+        [
+            ("--max-inbound-bytes", self.max_inbound_bytes),
+            ("--max-message-bytes", self.max_message_bytes),
+            ("--max-text-bytes", self.max_text_bytes),
+            ("--max-reply-bytes", self.max_reply_bytes),
+            ("--queue-bytes", self.queue_bytes),
+            ("--max-session-bytes", self.max_session_bytes),
+            ("--threads", self.threads),
+            ("--demo-delay-ms", self.demo_delay_ms),
+        ]
+        .iter()
+        .flat_map(|(flag, value)| [flag.to_string(), value.to_string()])
+        .collect()
+    }
+
+    /// The README's "Memory bounds" figure for `connections` admitted connections and no
+    /// channels, term by term.
+    fn readme_figure(&self, connections: u64) -> u64 {
+        /// An idle `carrier serve`'s resident memory, as the README states it.
+        const BASELINE: u64 = 16 * MIB;
+        /// Each connection's allowance of its own for small messages.
+        const ALLOWANCE: u64 = 64 * KIB;
+        /// Each connection's own state (task, queue, session binding).
+        const CONNECTION: u64 = 10 * KIB;
+        /// An agent process's longest line.
+        const AGENT_LINE: u64 = MIB;
+        /// An entry's envelope and what it is charged beyond its bytes.
+        const ENTRY_ENVELOPE: u64 = 4 * KIB;
+        /// `limits.max_sessions`: at most this many sessions, so this many turns at once.
+        const MAX_SESSIONS: u64 = 64;
+        /// What a session keeps besides its entries and its running turn (hub, agent, record).
+        const SESSION_STATE: u64 = KIB;
+        /// The history an answer copies before it is fitted (one session's own bound).
+        const HISTORY_COPIED: u64 = 4 * MIB;
+        /// Refused sockets lingering for their close, and what each holds.
+        const REFUSED: u64 = 64 * 16 * KIB;
+        /// Connections not yet upgraded, and what each holds.
+        const NOT_UPGRADED: u64 = 512 * 10 * KIB;
+
+        let inbound = self.max_inbound_bytes + connections * ALLOWANCE;
+        let outbound = connections * (self.queue_bytes + self.max_message_bytes);
+        let connection_state = connections * CONNECTION;
+        // The budget, and the one entry being added past it: a prompt or an agent's line.
+        let one_entry = self.max_text_bytes.max(AGENT_LINE) + ENTRY_ENVELOPE;
+        let sessions = self.max_session_bytes + one_entry + MAX_SESSIONS * SESSION_STATE;
+        // The carrier keeps each running turn's prompt and reply; the embedded agent holds
+        // the reply it streams.
+        let turns = MAX_SESSIONS * (2 * self.max_text_bytes + self.max_reply_bytes);
+        // Each worker thread may be building one answer: up to twice the outbound budget while
+        // it is encoded, and the history it was copied from.
+        let in_hand = self.threads * (2 * self.queue_bytes + HISTORY_COPIED);
+        BASELINE
+            + inbound
+            + outbound
+            + connection_state
+            + sessions
+            + turns
+            + in_hand
+            + REFUSED
+            + NOT_UPGRADED
+    }
+}
+
+/// A prompt of `len` bytes that names its session and turn.
+fn prompt(session: &str, turn: u32, len: usize) -> String {
+    let mut p = format!("{session}-t{turn}-");
+    p.extend(std::iter::repeat_n('x', len - p.len()));
+    p
+}
+
+/// A gauge of `GET /metrics`.
+async fn gauge(port: u16, name: &str) -> u64 {
+    let mut tcp = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let req = format!(
+        "GET /metrics?token={TOKEN} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    );
+    tcp.write_all(req.as_bytes()).await.expect("request");
+    let mut text = String::new();
+    tokio::time::timeout(support::WAIT, tcp.read_to_string(&mut text))
+        .await
+        .expect("metrics in time")
+        .expect("read");
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} in /metrics:\n{text}"))
+}
+
+/// Runs `turns` turns of `len`-byte prompts in the bound session; returns its last seq.
+async fn fill(c: &mut Client, session: &str, turns: u32, len: usize) -> u64 {
+    let mut last_seq = 0;
+    for turn in 1..=turns {
+        let turn_id = c.submit(&prompt(session, turn, len)).await;
+        assert_eq!(turn_id, format!("t{turn}"));
+        last_seq = completed(c, &turn_id).await;
+    }
+    last_seq
+}
+
+/// Reads the bound session's events up to the `turn_completed` of `turn_id` (not aborted) and
+/// returns its seq. Only each event's head and tail are read: the events carry the 1 MiB
+/// prompt and reply, which the test has no need to decode.
+async fn completed(c: &mut Client, turn_id: &str) -> u64 {
+    loop {
+        let message = tokio::time::timeout(support::WAIT, c.ws.next())
+            .await
+            .expect("an event in time")
+            .expect("the connection is open")
+            .expect("a frame");
+        let Message::Text(text) = message else {
+            continue;
+        };
+        let text = text.as_str();
+        let Some(rest) = text.strip_prefix(r#"{"event":"session.turn_completed","seq":"#) else {
+            assert!(text.starts_with(r#"{"event":"session."#), "{:.200}", text);
+            continue;
+        };
+        let (seq, payload) = rest.split_once(',').expect("seq, payload");
+        let head = format!(r#""payload":{{"turn_id":"{turn_id}","#);
+        assert!(payload.starts_with(&head), "{:.200}", text);
+        assert!(
+            text.ends_with(r#""aborted":false}}"#),
+            "{}",
+            &text[text.len() - 80..]
+        );
+        return seq.parse().expect("seq");
+    }
+}
+
+fn turn_ids(history: &Value) -> Vec<String> {
+    history["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| e["turn_id"].as_str().expect("turn_id").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_sessions_of_one_mib_turns_stay_within_the_figure_and_the_oldest_lose_first() {
+    const SESSIONS: usize = 64;
+    const TURNS: u32 = 3;
+    // A bit under the 1 MiB soft limit, which counts the request's envelope too.
+    const PROMPT: usize = (1 << 20) - 1024;
+
+    let flags = Flags::defaults();
+    let args = flags.args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let serve = Serve::start(&args).await.expect("serve");
+    let figure = flags.readme_figure(1);
+
+    let (mut c, hs) = serve.client().await;
+    assert_eq!(hs["limits"]["max_session_bytes"], flags.max_session_bytes);
+    assert_eq!(hs["limits"]["max_sessions"], SESSIONS as u64);
+    let epoch = hs["epoch"].as_str().expect("epoch").to_owned();
+    let first = hs["session_id"].as_str().expect("session_id").to_owned();
+
+    // The default session and 63 more, each filled with three turns of 1 MiB prompts (their
+    // events and history entries: about 5 MiB a turn, 8 MiB a session within its own bounds).
+    let mut last_seqs = vec![(first.clone(), fill(&mut c, &first, TURNS, PROMPT).await)];
+    for _ in 1..SESSIONS {
+        let started = c.ok("sessions.start", json!({})).await;
+        let id = started["session_id"]
+            .as_str()
+            .expect("session_id")
+            .to_owned();
+        let last = fill(&mut c, &id, TURNS, PROMPT).await;
+        last_seqs.push((id, last));
+    }
+
+    let peak = peak_rss_kib(serve.pid) * KIB;
+    eprintln!(
+        "peak resident memory: {} MiB; the README's figure for one connection: {} MiB",
+        peak / MIB,
+        figure / MIB
+    );
+    assert!(
+        peak < figure,
+        "peak resident memory {peak} B is over the README's figure {figure} B"
+    );
+
+    let in_use = gauge(serve.port, "carrier_session_bytes").await;
+    let limit = gauge(serve.port, "carrier_session_bytes_limit").await;
+    eprintln!(
+        "session memory: {} KiB of {} KiB",
+        in_use / KIB,
+        limit / KIB
+    );
+    assert_eq!(limit, flags.max_session_bytes);
+    assert!(
+        in_use <= limit,
+        "{in_use} B charged over the {limit} B budget"
+    );
+
+    // The least recently used session lost everything: a resume from its start is a gap up to
+    // its last event, and its history is empty (its own bounds alone keep its last two turns).
+    let (oldest, oldest_last) = last_seqs[0].clone();
+    let mut r = Client::connect(&serve.url()).await;
+    let resumed = r
+        .handshake(json!({"resume": {"session_id": oldest, "epoch": epoch, "after_seq": 0}}))
+        .await;
+    assert_eq!(resumed["session_id"], oldest.as_str());
+    assert_eq!(
+        resumed["resume"],
+        json!({"outcome": "gap", "from": 1, "to": oldest_last})
+    );
+    let history = r.ok("session.history", json!({})).await;
+    assert!(
+        turn_ids(&history).is_empty(),
+        "the oldest session's history should have gone first: {:?}",
+        turn_ids(&history)
+    );
+
+    // The session used last keeps what its own bounds allow: its last two turns, and every
+    // event after its first one.
+    let (newest, newest_last) = last_seqs[SESSIONS - 1].clone();
+    let history = c.ok("session.history", json!({})).await;
+    assert_eq!(turn_ids(&history), ["t2", "t2", "t3", "t3"]);
+    let mut r2 = Client::connect(&serve.url()).await;
+    let resumed = r2
+        .handshake(json!({"resume": {
+            "session_id": newest, "epoch": epoch, "after_seq": newest_last - 1
+        }}))
+        .await;
+    assert_eq!(
+        resumed["resume"],
+        json!({"outcome": "resumed", "replayed": 1})
+    );
+
+    drop((c, r, r2));
+    serve.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_running_turns_of_one_mib_prompts_stay_within_the_figure() {
+    // Every session runs a turn whose 1 MiB prompt is half a million one-letter words, which
+    // the embedded agent streams back one word a minute: each running turn holds its prompt
+    // and its reply for as long as it runs.
+    const SESSIONS: usize = 64;
+    const PROMPT: usize = (1 << 20) - 1024;
+    let flags = Flags {
+        demo_delay_ms: 60_000,
+        ..Flags::defaults()
+    };
+    let args = flags.args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let serve = Serve::start(&args).await.expect("serve");
+    let figure = flags.readme_figure(1);
+    let words: String = "a ".repeat(PROMPT / 2);
+
+    let (mut c, _) = serve.client().await;
+    for n in 0..SESSIONS {
+        if n > 0 {
+            c.ok("sessions.start", json!({})).await;
+        }
+        let turn_id = c.submit(&words).await;
+        // The first word of the reply: the agent has made its reply and streams it.
+        let first = c.event("session.text_delta").await;
+        assert_eq!(first["payload"]["turn_id"], turn_id.as_str());
+        c.event("session.turn_started").await;
+        let status = c.ok("session.status", json!({})).await;
+        assert_eq!(status["state"], "running");
+    }
+
+    let peak = peak_rss_kib(serve.pid) * KIB;
+    eprintln!(
+        "{SESSIONS} running turns: peak resident memory {} MiB; the README's figure for one \
+         connection: {} MiB",
+        peak / MIB,
+        figure / MIB
+    );
+    assert!(
+        peak < figure,
+        "peak resident memory {peak} B is over the README's figure {figure} B"
+    );
+    drop(c);
+    serve.finish().await;
+}
+
+#[tokio::test]
+async fn the_budget_is_at_most_64_gib_and_published_in_the_handshake() {
+    const MAX: u64 = 64 << 30;
+    let serve = Serve::start(&["--max-session-bytes", &MAX.to_string()])
+        .await
+        .expect("the largest budget is accepted");
+    let (_c, hs) = serve.client().await;
+    assert_eq!(hs["limits"]["max_session_bytes"], MAX);
+    assert_eq!(gauge(serve.port, "carrier_session_bytes_limit").await, MAX);
+    assert_eq!(gauge(serve.port, "carrier_session_bytes").await, 0);
+    serve.finish().await;
+
+    let Err(refused) = Serve::start(&["--max-session-bytes", &(MAX + 1).to_string()]).await else {
+        panic!("a budget past 64 GiB was accepted");
+    };
+    assert_eq!(refused.status.code(), Some(2), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("--max-session-bytes") && refused.stderr.contains("64 GiB"),
+        "{}",
+        refused.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sessions_evicting_each_other_at_once_keep_their_live_streams_whole() {
+    // Eight connections run turns in eight sessions at once, with a budget of 64 KiB for all
+    // of them: every event recorded evicts from the other sessions while their hubs are
+    // emitting. No lock waits on another for ever, every live stream stays whole, and a resume
+    // from the start reports the gap up to what is still held.
+    const BUDGET: usize = 64 << 10;
+    let agent = EmbeddedAgent::default().with_demo_delay(Duration::ZERO);
+    let profile = AgentProfile::builder(InMemoryDirectory::new(move |_| agent.session()))
+        .max_session_bytes(BUDGET)
+        .build();
+    let memory = profile.session_memory().clone();
+    let server = Server::with(support::config(), profile).await;
+    let prompt = "many small words ".repeat(200);
+    let mut connections = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let (url, prompt) = (server.url(""), prompt.clone());
+        connections.spawn(async move {
+            let mut c = Client::connect(&url).await;
+            let hs = c.handshake(json!({})).await;
+            let session = c.ok("sessions.start", json!({})).await["session_id"].clone();
+            let mut seen = Vec::new();
+            for _ in 0..10 {
+                let turn_id = c.submit(&prompt).await;
+                let events = c.turn_events(&turn_id).await;
+                assert_eq!(support::concat_deltas(&events), format!("echo: {prompt}"));
+                seen.extend(events);
+            }
+            support::assert_consecutive(&seen);
+            let last = seen.last().expect("events")["seq"].as_u64().expect("seq");
+            let mut r = Client::connect(&url).await;
+            let resume = json!({"session_id": session, "epoch": hs["epoch"], "after_seq": 0});
+            let resumed = r.handshake(json!({ "resume": resume })).await["resume"].clone();
+            match resumed["outcome"].as_str() {
+                Some("gap") => {
+                    assert_eq!(resumed["from"], 1);
+                    let to = resumed["to"].as_u64().expect("to");
+                    assert!(to <= last, "{resumed}");
+                    // What is still held is replayed, from just after the gap.
+                    if to < last {
+                        assert_eq!(r.next().await["seq"], to + 1);
+                    }
+                }
+                _ => panic!("200 events through a 64 KiB budget cannot all be held: {resumed}"),
+            }
+        });
+    }
+    let all = tokio::time::timeout(Duration::from_secs(120), async {
+        while let Some(done) = connections.join_next().await {
+            done.expect("a connection's turns");
+        }
+    });
+    all.await.expect("every connection finished (no deadlock)");
+    assert!(memory.in_use() <= BUDGET, "{} B charged", memory.in_use());
+}
