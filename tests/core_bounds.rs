@@ -535,6 +535,27 @@ async fn unfinished_messages_never_keep_other_clients_out_and_stalled_ones_are_d
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // The four large ones keep sending, above the minimum rate, so they keep their share
+    // however long the next step takes on a loaded machine.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let large: Vec<TcpStream> = holders.drain(..4).collect();
+    let feeders: Vec<_> = large
+        .into_iter()
+        .map(|mut tcp| {
+            let mut stopped = stopped.clone();
+            tokio::spawn(async move {
+                let mut fragment = header(0, 64 << 10);
+                fragment[0] &= 0x7F;
+                fragment.extend(std::iter::repeat_n(0u8, 64 << 10));
+                while !*stopped.borrow() {
+                    tcp.write_all(&fragment).await.unwrap();
+                    let _ =
+                        tokio::time::timeout(Duration::from_millis(100), stopped.changed()).await;
+                }
+                tcp
+            })
+        })
+        .collect();
     // Small messages still go through: a ping on a connection that was open, and new clients
     // handshake and are answered.
     victim.ok("system.ping", json!({})).await;
@@ -542,9 +563,19 @@ async fn unfinished_messages_never_keep_other_clients_out_and_stalled_ones_are_d
         let (mut c, _) = serve.client().await;
         c.ok("system.ping", json!({})).await;
     }
+    assert_eq!(
+        inbound_in_use(serve.port).await,
+        64 * MIB,
+        "the budget was held all along"
+    );
+    stop.send_replace(true);
+    let mut large = Vec::new();
+    for feeder in feeders {
+        large.push(feeder.await.unwrap());
+    }
     // A message paid from the shared budget must keep arriving: the holders that stopped are
     // closed with 1008 and their memory returns, and a large echo then goes through.
-    for tcp in holders.iter_mut().take(4) {
+    for tcp in large.iter_mut() {
         assert_eq!(
             read_until_close_within(tcp, Duration::from_secs(30)).await,
             Some(1008)
