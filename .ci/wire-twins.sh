@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Lists every `pub struct|enum|const|type` the protocol crate defines and fails when a struct,
-# enum, const or type of the same name is defined (not re-exported) in src/client, src/loadgen
-# src/server, src/agent or src/cli: the wire has one owner (issue 13). An associated type of a trait impl
+# enum, const or type of the same name is defined (not re-exported) in src/client, loadgen/src
+# src/server, src/agent or cli/src: the wire has one owner (issue 13). An associated type of a trait impl
 # (`type Response = …;` of tower's Service) is a name the trait chose, not a definition.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +10,7 @@ names=$(grep -rhoE '^\s*pub (struct|enum|const|type) [A-Za-z_][A-Za-z0-9_]*' pro
 twins=0
 for name in $names; do
   if hits=$(grep -rnE "^\s*(pub(\([a-z]+\))? )?(struct|enum|const|type) ${name}\b" \
-      src/client src/loadgen src/server src/agent src/cli | grep -vE ":\s+type ${name} = "); then
+      src/client loadgen/src src/server src/agent cli/src | grep -vE ":\s+type ${name} = "); then
     echo "twin of protocol's ${name}:"; echo "${hits}"; twins=$((twins + 1))
   fi
 done

@@ -24,17 +24,15 @@
 //! - [`discovery`] — runtime files: how a local client finds a running carrier and its token;
 //!   and whose listener a loopback connection reached, checked before any token goes out
 //!   (SPEC section 10).
-//! - [`loadgen`] — the load generator behind `carrier bench` (SPEC section 12; feature
-//!   `loadgen`, default).
 //!
-//! Without default features the library is the server a host embeds: no client, no load
-//! generator. The `testing` feature (off) adds the test doubles the benches and the client's
-//! reference suite use.
+//! Without default features the library is the server a host embeds: no client. The `testing`
+//! feature (off) adds the test doubles the benches and the client's reference suite use.
 //!
-//! The `carrier` binary (`src/main.rs`, `src/cli/`) is the `carrier-cli` package of the
-//! workspace; it only parses arguments and wires these together. The reference channels in
-//! `channels/` are the `carrier-channels` crate, which depends on this library like any host, so
-//! they can only use its public API.
+//! The other crates of the workspace, each in a folder of its own: the `carrier` binary
+//! (`cli/`, the `carrier-cli` package), which only parses arguments and wires these together;
+//! the reference channels (`channels/`, `carrier-channels`), which depend on this library like
+//! any host, so they can only use its public API; the load generator behind `carrier bench`
+//! (`loadgen/`, `carrier-loadgen`); and what the integration tests share (`test-support/`).
 //!
 //! Data flows one way: bytes in → frame decoded → routed (agent protocol or channel) → handler →
 //! outbound path → bytes out.
@@ -43,9 +41,6 @@ pub mod agent;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod discovery;
-/// The load generator behind `carrier bench`: N connections × M messages against a loopback URL.
-#[cfg(feature = "loadgen")]
-pub mod loadgen;
 pub mod server;
 
 /// The wire (the `carrier-protocol` crate): one module, reachable as `carrier::protocol`.

@@ -247,7 +247,7 @@ fn open_fds() -> usize {
 }
 
 fn rss_kib() -> usize {
-    carrier::loadgen::vm_rss_kib(std::process::id()).map_or(0, |kib| kib as usize)
+    carrier_test_support::serve_process::rss_kib(std::process::id()) as usize
 }
 
 /// One connect → upgrade → handshake → close handshake → disconnect cycle.

@@ -1,0 +1,6 @@
+//! The `carrier` command line: argument parsing and wiring only; no protocol logic lives here.
+
+pub mod client;
+pub mod pipe;
+pub mod schema;
+pub mod serve;

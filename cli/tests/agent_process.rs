@@ -1,0 +1,268 @@
+//! `carrier serve --agent-cmd` with well-behaved agents (SPEC section 5, last bullet): the
+//! example `reverse_agent`, a clone of the embedded agent, and the library's `AgentProcess`.
+//! Every test runs the real binary or a real child process, and checks that no agent process
+//! outlives its carrier.
+
+use carrier_test_support as support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use carrier::agent::process::{AgentProcess, AgentProcessConfig};
+use serde_json::{json, Value};
+use support::serve_process::*;
+use support::*;
+
+#[tokio::test]
+async fn the_reverse_agent_streams_the_reversed_prompt_word_by_word() {
+    let serve = Serve::with_agent(&reverse_agent(1), &[]).await;
+    let (mut c, hs) = serve.client().await;
+    assert_eq!(hs["session_id"], "s1");
+    let t = c.submit("one two three").await;
+    let events = c.turn_events(&t).await;
+    assert_eq!(
+        names(&events),
+        [
+            "session.turn_started",
+            "session.text_delta",
+            "session.text_delta",
+            "session.text_delta",
+            "session.turn_completed"
+        ]
+    );
+    assert_eq!(events[0]["seq"], 1);
+    assert_consecutive(&events);
+    assert_eq!(
+        events[0]["payload"]["driver"],
+        json!({"driver_id": "local", "surface": "carrier"}),
+        "the driver is the host's identity"
+    );
+    let deltas: Vec<&str> = events[1..4]
+        .iter()
+        .filter_map(|e| e["payload"]["delta"].as_str())
+        .collect();
+    assert_eq!(deltas, ["three", " two", " one"]);
+    assert_eq!(
+        events[4]["payload"],
+        json!({"turn_id": t, "text": "three two one", "aborted": false})
+    );
+    // The agent answers history/status with method_not_found: the carrier's record answers.
+    let history = c.ok("session.history", json!({})).await;
+    assert_eq!(
+        history["entries"],
+        json!([
+            {"role": "user", "text": "one two three", "turn_id": t},
+            {"role": "assistant", "text": "three two one", "turn_id": t},
+        ])
+    );
+    let status = c.ok("session.status", json!({})).await;
+    assert_eq!(status, json!({"session_id": "s1", "state": "idle"}));
+    serve.finish().await;
+}
+
+#[tokio::test]
+async fn an_observer_sees_the_prompt_a_driver_submitted_to_an_agent_process() {
+    let serve = Serve::with_agent(&reverse_agent(1), &[]).await;
+    let (mut driver, _) = serve.client().await;
+    let mut observer = Client::connect(&format!("{}&role=observe", serve.url())).await;
+    assert_eq!(observer.handshake(json!({})).await["role"], "observe");
+    // Spacing, quotes, a newline and non-ASCII text survive exactly.
+    let prompt = "  two  spaces, \"quotes\",\na new line and ünïcödé ✓ ";
+    let turn = driver.submit(prompt).await;
+    let started = observer.event("session.turn_started").await;
+    assert_eq!(started["payload"]["turn_id"], turn.as_str());
+    assert_eq!(started["payload"]["prompt"], prompt, "{started}");
+    // The child never sent a turn_started: the carrier filled the prompt in.
+    let on_driver = driver.event("session.turn_started").await;
+    assert_eq!(on_driver["payload"], started["payload"]);
+    observer.turn_events(&turn).await;
+    serve.finish().await;
+}
+
+#[tokio::test]
+async fn the_reverse_agent_asks_permission_and_the_carrier_resolves_it_once() {
+    let serve = Serve::with_agent(&reverse_agent(1), &[]).await;
+    let (mut c, _) = serve.client().await;
+    for (decision, reply) in [("allow", "tool ran: b a"), ("deny", "tool denied")] {
+        let t = c.submit("/tool a b").await;
+        let request = c.event("session.permission_request").await;
+        assert_eq!(request["payload"]["tool"], "reverse.tool");
+        assert_eq!(request["payload"]["input"], json!({"command": "a b"}));
+        let status = c.ok("session.status", json!({})).await;
+        assert_eq!(status["state"], "awaiting_permission");
+        let request_id = request["payload"]["request_id"].clone();
+        let params = json!({"request_id": request_id, "decision": decision});
+        c.ok("session.permission.respond", params).await;
+        let events = c.turn_events(&t).await;
+        let resolved: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["event"] == "session.permission_resolved")
+            .collect();
+        assert_eq!(resolved.len(), 1, "{events:?}");
+        assert_eq!(
+            resolved[0]["payload"],
+            json!({"request_id": request_id, "decision": decision})
+        );
+        assert_eq!(concat_deltas(&events), reply);
+        assert_eq!(events.last().unwrap()["payload"]["text"], reply);
+    }
+    serve.finish().await;
+}
+
+#[tokio::test]
+async fn abort_ends_the_turn_at_once_and_the_agent_keeps_serving() {
+    let serve = Serve::with_agent(&reverse_agent(200), &[]).await;
+    let (mut c, _) = serve.client().await;
+    let t1 = c.submit("a b c d e f").await;
+    c.event("session.text_delta").await;
+    c.ok("session.abort", json!({"turn_id": t1})).await;
+    let events = c.turn_events(&t1).await;
+    let done = events.last().unwrap();
+    assert_eq!(done["payload"]["aborted"], true);
+    assert_eq!(done["payload"]["text"], "f");
+    let t2 = c.submit("x y").await;
+    let next = c.turn_events(&t2).await;
+    assert_eq!(next.last().unwrap()["payload"]["text"], "y x");
+    // Nothing of the aborted turn was numbered after its end.
+    assert_eq!(next[0]["seq"].as_u64(), done["seq"].as_u64().map(|s| s + 1));
+    assert!(c.stashed().iter().all(|f| f["payload"]["turn_id"] != t1));
+    serve.finish().await;
+}
+
+/// One client session against a carrier: everything a client can observe, in order.
+async fn transcript(serve: &Serve) -> Vec<Value> {
+    let mut out = Vec::new();
+    let (mut c, hs) = serve.client().await;
+    out.push(hs.clone());
+    let t = c.submit("alpha beta gamma").await;
+    out.extend(c.turn_events(&t).await);
+    let t = c.submit("/tool ls -la").await;
+    let request = c.event("session.permission_request").await;
+    out.push(request.clone());
+    out.push(
+        c.request("session.submit", json!({"prompt": "too soon"}))
+            .await,
+    );
+    out.push(c.request("session.status", json!({})).await);
+    let id = request["payload"]["request_id"].clone();
+    let respond = json!({"request_id": id, "decision": "allow"});
+    out.push(c.request("session.permission.respond", respond).await);
+    out.extend(c.turn_events(&t).await);
+    let t = c.submit("/tool nope").await;
+    let request = c.event("session.permission_request").await;
+    out.push(request.clone());
+    let id = request["payload"]["request_id"].clone();
+    let respond = json!({"request_id": id, "decision": "deny"});
+    out.push(c.request("session.permission.respond", respond).await);
+    out.extend(c.turn_events(&t).await);
+    out.push(c.request("session.history", json!({"limit": 3})).await);
+    out.push(c.request("session.status", json!({})).await);
+    out.push(c.request("session.abort", json!({})).await);
+    // A second client resumes after seq 3 and gets the same replay.
+    let resume = json!({"session_id": hs["session_id"], "epoch": hs["epoch"], "after_seq": 3});
+    let mut c2 = Client::connect(&serve.url()).await;
+    let r2 = c2.handshake(json!({ "resume": resume })).await;
+    let replayed = r2["resume"]["replayed"].as_u64().expect("resumed");
+    out.push(r2);
+    for _ in 0..replayed {
+        out.push(c2.next().await);
+    }
+    out
+}
+
+/// Masks what may differ between two carriers: the epoch, and the agent's own word.
+fn masked(frames: Vec<Value>) -> Vec<Value> {
+    fn mask(v: &mut Value) {
+        match v {
+            Value::String(s) => *s = s.replace("child:", "echo:"),
+            Value::Array(items) => items.iter_mut().for_each(mask),
+            Value::Object(map) => {
+                for (k, v) in map.iter_mut() {
+                    if k == "epoch" {
+                        *v = json!("<epoch>");
+                    } else {
+                        mask(v);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut frames = frames;
+    frames.iter_mut().for_each(mask);
+    frames
+}
+
+#[tokio::test]
+async fn a_client_cannot_tell_the_embedded_agent_from_an_equivalent_child_except_by_the_text() {
+    let embedded = Serve::start(&["--demo-delay-ms", "1"])
+        .await
+        .expect("serve");
+    let child = Serve::with_agent(&python_agent("echo_clone.py", "1"), &[]).await;
+    let (a, b) = tokio::join!(transcript(&embedded), transcript(&child));
+    let child_said = serde_json::to_string(&b).unwrap();
+    assert!(child_said.contains("child: alpha"), "the texts differ");
+    assert_eq!(masked(a), masked(b));
+    embedded.finish().await;
+    child.finish().await;
+}
+
+#[tokio::test]
+async fn when_the_carrier_is_killed_its_agent_sees_stdin_close_and_exits() {
+    let mut serve = Serve::with_agent(&reverse_agent(1), &[]).await;
+    let agent = serve.agent_pid();
+    assert!(alive(agent));
+    let status = serve.signal_and_wait("KILL").await;
+    assert!(!status.success());
+    assert!(
+        until(|| !alive(agent)).await,
+        "agent {agent} outlived a killed carrier"
+    );
+}
+
+#[tokio::test]
+async fn sigterm_stops_the_carrier_and_its_agent_with_exit_0() {
+    let serve = Serve::with_agent(&reverse_agent(1), &[]).await;
+    let agent = serve.agent_pid();
+    serve.finish().await;
+    assert!(!alive(agent));
+}
+
+fn silent_agent_ignoring_eof() -> AgentProcessConfig {
+    let script = carrier_test_support::repo().join("cli/tests/agents/silent.py");
+    let script = script.to_string_lossy().into_owned();
+    AgentProcessConfig::new(
+        "python3",
+        ["-S".to_owned(), script, "--ignore-eof".to_owned()],
+    )
+    .stop_grace(Duration::from_millis(100))
+}
+
+#[tokio::test]
+async fn stop_kills_and_reaps_a_child_that_ignores_its_stdin_closing() {
+    let agent = AgentProcess::start(silent_agent_ignoring_eof())
+        .await
+        .expect("start");
+    assert_eq!(agent.agent_info().name, "test-agent");
+    let pid = agent.pid().expect("pid");
+    assert!(alive(pid));
+    agent.stop().await;
+    // Reaped, not merely killed: the test process was its parent.
+    assert!(!Path::new(&format!("/proc/{pid}")).exists());
+    agent.stop().await;
+}
+
+#[tokio::test]
+async fn transport_stop_kills_the_agent_process_of_its_profile() {
+    let agent = AgentProcess::start(silent_agent_ignoring_eof())
+        .await
+        .expect("start");
+    let pid = agent.pid().expect("pid");
+    let server = Server::with(config(), agent.profile()).await;
+    let (mut c, _) = server.drive().await;
+    c.ok("system.ping", json!({})).await;
+    server.transport.stop().await;
+    assert!(until(|| !alive(pid)).await, "agent {pid} survived stop()");
+    agent.stop().await;
+    assert!(!Path::new(&format!("/proc/{pid}")).exists());
+}

@@ -1,0 +1,256 @@
+//! One load-generator connection: a fastwebsockets client (the carrier's own stack) over TCP.
+//!
+//! Every frame is masked with a fresh random key, as RFC 6455 asks of clients. A server may skip
+//! unmasking for an all-zero key (Node `ws` does), so a zero key would favour some servers over
+//! others; instead the payload is copied into a scratch buffer and masked there, which leaves
+//! the caller's message untouched for the next send. That copy is client-side work and the
+//! same for every server.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::target::Target;
+use super::LoadError;
+use bytes::Bytes;
+use fastwebsockets::{FragmentCollector, Frame, OpCode, Payload, WebSocket, WebSocketError};
+use http_body_util::Empty;
+use hyper::header::{CONNECTION, HOST, UPGRADE};
+use hyper::upgrade::Upgraded;
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use serde::Deserialize;
+// The `rpc`, `channel` and `fanout` modes announce what this build speaks (SPEC section 4).
+use carrier::discovery::listener::{DialError, OwnerCheck};
+use carrier::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
+
+/// Runs hyper's client connection task (it ends once the upgrade completes) on tokio.
+struct SpawnExecutor;
+
+impl<Fut> hyper::rt::Executor<Fut> for SpawnExecutor
+where
+    Fut: Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
+    fn execute(&self, fut: Fut) {
+        tokio::spawn(fut);
+    }
+}
+
+/// A received data message: its opcode and payload.
+pub(crate) struct Message {
+    pub(crate) opcode: OpCode,
+    pub(crate) payload: Bytes,
+}
+
+/// An upgraded client connection.
+pub(crate) struct BenchSocket {
+    ws: FragmentCollector<TokioIo<Upgraded>>,
+    /// Where each outgoing payload is masked.
+    scratch: Vec<u8>,
+}
+
+/// A masked frame carrying `payload` (masked in place by the caller) under `key`.
+fn masked<'a>(opcode: OpCode, key: [u8; 4], payload: &'a mut [u8]) -> Frame<'a> {
+    Frame::new(true, opcode, Some(key), Payload::BorrowedMut(payload))
+}
+
+impl BenchSocket {
+    /// Opens a TCP connection and performs the WebSocket upgrade, within `timeout`.
+    pub(crate) async fn connect(target: &Target, timeout: Duration) -> Result<Self, LoadError> {
+        let mut ws = upgrade(target, timeout).await?;
+        // Payloads are masked here, in a scratch buffer (module docs). fastwebsockets would
+        // then send its automatic pong and close replies unmasked, so this client answers
+        // pings and closes itself ([`BenchSocket::recv`]).
+        ws.set_auto_apply_mask(false);
+        ws.set_auto_close(false);
+        ws.set_auto_pong(false);
+        Ok(BenchSocket {
+            ws: FragmentCollector::new(ws),
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Sends one message (or control frame) with `payload`, masked under a fresh random key.
+    pub(crate) async fn send(&mut self, opcode: OpCode, payload: &[u8]) -> Result<(), LoadError> {
+        let key: [u8; 4] = rand::random();
+        self.scratch.clear();
+        self.scratch.extend_from_slice(payload);
+        fastwebsockets::unmask(&mut self.scratch, key);
+        let frame = masked(opcode, key, &mut self.scratch);
+        self.ws.write_frame(frame).await.map_err(LoadError::from)
+    }
+
+    /// The next text or binary message (pings are answered, pongs skipped). A close is
+    /// answered and reported as an error.
+    pub(crate) async fn recv(&mut self) -> Result<Message, LoadError> {
+        loop {
+            let frame = self.ws.read_frame().await?;
+            match frame.opcode {
+                OpCode::Ping => self.send(OpCode::Pong, &frame.payload).await?,
+                OpCode::Text | OpCode::Binary => {
+                    let payload = match frame.payload {
+                        Payload::Bytes(b) => b.freeze(),
+                        other => Bytes::copy_from_slice(&other),
+                    };
+                    return Ok(Message {
+                        opcode: frame.opcode,
+                        payload,
+                    });
+                }
+                OpCode::Close => {
+                    let code = (frame.payload.len() >= 2)
+                        .then(|| u16::from_be_bytes([frame.payload[0], frame.payload[1]]));
+                    let _ = self.send(OpCode::Close, &frame.payload).await;
+                    return Err(LoadError::Closed(code));
+                }
+                _ => continue,
+            }
+        }
+    }
+
+    /// Sends a JSON-RPC style request and waits for the response with the same id, skipping
+    /// events. Returns an error for an `error` response.
+    pub(crate) async fn request(&mut self, id: &str, frame: &[u8]) -> Result<(), LoadError> {
+        self.send(OpCode::Text, frame).await?;
+        loop {
+            let msg = self.recv().await?;
+            if msg.opcode != OpCode::Text {
+                continue;
+            }
+            if let Some(outcome) = response_outcome(&msg.payload, id) {
+                return outcome;
+            }
+        }
+    }
+
+    /// The carrier's `system.handshake` (SPEC section 4), as every carrier client starts.
+    pub(crate) async fn carrier_handshake(&mut self) -> Result<(), LoadError> {
+        self.request("hs", handshake_frame("hs").as_bytes()).await
+    }
+
+    /// Sends a normal close and waits briefly for the server's answer.
+    pub(crate) async fn close(mut self) {
+        if self
+            .send(OpCode::Close, &1000u16.to_be_bytes())
+            .await
+            .is_err()
+        {
+            return;
+        }
+        // Read until the server's close (or EOF), so it is the server that ends the TCP stream.
+        let _ = tokio::time::timeout(Duration::from_millis(500), async {
+            while let Ok(frame) = self.ws.read_frame().await {
+                if frame.opcode == OpCode::Close {
+                    break;
+                }
+            }
+        })
+        .await;
+    }
+}
+
+/// A TCP connection to `target` upgraded to a WebSocket (TCP_NODELAY on), within `timeout`.
+pub(crate) async fn upgrade(
+    target: &Target,
+    timeout: Duration,
+) -> Result<WebSocket<TokioIo<Upgraded>>, LoadError> {
+    let connect = async {
+        // The upgrade carries the token: only to a listener of this user.
+        let tcp = OwnerCheck::own_user()
+            .connect(target.addr)
+            .await
+            .map_err(|error| match error {
+                DialError::Connect { addr, reason } => {
+                    LoadError::Connect(format!("{addr}: {reason}"))
+                }
+                refused => LoadError::Listener(refused),
+            })?
+            .stream;
+        tcp.set_nodelay(true)
+            .map_err(|e| LoadError::Connect(e.to_string()))?;
+        let req = Request::builder()
+            .method("GET")
+            .uri(target.path_and_query.as_str())
+            .header(HOST, target.host_header.as_str())
+            .header(UPGRADE, "websocket")
+            .header(CONNECTION, "upgrade")
+            .header(
+                "Sec-WebSocket-Key",
+                fastwebsockets::handshake::generate_key(),
+            )
+            .header("Sec-WebSocket-Version", "13")
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| LoadError::Connect(e.to_string()))?;
+        let (ws, _) = fastwebsockets::handshake::client(&SpawnExecutor, req, tcp)
+            .await
+            .map_err(|e| LoadError::Connect(e.to_string()))?;
+        Ok::<_, LoadError>(ws)
+    };
+    tokio::time::timeout(timeout, connect)
+        .await
+        .map_err(|_| LoadError::Connect("timed out".into()))?
+}
+
+/// The `system.handshake` request every carrier client starts with (SPEC section 4).
+pub(crate) fn handshake_frame(id: &str) -> String {
+    serde_json::json!({
+        "id": id,
+        "method": "system.handshake",
+        "params": {
+            "protocol_version": PROTOCOL_VERSION,
+            "min_compatible_protocol": MIN_COMPATIBLE_PROTOCOL,
+            "client": {"name": "carrier-bench", "version": env!("CARGO_PKG_VERSION")},
+        }
+    })
+    .to_string()
+}
+
+/// `Some(result)` when `text` is the response to `id`; `None` for anything else (events,
+/// other ids, non-JSON).
+pub(crate) fn response_outcome(text: &[u8], id: &str) -> Option<Result<(), LoadError>> {
+    #[derive(Deserialize)]
+    struct IdAndError<'a> {
+        #[serde(borrow)]
+        id: Option<&'a str>,
+        error: Option<serde_json::Value>,
+    }
+    let r: IdAndError<'_> = serde_json::from_slice(text).ok()?;
+    if r.id != Some(id) {
+        return None;
+    }
+    Some(match r.error {
+        None => Ok(()),
+        Some(e) => Err(LoadError::Rejected(e.to_string())),
+    })
+}
+
+impl From<WebSocketError> for LoadError {
+    fn from(e: WebSocketError) -> Self {
+        match e {
+            WebSocketError::ConnectionClosed | WebSocketError::UnexpectedEOF => {
+                LoadError::Closed(None)
+            }
+            other => LoadError::Io(other.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn responses_are_matched_by_id_and_events_skipped() {
+        assert!(matches!(
+            response_outcome(br#"{"id":"p1","result":{}}"#, "p1"),
+            Some(Ok(()))
+        ));
+        assert!(matches!(
+            response_outcome(br#"{"id":"p1","error":{"code":"x"}}"#, "p1"),
+            Some(Err(LoadError::Rejected(_)))
+        ));
+        assert!(response_outcome(br#"{"event":"e","payload":{}}"#, "p1").is_none());
+        assert!(response_outcome(br#"{"id":"p2","result":{}}"#, "p1").is_none());
+        assert!(response_outcome(b"not json", "p1").is_none());
+    }
+}

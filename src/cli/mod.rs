@@ -1,7 +1,0 @@
-//! The `carrier` command line: argument parsing and wiring only; no protocol logic lives here.
-
-pub mod bench;
-pub mod client;
-pub mod pipe;
-pub mod schema;
-pub mod serve;

@@ -1,0 +1,138 @@
+//! What the integration tests share (the `carrier-test-support` crate): one server launcher, one
+//! config, one wait bound, and the clients that talk to it over real sockets on 127.0.0.1.
+//!
+//! - [`Server`] starts a [`WsTransport`] on port 0 with the embedded agent ([`Server::start`],
+//!   [`Server::with`]) or with the payload-agnostic [`TestProfile`] ([`Server::core`]).
+//! - The agent-protocol client ([`Client`]: handshake, requests, waiting for events) and the
+//!   carrier-core helpers (a `tokio-tungstenite` connector, the byte-exact [`Raw`] client).
+//! - [`serve_process`] runs the real `carrier serve` binary as a child (only for the tests of
+//!   `carrier-cli`, the binary's package).
+//!
+//! A crate rather than a `mod` in each test, so every test uses what it needs and nothing is
+//! dead code for the others.
+
+mod agent;
+pub mod serve_process;
+mod wire;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use carrier::agent::AgentProfile;
+use carrier::server::{CarrierConfig, WsTransport};
+use tokio::net::TcpStream;
+
+pub use agent::*;
+pub use wire::*;
+
+/// The repository's root, for the committed files tests read (`schemas/`, `js/`,
+/// `cli/tests/agents/`, …): the tests belong to different packages, so their own
+/// `CARGO_MANIFEST_DIR` is not it.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("test-support/ sits one level below the root")
+        .to_path_buf()
+}
+
+/// A client WebSocket as `tokio-tungstenite` opens it.
+pub type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;
+
+/// How long any single wait may take before the test fails.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// The demo delay of the embedded agent in these tests: small, but nonzero so turns interleave.
+pub const DELAY: Duration = Duration::from_millis(2);
+
+/// A config for tests: port 0, a fixed token, named driver and surface, a 5 s handshake timeout.
+pub fn config() -> CarrierConfig {
+    let mut config = CarrierConfig {
+        port: 0,
+        auth: carrier::server::Auth::Token("test-token".into()),
+        driver_id: "host-driver".into(),
+        surface: "test-surface".into(),
+        ..Default::default()
+    };
+    config.limits.handshake_timeout = Duration::from_secs(5);
+    config
+}
+
+/// A started carrier on 127.0.0.1.
+pub struct Server {
+    pub transport: WsTransport,
+    pub port: u16,
+    pub token: String,
+    /// What the [`TestProfile`] observed; stays zero under any other profile.
+    pub stats: Arc<Stats>,
+}
+
+impl Server {
+    /// The embedded agent with [`DELAY`] on [`config()`].
+    pub async fn start() -> Server {
+        Server::with(config(), embedded(DELAY)).await
+    }
+
+    /// A server with a given config and agent profile.
+    pub async fn with(config: CarrierConfig, profile: AgentProfile) -> Server {
+        let transport = WsTransport::new(config).expect("valid config");
+        transport.attach(profile);
+        Server::listen(transport, Arc::default()).await
+    }
+
+    /// The payload-agnostic [`TestProfile`] on `config`.
+    pub async fn core(config: CarrierConfig) -> Server {
+        let transport = WsTransport::new(config).expect("valid config");
+        let stats = Arc::new(Stats::default());
+        transport.attach(Arc::new(TestProfile {
+            stats: stats.clone(),
+        }));
+        Server::listen(transport, stats).await
+    }
+
+    /// The [`TestProfile`] on [`config()`].
+    pub async fn core_default() -> Server {
+        Server::core(config()).await
+    }
+
+    async fn listen(transport: WsTransport, stats: Arc<Stats>) -> Server {
+        transport.start().await.expect("start");
+        let port = transport.bound_port().expect("bound port");
+        let token = transport.resolved_token().unwrap_or_default().to_owned();
+        Server {
+            transport,
+            port,
+            token,
+            stats,
+        }
+    }
+
+    /// The WebSocket URL with the token and an extra query (e.g. `"&role=observe"`, or `""`).
+    pub fn url(&self, extra_query: &str) -> String {
+        format!(
+            "ws://127.0.0.1:{}/?token={}{extra_query}",
+            self.port, self.token
+        )
+    }
+
+    /// Connects an agent-protocol client without handshaking.
+    pub async fn connect(&self, extra_query: &str) -> Client {
+        Client::connect(&self.url(extra_query)).await
+    }
+
+    /// Connects and completes the handshake; returns the client and the handshake result.
+    pub async fn drive(&self) -> (Client, serde_json::Value) {
+        self.handshaken("").await
+    }
+
+    /// Connects as observer and completes the handshake.
+    pub async fn observe(&self) -> (Client, serde_json::Value) {
+        self.handshaken("&role=observe").await
+    }
+
+    async fn handshaken(&self, extra_query: &str) -> (Client, serde_json::Value) {
+        let mut c = self.connect(extra_query).await;
+        let result = c.handshake(serde_json::json!({})).await;
+        (c, result)
+    }
+}
