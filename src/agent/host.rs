@@ -6,13 +6,14 @@ use std::sync::{Arc, Mutex};
 
 use super::directory::{SessionBinder, SessionDirectory, SessionEntry};
 use super::history::HistoryConfig;
-use super::hub::{RingConfig, SessionHub};
+use super::hub::SessionHub;
 use super::memory::SessionMemory;
-use super::record::SessionRecord;
+use super::record::{RingConfig, SessionRecord};
 use super::session::HostError;
 use super::usage::UsageReporter;
 use crate::protocol::envelope::truncate;
 use crate::protocol::features::{Feature, FeatureSet};
+use crate::protocol::ids::SessionId;
 use crate::protocol::methods::{SessionState, SessionSummary, UsageScope};
 use crate::protocol::version::VersionPair;
 
@@ -77,7 +78,7 @@ impl AgentHost {
         }
         let agent = self.directory.open(session_id)?;
         let hub = SessionHub::new(
-            session_id.to_owned(),
+            SessionId::from(session_id),
             agent,
             self.usage.clone(),
             SessionRecord::new(&self.memory, self.ring, self.history),
