@@ -28,7 +28,7 @@ pub(crate) struct AgentHost {
     /// What the handshake and `system.status` announce, and what every client's versions are
     /// checked against ([`VersionPair::CURRENT`] unless the host configured another pair).
     pub(crate) protocol: VersionPair,
-    hubs: Mutex<HashMap<String, Arc<SessionHub>>>,
+    hubs: Mutex<HashMap<SessionId, Arc<SessionHub>>>,
     /// Held across `sessions.start`'s count and start.
     starting: Mutex<()>,
 }
@@ -65,7 +65,7 @@ impl AgentHost {
         }
     }
 
-    fn hubs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<SessionHub>>> {
+    fn hubs(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Arc<SessionHub>>> {
         self.hubs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -83,7 +83,7 @@ impl AgentHost {
             self.usage.clone(),
             SessionRecord::new(&self.memory, self.ring, self.history),
         );
-        hubs.insert(session_id.to_owned(), hub.clone());
+        hubs.insert(hub.id().clone(), hub.clone());
         Some(hub)
     }
 
@@ -114,7 +114,7 @@ impl AgentHost {
             let map = self.hubs();
             entries
                 .iter()
-                .map(|e| map.get(&e.session_id).cloned())
+                .map(|e| map.get(e.session_id.as_str()).cloned())
                 .collect()
         };
         entries

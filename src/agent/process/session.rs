@@ -21,7 +21,7 @@ use serde_json::Value;
 use super::codec::{self, AbortToChild, HistoryToChild, PermissionToChild};
 use super::supervisor::{Outcome, Supervisor};
 use crate::agent::session::{AgentAnswer, AgentCallError, HostError, ProtocolSession, TurnStart};
-use crate::protocol::ids::{SessionId, TurnId};
+use crate::protocol::ids::{RequestId, SessionId, TurnId};
 use crate::protocol::methods::{Decision, Empty};
 
 /// The session of an agent process (see the module docs).
@@ -51,7 +51,9 @@ impl ProtocolSession for ProcessSession {
         if turn.generation != Some(link.generation) {
             return;
         }
-        let params = AbortToChild { turn_id };
+        let params = AbortToChild {
+            turn_id: &turn.turn_id,
+        };
         self.sup
             .send_detached(&link, "session.abort", &params, |sup, outcome| {
                 if matches!(outcome, Outcome::TimedOut) {
@@ -67,8 +69,9 @@ impl ProtocolSession for ProcessSession {
         let Some(link) = self.sup.running() else {
             return;
         };
+        let request_id = RequestId::from(request_id);
         let params = PermissionToChild {
-            request_id,
+            request_id: &request_id,
             decision,
         };
         let turn_id = TurnId::from(turn_id);

@@ -41,7 +41,7 @@ impl Supervisor {
         let submit = move |sup: &Arc<Supervisor>| {
             let params = SubmitToChild {
                 prompt: &prompt,
-                turn_id: submitted.as_str(),
+                turn_id: &submitted,
                 driver: &driver,
                 options: options.as_ref(),
             };
@@ -125,9 +125,7 @@ impl Supervisor {
             };
             let _ = turn.sink.fail(&code, &message);
             if let (true, Some(link)) = (tell_child, sup.running()) {
-                let params = AbortToChild {
-                    turn_id: turn_id.as_str(),
-                };
+                let params = AbortToChild { turn_id: &turn_id };
                 sup.send_detached(&link, "session.abort", &params, |_, _| {});
             }
         });
