@@ -19,13 +19,26 @@ use std::fmt;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 
-macro_rules! id_type {
-    ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(transparent)]
-        pub struct $name(String);
+/// A session's id (`session_id`), chosen by the host's session directory.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SessionId(String);
 
+/// A turn's id (`turn_id`), chosen by the carrier, unique within its session.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TurnId(String);
+
+/// A permission request's id (`request_id`), chosen by the agent, unique within its turn.
+/// Not the `id` of a request envelope, which the client picks to match its response.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RequestId(String);
+
+/// What every id has: its text, `Display`, conversions from and to `String`, `String`'s JSON
+/// Schema, and lookups and comparisons by `&str`.
+macro_rules! id_impls {
+    ($name:ident) => {
         impl $name {
             /// The id as text.
             pub fn as_str(&self) -> &str {
@@ -109,21 +122,9 @@ macro_rules! id_type {
     };
 }
 
-id_type! {
-    /// A session's id (`session_id`), chosen by the host's session directory.
-    SessionId
-}
-
-id_type! {
-    /// A turn's id (`turn_id`), chosen by the carrier, unique within its session.
-    TurnId
-}
-
-id_type! {
-    /// A permission request's id (`request_id`), chosen by the agent, unique within its turn.
-    /// Not the `id` of a request envelope, which the client picks to match its response.
-    RequestId
-}
+id_impls!(SessionId);
+id_impls!(TurnId);
+id_impls!(RequestId);
 
 #[cfg(test)]
 mod tests {
