@@ -1,6 +1,7 @@
 //! [`Supervisor`]: the carrier's side of one agent process across its restarts — starting it
 //! and its handshake, the restart budget, requests and their answers (each with the timeout),
-//! the line dispatcher, and what happens when the child exits.
+//! the line dispatcher (a session event goes to the running turn, [`super::turns::deliver`]),
+//! and what happens when the child exits. Starting a turn is built on this (`submit.rs`).
 //!
 //! Lock order: the supervisor's lock is never held while calling into a session hub (a
 //! [`TurnSink`](crate::agent::TurnSink)); hubs call the agent only after releasing theirs.
