@@ -14,8 +14,7 @@
 //! - [`server`] — the listener and port retry, admission (one function decides), the
 //!   per-connection task with its single outbound path, limits, metrics, the channel registry and
 //!   the [`server::WsTransport`] lifecycle. Each of its public types has one path,
-//!   `carrier::server::T`, and its modules import one another without a loop
-//!   (`tests/server_imports.rs`).
+//!   `carrier::server::T`.
 //! - [`agent`] — the host-side session traits, the session hub that stamps `seq` and keeps the
 //!   resume ring, the agent-protocol text profile, the embedded default agent, and external agent
 //!   processes (`carrier serve --agent-cmd`, [`agent::process`]).
@@ -35,7 +34,8 @@
 //! (`loadgen/`, `carrier-loadgen`); and what the integration tests share (`test-support/`).
 //!
 //! Data flows one way: bytes in → frame decoded → routed (agent protocol or channel) → handler →
-//! outbound path → bytes out.
+//! outbound path → bytes out. No module imports one that imports it back, here or in the CLI
+//! (`tests/imports.rs`).
 
 pub mod agent;
 #[cfg(feature = "client")]

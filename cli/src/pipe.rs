@@ -63,7 +63,8 @@ use tokio::io::{AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::client::{resolve_target, tokenless_warning, Failure, Target};
+use crate::client::failure::Failure;
+use crate::client::target::{resolve_target, tokenless_warning, Target};
 
 /// The default payload of one frame: 64 KiB.
 pub const DEFAULT_CHUNK: usize = 64 << 10;

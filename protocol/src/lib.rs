@@ -5,6 +5,7 @@
 //! `carrier` crate re-exports this crate as `carrier::protocol`.
 //!
 //! - [`role`] — the connection roles `drive` and `observe`.
+//! - [`ids`] — the session, turn and permission-request ids, as types (strings on the wire).
 //! - [`envelope`] — the text envelope: parsing a frame into request/response/event with strict
 //!   validation, and encoding the frames the server sends.
 //! - [`version`] — `"MAJOR.MINOR"` protocol versions and the compatibility rules.
@@ -32,6 +33,7 @@ pub mod envelope;
 pub mod error;
 pub mod events;
 pub mod features;
+pub mod ids;
 pub mod methods;
 pub mod resume;
 pub mod role;

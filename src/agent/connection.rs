@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use serde_json::Map;
 
+use super::handler_context::{Handler, Io, State};
 use super::handlers;
 use super::handshake;
 use super::host::AgentHost;
-use super::hub::SessionHub;
 use super::reply::{send_error, Reply};
 use crate::protocol::catalog::{def, parse_params, Method, MethodDef, Params};
 use crate::protocol::close::CloseCode;
@@ -21,37 +21,7 @@ use crate::protocol::envelope::{self, Frame, Rejection, Request};
 use crate::protocol::error::{
     protocol_error_event, EffectState, ErrorCode, ErrorObject, ProtocolErrorCode,
 };
-use crate::protocol::features::Peers;
 use crate::server::{CarrierContext, Connection, TextSession};
-
-/// What a handler may use and never changes: the host, the connection and the carrier.
-pub(crate) struct Io {
-    pub(crate) host: Arc<AgentHost>,
-    pub(crate) conn: Connection,
-    pub(crate) ctx: CarrierContext,
-}
-
-/// What handlers change: the negotiated versions and the session binding.
-#[derive(Default)]
-pub(crate) struct State {
-    /// Set by a successful handshake.
-    pub(crate) peers: Option<Peers>,
-    /// The session this connection receives events from.
-    pub(crate) bound: Option<Arc<SessionHub>>,
-}
-
-impl State {
-    /// Stops receiving the current session's events (before binding to another, so no event
-    /// of the old session follows the reply that confirms the new one).
-    pub(crate) fn unbind(&mut self, io: &Io) {
-        if let Some(old) = self.bound.take() {
-            old.unbind(io.conn.id());
-        }
-    }
-}
-
-/// A handler of method `M`.
-type Handler<M> = fn(&Io, &mut State, &Reply<M>, <M as MethodDef>::Params);
 
 /// The per-connection side of [`super::AgentProfile`].
 pub(crate) struct AgentConnection {

@@ -3,14 +3,15 @@
 
 use std::sync::Arc;
 
-use super::connection::{Io, State};
 use super::fit;
+use super::handler_context::{Io, State};
 use super::host::StartError;
 use super::hub::SessionHub;
 use super::reply::{internal, not_found, Reply};
 use super::session::{AgentAnswer, AgentCallError};
 use crate::protocol::catalog::{def, MethodDef};
 use crate::protocol::error::{EffectState, ErrorCode, ErrorObject};
+use crate::protocol::ids::TurnId;
 use crate::protocol::methods::*;
 
 /// The bound session; after a successful handshake there always is one.
@@ -57,7 +58,7 @@ pub(crate) fn submit(io: &Io, st: &mut State, reply: &Reply<def::SessionSubmit>,
 
 pub(crate) fn abort(_: &Io, st: &mut State, reply: &Reply<def::SessionAbort>, p: AbortParams) {
     if let Some(hub) = bound(st, reply) {
-        hub.abort(reply, p.turn_id.as_deref());
+        hub.abort(reply, p.turn_id.map(TurnId::from).as_ref());
     }
 }
 
@@ -255,7 +256,7 @@ where
     st.unbind(io);
     hub.bind(&io.conn, None, |_| {
         reply.ok(&SessionIdResult {
-            session_id: hub.id().to_owned(),
+            session_id: hub.id().to_string(),
         })
     });
     st.bound = Some(hub);
@@ -278,7 +279,7 @@ pub(crate) fn usage_report(
     let scope = p.scope.unwrap_or(UsageScope::Session);
     let session_id = match (p.session_id, &st.bound) {
         (Some(id), _) => id,
-        (None, Some(hub)) => hub.id().to_owned(),
+        (None, Some(hub)) => hub.id().to_string(),
         (None, None) => return reply.err(internal("this connection is not bound to a session")),
     };
     if !io

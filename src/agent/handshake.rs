@@ -1,7 +1,7 @@
 //! `system.handshake` (SPEC section 4): version negotiation, the initial binding or resume,
 //! and the result that tells the client everything it may rely on.
 
-use super::connection::{Io, State};
+use super::handler_context::{Io, State};
 use super::reply::{internal, Reply};
 use crate::protocol::catalog::def;
 use crate::protocol::close::CloseCode;
@@ -103,7 +103,7 @@ pub(crate) fn handle(
             version: io.ctx.server_version().into(),
         },
         role: io.conn.role(),
-        session_id: hub.id().to_owned(),
+        session_id: hub.id().to_string(),
         epoch: io.ctx.epoch().to_owned(),
         version_skew: skew,
         features: peers.features(),

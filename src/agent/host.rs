@@ -6,13 +6,14 @@ use std::sync::{Arc, Mutex};
 
 use super::directory::{SessionBinder, SessionDirectory, SessionEntry};
 use super::history::HistoryConfig;
-use super::hub::{RingConfig, SessionHub};
+use super::hub::SessionHub;
 use super::memory::SessionMemory;
-use super::record::SessionRecord;
+use super::record::{RingConfig, SessionRecord};
 use super::session::HostError;
 use super::usage::UsageReporter;
 use crate::protocol::envelope::truncate;
 use crate::protocol::features::{Feature, FeatureSet};
+use crate::protocol::ids::SessionId;
 use crate::protocol::methods::{SessionState, SessionSummary, UsageScope};
 use crate::protocol::version::VersionPair;
 
@@ -27,7 +28,7 @@ pub(crate) struct AgentHost {
     /// What the handshake and `system.status` announce, and what every client's versions are
     /// checked against ([`VersionPair::CURRENT`] unless the host configured another pair).
     pub(crate) protocol: VersionPair,
-    hubs: Mutex<HashMap<String, Arc<SessionHub>>>,
+    hubs: Mutex<HashMap<SessionId, Arc<SessionHub>>>,
     /// Held across `sessions.start`'s count and start.
     starting: Mutex<()>,
 }
@@ -64,7 +65,7 @@ impl AgentHost {
         }
     }
 
-    fn hubs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<SessionHub>>> {
+    fn hubs(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Arc<SessionHub>>> {
         self.hubs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -77,12 +78,12 @@ impl AgentHost {
         }
         let agent = self.directory.open(session_id)?;
         let hub = SessionHub::new(
-            session_id.to_owned(),
+            SessionId::from(session_id),
             agent,
             self.usage.clone(),
             SessionRecord::new(&self.memory, self.ring, self.history),
         );
-        hubs.insert(session_id.to_owned(), hub.clone());
+        hubs.insert(hub.id().clone(), hub.clone());
         Some(hub)
     }
 
@@ -113,7 +114,7 @@ impl AgentHost {
             let map = self.hubs();
             entries
                 .iter()
-                .map(|e| map.get(&e.session_id).cloned())
+                .map(|e| map.get(e.session_id.as_str()).cloned())
                 .collect()
         };
         entries

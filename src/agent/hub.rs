@@ -19,12 +19,13 @@
 //! What a turn input changes and which events it causes is decided by the pure state machine
 //! [`Turns`] (`hub_turns.rs`); the hub only locks, answers, emits, and then calls the agent.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use serde_json::Value;
 
 use crate::protocol::catalog::def;
 use crate::protocol::events::{DriverInfo, SessionEvent};
+use crate::protocol::ids::{RequestId, SessionId, TurnId};
 use crate::protocol::methods::{
     Empty, HistoryEntry, HistoryResult, PermissionRespondParams, ResumeOutcome, SessionState,
     SessionStatusResult, SubmitParams, TurnIdResult,
@@ -32,30 +33,12 @@ use crate::protocol::methods::{
 use crate::protocol::resume::Replay;
 use crate::server::{Connection, ConnectionId};
 
-use super::hub_turns::{Completion, Ended, ErrorScope, Step, Turns};
+use super::hub_turns::{Ended, ErrorScope, Step, Turns};
 use super::record::SessionRecord;
 use super::reply::Reply;
 use super::session::{ProtocolSession, TurnStart};
-use super::turn::{TurnEnded, TurnSink};
+use super::turn::{Completion, TurnEnded, TurnOutput, TurnSink};
 use super::usage::{TurnRecord, UsageReporter};
-
-/// Bounds of a session's resume ring (SPEC default: 1024 events or 4 MiB).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RingConfig {
-    /// Events held.
-    pub max_events: usize,
-    /// Encoded bytes held.
-    pub max_bytes: usize,
-}
-
-impl Default for RingConfig {
-    fn default() -> Self {
-        RingConfig {
-            max_events: crate::protocol::resume::DEFAULT_MAX_EVENTS,
-            max_bytes: crate::protocol::resume::DEFAULT_MAX_BYTES,
-        }
-    }
-}
 
 struct HubState {
     last_seq: u64,
@@ -65,7 +48,7 @@ struct HubState {
 
 /// One session: its agent, its event stream and its bound connections.
 pub(crate) struct SessionHub {
-    id: String,
+    id: SessionId,
     pub(crate) agent: Arc<dyn ProtocolSession>,
     pub(crate) usage: Arc<dyn UsageReporter>,
     state: Mutex<HubState>,
@@ -74,7 +57,7 @@ pub(crate) struct SessionHub {
 
 impl SessionHub {
     pub(crate) fn new(
-        id: String,
+        id: SessionId,
         agent: Arc<dyn ProtocolSession>,
         usage: Arc<dyn UsageReporter>,
         record: Arc<SessionRecord>,
@@ -93,7 +76,7 @@ impl SessionHub {
     }
 
     /// The session id.
-    pub(crate) fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &SessionId {
         &self.id
     }
 
@@ -190,9 +173,9 @@ impl SessionHub {
     pub(crate) fn status(&self) -> SessionStatusResult {
         let st = self.lock();
         SessionStatusResult {
-            session_id: self.id.clone(),
+            session_id: self.id.to_string(),
             state: st.turns.state(),
-            turn_id: st.turns.running().map(str::to_owned),
+            turn_id: st.turns.running().map(TurnId::to_string),
         }
     }
 
@@ -208,17 +191,12 @@ impl SessionHub {
         HistoryResult { entries }
     }
 
-    /// Whether `turn_id` is the running turn.
-    pub(crate) fn is_current_turn(&self, turn_id: &str) -> bool {
-        self.lock().turns.is_current(turn_id)
-    }
-
     /// The host is stopping: a running turn ends aborted and the agent is told to shut down.
     pub(crate) fn shutdown(&self) {
-        let running = self.lock().turns.running().map(str::to_owned);
+        let running = self.lock().turns.running().cloned();
         if let Some(turn_id) = running {
             if self.turn_finish(&turn_id, None, true).is_ok() {
-                self.agent.abort_turn(&turn_id);
+                self.agent.abort_turn(turn_id.as_str());
             }
         }
         self.agent.shutdown();
@@ -249,17 +227,18 @@ impl SessionHub {
                 Ok(started) => {
                     reply.ok(&started);
                     self.record_and_emit(&mut st, history, events);
-                    started.turn_id
+                    TurnId::from(started.turn_id)
                 }
                 Err(refusal) => return reply.err(refusal),
             }
         };
+        let hub: Weak<SessionHub> = Arc::downgrade(self);
         let start = TurnStart {
-            turn_id: turn_id.clone(),
+            turn_id: turn_id.to_string(),
             prompt: params.prompt,
             options: params.options,
             driver,
-            sink: TurnSink::new(self, &turn_id),
+            sink: TurnSink::new(hub, turn_id.clone()),
         };
         if let Err(e) = self.agent.start_turn(start) {
             tracing::warn!(session = %self.id(), turn = %turn_id, error = %e, "agent refused the turn");
@@ -270,7 +249,7 @@ impl SessionHub {
 
     /// `session.abort`: ends the running turn (`not_found` when none runs or `turn_id` names
     /// another), replies `{turn_id}`, emits the aborted `turn_completed`, then tells the agent.
-    pub(crate) fn abort(&self, reply: &Reply<def::SessionAbort>, turn_id: Option<&str>) {
+    pub(crate) fn abort(&self, reply: &Reply<def::SessionAbort>, turn_id: Option<&TurnId>) {
         let ended = {
             let mut st = self.lock();
             let Step {
@@ -281,7 +260,7 @@ impl SessionHub {
             match answer {
                 Ok(ended) => {
                     reply.ok(&TurnIdResult {
-                        turn_id: ended.turn_id.clone(),
+                        turn_id: ended.turn_id.to_string(),
                     });
                     self.record_and_emit(&mut st, history, events);
                     ended
@@ -289,7 +268,7 @@ impl SessionHub {
                 Err(refusal) => return reply.err(refusal),
             }
         };
-        self.agent.abort_turn(&ended.turn_id);
+        self.agent.abort_turn(ended.turn_id.as_str());
         self.record(&ended);
     }
 
@@ -300,15 +279,14 @@ impl SessionHub {
         reply: &Reply<def::SessionPermissionRespond>,
         params: PermissionRespondParams,
     ) {
+        let request_id = RequestId::from(params.request_id);
         let turn_id = {
             let mut st = self.lock();
             let Step {
                 answer,
                 history,
                 events,
-            } = st
-                .turns
-                .answer_permission(&params.request_id, params.decision);
+            } = st.turns.answer_permission(&request_id, params.decision);
             match answer {
                 Ok(turn_id) => {
                     reply.ok(&Empty {});
@@ -319,7 +297,7 @@ impl SessionHub {
             }
         };
         self.agent
-            .permission_decided(&turn_id, &params.request_id, params.decision);
+            .permission_decided(turn_id.as_str(), request_id.as_str(), params.decision);
     }
 
     /// Runs one of the agent's inputs and emits what it caused.
@@ -337,16 +315,30 @@ impl SessionHub {
         answer
     }
 
+    fn record(&self, ended: &Ended) {
+        self.usage.record_turn(&TurnRecord {
+            session_id: self.id.as_str(),
+            turn_id: ended.turn_id.as_str(),
+            prompt: &ended.prompt,
+            reply: &ended.reply,
+            aborted: ended.aborted,
+        });
+    }
+}
+
+/// What the agent reports through a turn's [`TurnSink`]: each input goes through the
+/// [`Turns`] machine under the lock (see [`SessionHub::agent_input`]).
+impl TurnOutput for SessionHub {
     /// See [`Turns::delta`].
-    pub(crate) fn turn_delta(&self, turn_id: &str, delta: &str) -> Result<(), TurnEnded> {
+    fn turn_delta(&self, turn_id: &TurnId, delta: &str) -> Result<(), TurnEnded> {
         self.agent_input(|turns| turns.delta(turn_id, delta))
     }
 
     /// See [`Turns::permission_request`].
-    pub(crate) fn turn_permission_request(
+    fn turn_permission_request(
         &self,
-        turn_id: &str,
-        request_id: &str,
+        turn_id: &TurnId,
+        request_id: &RequestId,
         tool: &str,
         input: Value,
     ) -> Result<(), TurnEnded> {
@@ -354,29 +346,19 @@ impl SessionHub {
     }
 
     /// `session.error` of the running turn `turn_id`.
-    pub(crate) fn turn_error(
-        &self,
-        turn_id: &str,
-        code: &str,
-        message: &str,
-    ) -> Result<(), TurnEnded> {
+    fn turn_error(&self, turn_id: &TurnId, code: &str, message: &str) -> Result<(), TurnEnded> {
         self.agent_input(|turns| turns.error(turn_id, ErrorScope::Turn, code, message))
     }
 
     /// `session.error` without a `turn_id`, while `turn_id` runs.
-    pub(crate) fn session_error(
-        &self,
-        turn_id: &str,
-        code: &str,
-        message: &str,
-    ) -> Result<(), TurnEnded> {
+    fn session_error(&self, turn_id: &TurnId, code: &str, message: &str) -> Result<(), TurnEnded> {
         self.agent_input(|turns| turns.error(turn_id, ErrorScope::Session, code, message))
     }
 
     /// Ends `turn_id` with `text` (or what was streamed, when `None`).
-    pub(crate) fn turn_finish(
+    fn turn_finish(
         &self,
-        turn_id: &str,
+        turn_id: &TurnId,
         text: Option<Completion<'_>>,
         aborted: bool,
     ) -> Result<(), TurnEnded> {
@@ -385,13 +367,7 @@ impl SessionHub {
         Ok(())
     }
 
-    fn record(&self, ended: &Ended) {
-        self.usage.record_turn(&TurnRecord {
-            session_id: self.id(),
-            turn_id: &ended.turn_id,
-            prompt: &ended.prompt,
-            reply: &ended.reply,
-            aborted: ended.aborted,
-        });
+    fn is_current_turn(&self, turn_id: &TurnId) -> bool {
+        self.lock().turns.is_current(turn_id)
     }
 }

@@ -16,22 +16,14 @@ use serde_json::Value;
 
 use super::reply::not_found;
 use super::reply_text::{cut, pieces, ReplyText};
-use super::turn::TurnEnded;
+use super::turn::{Completion, TurnEnded};
 use crate::protocol::error::{EffectState, ErrorCode, ErrorObject};
 use crate::protocol::events::*;
+use crate::protocol::ids::{RequestId, TurnId};
 use crate::protocol::methods::{Decision, HistoryEntry, HistoryRole, SessionState, TurnIdResult};
 
 #[cfg(test)]
 mod tests;
-
-/// The reply an agent ends its turn with.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Completion<'a> {
-    /// The whole reply, as the agent has it (the carrier cuts it to the cap).
-    pub(crate) text: &'a str,
-    /// The agent already cut it.
-    pub(crate) truncated: bool,
-}
 
 /// What one input did.
 #[must_use = "the answer goes to the requester and the events to every bound connection"]
@@ -85,7 +77,7 @@ pub(crate) enum ErrorScope {
 /// A turn that has just ended: what the usage reporter records and the agent is told about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Ended {
-    pub(crate) turn_id: String,
+    pub(crate) turn_id: TurnId,
     pub(crate) prompt: String,
     /// The reply as the carrier kept it (cut to the cap).
     pub(crate) reply: String,
@@ -95,12 +87,12 @@ pub(crate) struct Ended {
 /// The running turn, as the carrier records it.
 #[derive(Debug)]
 struct RunningTurn {
-    id: String,
+    id: TurnId,
     prompt: String,
     /// Deltas streamed so far, up to the reply cap: the reply of an aborted turn.
     reply: ReplyText,
     /// Permission requests waiting for an answer.
-    pending: Vec<String>,
+    pending: Vec<RequestId>,
 }
 
 /// The turns of one session: at most one running, and the counter that names the next.
@@ -117,12 +109,12 @@ impl Turns {
     }
 
     /// The running turn's id.
-    pub(crate) fn running(&self) -> Option<&str> {
-        self.running.as_ref().map(|t| t.id.as_str())
+    pub(crate) fn running(&self) -> Option<&TurnId> {
+        self.running.as_ref().map(|t| &t.id)
     }
 
     /// Whether `turn_id` is the running turn.
-    pub(crate) fn is_current(&self, turn_id: &str) -> bool {
+    pub(crate) fn is_current(&self, turn_id: &TurnId) -> bool {
         self.running() == Some(turn_id)
     }
 
@@ -152,11 +144,11 @@ impl Turns {
             .with_data(serde_json::json!({ "turn_id": running.id }))));
         }
         self.started += 1;
-        let turn_id = format!("t{}", self.started);
+        let turn_id = TurnId::from(format!("t{}", self.started));
         let asked = HistoryEntry {
             role: HistoryRole::User,
             text: prompt.to_owned(),
-            turn_id: turn_id.clone(),
+            turn_id: turn_id.to_string(),
             truncated: None,
         };
         self.running = Some(RunningTurn {
@@ -166,12 +158,14 @@ impl Turns {
             pending: Vec::new(),
         });
         let started = TurnStarted {
-            turn_id: turn_id.clone(),
+            turn_id: turn_id.to_string(),
             driver: driver.clone(),
             prompt: prompt.to_owned(),
         };
         Step {
-            answer: Ok(TurnIdResult { turn_id }),
+            answer: Ok(TurnIdResult {
+                turn_id: turn_id.into_string(),
+            }),
             history: vec![asked],
             events: vec![SessionEvent::TurnStarted(started)],
         }
@@ -179,15 +173,16 @@ impl Turns {
 
     /// `session.abort`: `not_found` when no turn runs or `turn_id` names another; otherwise
     /// the turn ends aborted with what was streamed (its `turn_completed`).
-    pub(crate) fn abort(&mut self, turn_id: Option<&str>) -> Step<Result<Ended, ErrorObject>> {
+    pub(crate) fn abort(&mut self, turn_id: Option<&TurnId>) -> Step<Result<Ended, ErrorObject>> {
         match self
             .running
-            .take_if(|t| turn_id.is_none_or(|asked| asked == t.id))
+            .take_if(|t| turn_id.is_none_or(|asked| *asked == t.id))
         {
             Some(turn) => Self::end(turn, None, true).map(Ok),
             None => Step::quiet(Err(match (&self.running, turn_id) {
                 (Some(t), Some(asked)) => not_found(format!(
-                    "turn {asked:?} is not running (the running turn is {})",
+                    "turn {:?} is not running (the running turn is {})",
+                    asked.as_str(),
                     t.id
                 )),
                 _ => not_found("no turn is running"),
@@ -199,22 +194,22 @@ impl Turns {
     /// the id of the turn that asked, and `permission_resolved`.
     pub(crate) fn answer_permission(
         &mut self,
-        request_id: &str,
+        request_id: &RequestId,
         decision: Decision,
-    ) -> Step<Result<String, ErrorObject>> {
+    ) -> Step<Result<TurnId, ErrorObject>> {
         let Some(turn) = self
             .running
             .as_mut()
-            .filter(|t| t.pending.iter().any(|r| r == request_id))
+            .filter(|t| t.pending.contains(request_id))
         else {
             return Step::quiet(Err(not_found(format!(
                 "no pending permission request {:?}",
-                crate::protocol::envelope::truncate(request_id, 64)
+                crate::protocol::envelope::truncate(request_id.as_str(), 64)
             ))));
         };
         turn.pending.retain(|r| r != request_id);
         let resolved = PermissionResolved {
-            request_id: request_id.to_owned(),
+            request_id: request_id.to_string(),
             decision,
         };
         Step::emits(
@@ -225,7 +220,7 @@ impl Turns {
 
     /// The agent streams `delta`: what fits is kept in the turn's reply, all of it is sent,
     /// split into `text_delta`s of at most the reply cap (a delta is never cut).
-    pub(crate) fn delta(&mut self, turn_id: &str, delta: &str) -> Step<Result<(), TurnEnded>> {
+    pub(crate) fn delta(&mut self, turn_id: &TurnId, delta: &str) -> Step<Result<(), TurnEnded>> {
         let Some(turn) = self.current(turn_id) else {
             return Step::quiet(Err(TurnEnded));
         };
@@ -233,7 +228,7 @@ impl Turns {
         let events = pieces(delta, turn.reply.cap())
             .map(|piece| {
                 SessionEvent::TextDelta(TextDelta {
-                    turn_id: turn_id.to_owned(),
+                    turn_id: turn_id.to_string(),
                     delta: piece.to_owned(),
                 })
             })
@@ -245,20 +240,20 @@ impl Turns {
     /// under one id is one pending request), and `permission_request` is sent.
     pub(crate) fn permission_request(
         &mut self,
-        turn_id: &str,
-        request_id: &str,
+        turn_id: &TurnId,
+        request_id: &RequestId,
         tool: &str,
         input: Value,
     ) -> Step<Result<(), TurnEnded>> {
         let Some(turn) = self.current(turn_id) else {
             return Step::quiet(Err(TurnEnded));
         };
-        if !turn.pending.iter().any(|r| r == request_id) {
-            turn.pending.push(request_id.to_owned());
+        if !turn.pending.contains(request_id) {
+            turn.pending.push(request_id.clone());
         }
         let request = PermissionRequest {
-            turn_id: turn_id.to_owned(),
-            request_id: request_id.to_owned(),
+            turn_id: turn_id.to_string(),
+            request_id: request_id.to_string(),
             tool: tool.to_owned(),
             input,
         };
@@ -268,7 +263,7 @@ impl Turns {
     /// The agent reports an error while `turn_id` runs; the turn goes on.
     pub(crate) fn error(
         &mut self,
-        turn_id: &str,
+        turn_id: &TurnId,
         scope: ErrorScope,
         code: &str,
         message: &str,
@@ -278,7 +273,7 @@ impl Turns {
         }
         let error = SessionErrorEvent {
             turn_id: match scope {
-                ErrorScope::Turn => Some(turn_id.to_owned()),
+                ErrorScope::Turn => Some(turn_id.to_string()),
                 ErrorScope::Session => None,
             },
             code: code.to_owned(),
@@ -291,18 +286,18 @@ impl Turns {
     /// streamed when `None`: its `turn_completed`, and the reply in the history.
     pub(crate) fn finish(
         &mut self,
-        turn_id: &str,
+        turn_id: &TurnId,
         text: Option<Completion<'_>>,
         aborted: bool,
     ) -> Step<Result<Ended, TurnEnded>> {
-        match self.running.take_if(|t| t.id == turn_id) {
+        match self.running.take_if(|t| t.id == *turn_id) {
             Some(turn) => Self::end(turn, text, aborted).map(Ok),
             None => Step::quiet(Err(TurnEnded)),
         }
     }
 
-    fn current(&mut self, turn_id: &str) -> Option<&mut RunningTurn> {
-        self.running.as_mut().filter(|t| t.id == turn_id)
+    fn current(&mut self, turn_id: &TurnId) -> Option<&mut RunningTurn> {
+        self.running.as_mut().filter(|t| t.id == *turn_id)
     }
 
     /// Ends `turn`: its `turn_completed`, and the reply for the history, both cut to the
@@ -320,11 +315,11 @@ impl Turns {
         let replied = HistoryEntry {
             role: HistoryRole::Assistant,
             text: reply.clone(),
-            turn_id: turn.id.clone(),
+            turn_id: turn.id.to_string(),
             truncated,
         };
         let completed = TurnCompleted {
-            turn_id: turn.id.clone(),
+            turn_id: turn.id.to_string(),
             text: reply.clone(),
             aborted,
             truncated,

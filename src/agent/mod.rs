@@ -37,6 +37,7 @@ mod connection;
 mod directory;
 pub mod embedded;
 mod fit;
+mod handler_context;
 mod handlers;
 mod handshake;
 mod history;
@@ -59,9 +60,9 @@ pub use directory::{
 };
 pub use embedded::{EmbeddedAgent, EmbeddedSession};
 pub use history::HistoryConfig;
-pub use hub::RingConfig;
 pub use memory::{SessionMemory, DEFAULT_MAX_SESSION_BYTES, ENTRY_OVERHEAD};
 pub use profile::{AgentProfile, AgentProfileBuilder};
+pub use record::RingConfig;
 pub use session::{AgentAnswer, AgentCallError, HostError, ProtocolSession, TurnStart};
 pub use turn::{TurnEnded, TurnSink};
 pub use usage::{NoUsage, SessionUsage, TurnRecord, UsageReporter};

@@ -7,8 +7,8 @@ use super::directory::{DefaultBinder, InMemoryDirectory, SessionBinder, SessionD
 use super::embedded::EmbeddedAgent;
 use super::history::HistoryConfig;
 use super::host::AgentHost;
-use super::hub::RingConfig;
 use super::memory::SessionMemory;
+use super::record::RingConfig;
 use super::usage::{SessionUsage, UsageReporter};
 use crate::protocol::version::VersionPair;
 use crate::server::{Attachment, CarrierContext, Connection, Gauge, TextProfile, TextSession};

@@ -13,10 +13,27 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use bytes::Bytes;
 
 use super::history::{give_back_room, History, HistoryConfig};
-use super::hub::RingConfig;
 use super::memory::{Account, Change, SessionMemory, Spare, Store, ENTRY_OVERHEAD};
 use crate::protocol::methods::HistoryEntry;
 use crate::protocol::resume::{Replay, ResumeRing};
+
+/// Bounds of a session's resume ring (SPEC default: 1024 events or 4 MiB).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingConfig {
+    /// Events held.
+    pub max_events: usize,
+    /// Encoded bytes held.
+    pub max_bytes: usize,
+}
+
+impl Default for RingConfig {
+    fn default() -> Self {
+        RingConfig {
+            max_events: crate::protocol::resume::DEFAULT_MAX_EVENTS,
+            max_bytes: crate::protocol::resume::DEFAULT_MAX_BYTES,
+        }
+    }
+}
 
 /// What an encoded event in the ring is charged.
 fn event_cost(frame: &Bytes) -> usize {

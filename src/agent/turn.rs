@@ -1,11 +1,12 @@
-//! [`TurnSink`]: how an agent reports the output of one turn to the carrier.
+//! [`TurnSink`]: how an agent reports the output of one turn to the carrier, and
+//! [`TurnOutput`], what the sink reports into (the session hub implements it, so the sink
+//! knows nothing of hubs).
 
 use std::sync::{Arc, Weak};
 
 use serde_json::Value;
 
-use super::hub::SessionHub;
-use super::hub_turns::Completion;
+use crate::protocol::ids::{RequestId, TurnId};
 
 /// The turn this sink belongs to has ended (completed, aborted by a client, or the session is
 /// gone): the output was not recorded and the agent should stop working on it.
@@ -13,44 +14,88 @@ use super::hub_turns::Completion;
 #[error("the turn has ended")]
 pub struct TurnEnded;
 
+/// The reply an agent ends its turn with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Completion<'a> {
+    /// The whole reply, as the agent has it (the carrier cuts it to the cap).
+    pub(crate) text: &'a str,
+    /// The agent already cut it.
+    pub(crate) truncated: bool,
+}
+
+/// What a [`TurnSink`] reports into: the session that runs the turn. Each call names the
+/// turn, and is refused with [`TurnEnded`] unless that turn is the session's running one.
+pub(crate) trait TurnOutput: Send + Sync {
+    /// The next piece of the reply.
+    fn turn_delta(&self, turn_id: &TurnId, delta: &str) -> Result<(), TurnEnded>;
+
+    /// A permission prompt of the turn.
+    fn turn_permission_request(
+        &self,
+        turn_id: &TurnId,
+        request_id: &RequestId,
+        tool: &str,
+        input: Value,
+    ) -> Result<(), TurnEnded>;
+
+    /// `session.error` of the turn.
+    fn turn_error(&self, turn_id: &TurnId, code: &str, message: &str) -> Result<(), TurnEnded>;
+
+    /// `session.error` without a `turn_id`, while the turn runs.
+    fn session_error(&self, turn_id: &TurnId, code: &str, message: &str) -> Result<(), TurnEnded>;
+
+    /// Ends the turn with `text` (or what was streamed, when `None`).
+    fn turn_finish(
+        &self,
+        turn_id: &TurnId,
+        text: Option<Completion<'_>>,
+        aborted: bool,
+    ) -> Result<(), TurnEnded>;
+
+    /// Whether the turn is the session's running one.
+    fn is_current_turn(&self, turn_id: &TurnId) -> bool;
+}
+
 /// The output side of one turn. Cheap to clone. Every call is checked against the session's
 /// current turn, so output of a turn the carrier already ended (e.g. on abort) is refused with
 /// [`TurnEnded`] instead of leaking into a later turn.
 #[derive(Clone)]
 pub struct TurnSink {
-    hub: Weak<SessionHub>,
-    turn_id: Arc<str>,
+    /// Weak, so a sink an agent keeps does not keep its session alive.
+    output: Weak<dyn TurnOutput>,
+    /// Shared, so a clone allocates nothing.
+    turn_id: Arc<TurnId>,
 }
 
 impl std::fmt::Debug for TurnSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TurnSink")
-            .field("turn_id", &self.turn_id)
+            .field("turn_id", &self.turn_id.as_str())
             .finish()
     }
 }
 
 impl TurnSink {
-    pub(crate) fn new(hub: &Arc<SessionHub>, turn_id: &str) -> Self {
+    pub(crate) fn new(output: Weak<dyn TurnOutput>, turn_id: TurnId) -> Self {
         TurnSink {
-            hub: Arc::downgrade(hub),
-            turn_id: Arc::from(turn_id),
+            output,
+            turn_id: Arc::new(turn_id),
         }
     }
 
     /// The turn.
     pub fn turn_id(&self) -> &str {
-        &self.turn_id
+        self.turn_id.as_str()
     }
 
-    fn hub(&self) -> Result<Arc<SessionHub>, TurnEnded> {
-        self.hub.upgrade().ok_or(TurnEnded)
+    fn output(&self) -> Result<Arc<dyn TurnOutput>, TurnEnded> {
+        self.output.upgrade().ok_or(TurnEnded)
     }
 
     /// Streams the next piece of the reply (`session.text_delta`; a delta longer than
     /// `max_reply_bytes` is sent as several, split at character boundaries).
     pub fn delta(&self, delta: &str) -> Result<(), TurnEnded> {
-        self.hub()?.turn_delta(&self.turn_id, delta)
+        self.output()?.turn_delta(&self.turn_id, delta)
     }
 
     /// Asks the user to allow a tool (`session.permission_request`); the answer arrives through
@@ -62,19 +107,20 @@ impl TurnSink {
         tool: &str,
         input: Value,
     ) -> Result<(), TurnEnded> {
-        self.hub()?
-            .turn_permission_request(&self.turn_id, request_id, tool, input)
+        let request_id = RequestId::from(request_id);
+        self.output()?
+            .turn_permission_request(&self.turn_id, &request_id, tool, input)
     }
 
     /// Reports an error without ending the turn (`session.error`).
     pub fn error(&self, code: &str, message: &str) -> Result<(), TurnEnded> {
-        self.hub()?.turn_error(&self.turn_id, code, message)
+        self.output()?.turn_error(&self.turn_id, code, message)
     }
 
     /// Reports an error of the session that belongs to no turn (`session.error` without
     /// `turn_id`). Accepted only while this turn runs.
     pub fn session_error(&self, code: &str, message: &str) -> Result<(), TurnEnded> {
-        self.hub()?.session_error(&self.turn_id, code, message)
+        self.output()?.session_error(&self.turn_id, code, message)
     }
 
     /// Ends the turn normally with the full reply (`session.turn_completed`, `aborted: false`);
@@ -97,19 +143,21 @@ impl TurnSink {
 
     fn end(&self, text: &str, aborted: bool, truncated: bool) -> Result<(), TurnEnded> {
         let done = Completion { text, truncated };
-        self.hub()?.turn_finish(&self.turn_id, Some(done), aborted)
+        self.output()?
+            .turn_finish(&self.turn_id, Some(done), aborted)
     }
 
     /// Ends the turn on a failure: `session.error {code, message}`, then an aborted
     /// `session.turn_completed` with what was streamed so far.
     pub fn fail(&self, code: &str, message: &str) -> Result<(), TurnEnded> {
-        let hub = self.hub()?;
-        hub.turn_error(&self.turn_id, code, message)?;
-        hub.turn_finish(&self.turn_id, None, true)
+        let output = self.output()?;
+        output.turn_error(&self.turn_id, code, message)?;
+        output.turn_finish(&self.turn_id, None, true)
     }
 
     /// Whether the turn is still the session's running turn.
     pub fn is_current(&self) -> bool {
-        self.hub().is_ok_and(|h| h.is_current_turn(&self.turn_id))
+        self.output()
+            .is_ok_and(|o| o.is_current_turn(&self.turn_id))
     }
 }

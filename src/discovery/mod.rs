@@ -40,7 +40,7 @@ use std::fmt;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
@@ -48,12 +48,14 @@ use crate::protocol::Role;
 
 pub mod listener;
 mod process;
+mod timestamp;
 mod user;
 
 pub use process::ProcessStart;
 pub use user::User;
 
 use process::{liveness, Liveness};
+use timestamp::rfc3339_utc;
 use user::real_uid;
 
 /// A runtime file is a few hundred bytes; anything much larger is not one of ours, and is not
@@ -413,47 +415,9 @@ fn untrusted_owner_or_mode(_meta: &std::fs::Metadata) -> Option<String> {
     None
 }
 
-/// `YYYY-MM-DDTHH:MM:SSZ` for `time` (the Unix epoch for a clock set before it).
-fn rfc3339_utc(time: SystemTime) -> String {
-    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days as i64);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
-}
-
-/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar
-/// (H. Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn timestamps_are_rfc3339_utc() {
-        assert_eq!(rfc3339_utc(UNIX_EPOCH), "1970-01-01T00:00:00Z");
-        let leap_day = UNIX_EPOCH + Duration::from_secs(951_782_400 + 3_723);
-        assert_eq!(rfc3339_utc(leap_day), "2000-02-29T01:02:03Z");
-        let later = UNIX_EPOCH + Duration::from_secs(1_735_689_599);
-        assert_eq!(rfc3339_utc(later), "2024-12-31T23:59:59Z");
-    }
 
     #[test]
     fn the_token_stays_out_of_debug_output() {

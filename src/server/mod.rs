@@ -20,7 +20,7 @@
 //!   state; `metrics` — counters, and the [`Gauge`]s a profile reports.
 //! - `transport` — [`WsTransport`].
 //!
-//! The modules import one another without a loop; `tests/server_imports.rs` checks it.
+//! The modules import one another without a loop; `tests/imports.rs` checks it.
 
 mod admission;
 #[cfg(feature = "testing")]

@@ -14,10 +14,11 @@ use carrier::protocol::Role;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 
-use super::{
-    closed_for_good, driver_name, explain, open, resolve_target, string_field, ConnectArgs,
-    Failure, Session,
-};
+use super::args::ConnectArgs;
+use super::failure::{explain, Failure};
+use super::fields::{driver_name, string_field};
+use super::session::{closed_for_good, open, Session};
+use super::target::resolve_target;
 
 /// Stdin lines, read on a plain thread: a blocking read of a terminal cannot be cancelled, and
 /// this way it never holds up the runtime's shutdown after `/quit`.

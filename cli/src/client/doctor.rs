@@ -20,7 +20,10 @@ use carrier::protocol::version::{ProtocolVersion, PROTOCOL_VERSION};
 use carrier::protocol::Role;
 use serde_json::{json, Value};
 
-use super::{explain, open_own, string_field, DoctorArgs};
+use super::args::DoctorArgs;
+use super::failure::explain;
+use super::fields::string_field;
+use super::session::open_own;
 
 /// `carrier doctor` over `ports` on 127.0.0.1 and every carrier listed in `runtime`, with
 /// explicit output streams. Exits 0 when at least one carrier answered and every one checked is

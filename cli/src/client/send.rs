@@ -8,9 +8,11 @@ use serde_json::json;
 
 use carrier::discovery::RuntimeDir;
 
-use super::{
-    closed_for_good, explain, open, resolve_target, string_field, Failure, SendArgs, Target,
-};
+use super::args::SendArgs;
+use super::failure::{explain, Failure};
+use super::fields::string_field;
+use super::session::{closed_for_good, open};
+use super::target::{resolve_target, Target};
 
 /// `carrier send` with explicit output streams.
 pub async fn send_with(args: SendArgs, out: &mut impl Write, err: &mut impl Write) -> ExitCode {

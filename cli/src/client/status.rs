@@ -7,7 +7,11 @@ use serde_json::{json, Value};
 
 use carrier::discovery::RuntimeDir;
 
-use super::{explain, open, resolve_target, string_field, Failure, StatusArgs, Target};
+use super::args::StatusArgs;
+use super::failure::{explain, Failure};
+use super::fields::string_field;
+use super::session::open;
+use super::target::{resolve_target, Target};
 
 /// `carrier status` with explicit output streams.
 pub async fn status_with(args: StatusArgs, out: &mut impl Write, err: &mut impl Write) -> ExitCode {

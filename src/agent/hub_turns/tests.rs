@@ -13,6 +13,14 @@ fn driver() -> DriverInfo {
     }
 }
 
+fn turn(id: &str) -> TurnId {
+    TurnId::from(id)
+}
+
+fn request(id: &str) -> RequestId {
+    RequestId::from(id)
+}
+
 fn turns() -> Turns {
     Turns::new()
 }
@@ -67,8 +75,8 @@ fn submit_on_an_idle_session_starts_t1_and_emits_turn_started() {
         })]
     );
     assert_eq!(t.state(), SessionState::Running);
-    assert_eq!(t.running(), Some("t1"));
-    assert!(t.is_current("t1"));
+    assert_eq!(t.running().map(TurnId::as_str), Some("t1"));
+    assert!(t.is_current(&turn("t1")));
     assert_eq!(
         history(&step.history),
         vec![(HistoryRole::User, "t1".into(), "hello".into(), None)]
@@ -85,7 +93,7 @@ fn submit_while_a_turn_runs_is_busy_and_changes_nothing() {
     assert_eq!(e.effect_state, Some(EffectState::None));
     assert_eq!(e.data, Some(json!({ "turn_id": "t1" })));
     assert!(e.message.contains("t1"), "{}", e.message);
-    assert_eq!(t.running(), Some("t1"));
+    assert_eq!(t.running().map(TurnId::as_str), Some("t1"));
     assert!(
         step.history.is_empty(),
         "the refused prompt is not recorded"
@@ -95,11 +103,11 @@ fn submit_while_a_turn_runs_is_busy_and_changes_nothing() {
 #[test]
 fn turn_ids_count_up_across_turns() {
     let mut t = running(CAP);
-    assert!(t.finish("t1", None, false).answer.is_ok());
+    assert!(t.finish(&turn("t1"), None, false).answer.is_ok());
     let step = t.submit("second", &driver(), CAP);
     assert_eq!(step.answer.map(|r| r.turn_id), Ok("t2".to_owned()));
-    assert!(!t.is_current("t1"));
-    assert!(t.is_current("t2"));
+    assert!(!t.is_current(&turn("t1")));
+    assert!(t.is_current(&turn("t2")));
 }
 
 // text deltas
@@ -107,7 +115,7 @@ fn turn_ids_count_up_across_turns() {
 #[test]
 fn a_delta_of_the_running_turn_is_emitted_and_kept() {
     let mut t = running(CAP);
-    let step = t.delta("t1", "Hel");
+    let step = t.delta(&turn("t1"), "Hel");
     assert_eq!(step.answer, Ok(()));
     assert_eq!(
         step.events,
@@ -116,9 +124,9 @@ fn a_delta_of_the_running_turn_is_emitted_and_kept() {
             delta: "Hel".into(),
         })]
     );
-    assert!(t.delta("t1", "lo").answer.is_ok());
+    assert!(t.delta(&turn("t1"), "lo").answer.is_ok());
     // What was streamed is the reply of a turn ended without text.
-    let step = t.finish("t1", None, false);
+    let step = t.finish(&turn("t1"), None, false);
     assert_eq!(completed(&step.events).text, "Hello");
     assert_eq!(step.answer.map(|e| e.reply), Ok("Hello".to_owned()));
 }
@@ -126,14 +134,14 @@ fn a_delta_of_the_running_turn_is_emitted_and_kept() {
 #[test]
 fn an_empty_delta_is_still_one_event() {
     let mut t = running(CAP);
-    let step = t.delta("t1", "");
+    let step = t.delta(&turn("t1"), "");
     assert_eq!(step.events.len(), 1);
 }
 
 #[test]
 fn a_delta_longer_than_the_cap_is_split_never_cut_and_the_reply_is_kept_to_the_cap() {
     let mut t = running(4);
-    let step = t.delta("t1", "abcdefghij");
+    let step = t.delta(&turn("t1"), "abcdefghij");
     let sent: Vec<&str> = step
         .events
         .iter()
@@ -143,7 +151,7 @@ fn a_delta_longer_than_the_cap_is_split_never_cut_and_the_reply_is_kept_to_the_c
         })
         .collect();
     assert_eq!(sent, ["abcd", "efgh", "ij"]);
-    let step = t.finish("t1", None, false);
+    let step = t.finish(&turn("t1"), None, false);
     let done = completed(&step.events);
     assert_eq!((done.text.as_str(), done.truncated), ("abcd", Some(true)));
     assert_eq!(
@@ -160,13 +168,16 @@ fn a_delta_longer_than_the_cap_is_split_never_cut_and_the_reply_is_kept_to_the_c
 #[test]
 fn a_delta_of_another_turn_or_when_idle_is_refused_without_an_event() {
     let mut idle = turns();
-    let step = idle.delta("t1", "x");
+    let step = idle.delta(&turn("t1"), "x");
     assert_eq!((step.answer, step.events.len()), (Err(TurnEnded), 0));
     let mut t = running(CAP);
-    let step = t.delta("t9", "x");
+    let step = t.delta(&turn("t9"), "x");
     assert_eq!((step.answer, step.events.len()), (Err(TurnEnded), 0));
     // Nothing of the refused delta leaks into the running turn's reply.
-    assert_eq!(completed(&t.finish("t1", None, false).events).text, "");
+    assert_eq!(
+        completed(&t.finish(&turn("t1"), None, false).events).text,
+        ""
+    );
 }
 
 // permission request and answer
@@ -174,7 +185,7 @@ fn a_delta_of_another_turn_or_when_idle_is_refused_without_an_event() {
 #[test]
 fn a_permission_request_is_emitted_and_the_session_awaits_permission() {
     let mut t = running(CAP);
-    let step = t.permission_request("t1", "r1", "shell", json!({ "cmd": "ls" }));
+    let step = t.permission_request(&turn("t1"), &request("r1"), "shell", json!({ "cmd": "ls" }));
     assert_eq!(step.answer, Ok(()));
     assert_eq!(
         step.events,
@@ -191,7 +202,7 @@ fn a_permission_request_is_emitted_and_the_session_awaits_permission() {
 #[test]
 fn a_permission_request_of_another_turn_is_refused_and_nothing_is_pending() {
     let mut t = running(CAP);
-    let step = t.permission_request("t0", "r1", "shell", json!({}));
+    let step = t.permission_request(&turn("t0"), &request("r1"), "shell", json!({}));
     assert_eq!((step.answer, step.events.len()), (Err(TurnEnded), 0));
     assert_eq!(t.state(), SessionState::Running);
 }
@@ -199,9 +210,9 @@ fn a_permission_request_of_another_turn_is_refused_and_nothing_is_pending() {
 #[test]
 fn answering_a_pending_request_resolves_it_and_names_the_turn() {
     let mut t = running(CAP);
-    let _ = t.permission_request("t1", "r1", "shell", json!({}));
-    let step = t.answer_permission("r1", Decision::Allow);
-    assert_eq!(step.answer, Ok("t1".to_owned()));
+    let _ = t.permission_request(&turn("t1"), &request("r1"), "shell", json!({}));
+    let step = t.answer_permission(&request("r1"), Decision::Allow);
+    assert_eq!(step.answer, Ok(turn("t1")));
     assert_eq!(
         step.events,
         vec![SessionEvent::PermissionResolved(PermissionResolved {
@@ -215,30 +226,33 @@ fn answering_a_pending_request_resolves_it_and_names_the_turn() {
 #[test]
 fn a_request_asked_twice_under_one_id_is_answered_once() {
     let mut t = running(CAP);
-    let _ = t.permission_request("t1", "r1", "shell", json!({}));
-    let again = t.permission_request("t1", "r1", "shell", json!({}));
+    let _ = t.permission_request(&turn("t1"), &request("r1"), "shell", json!({}));
+    let again = t.permission_request(&turn("t1"), &request("r1"), "shell", json!({}));
     assert_eq!(again.events.len(), 1, "the repeated request is still sent");
-    assert!(t.answer_permission("r1", Decision::Deny).answer.is_ok());
+    assert!(t
+        .answer_permission(&request("r1"), Decision::Deny)
+        .answer
+        .is_ok());
     assert_eq!(t.state(), SessionState::Running);
-    let (code, _) = error_code(t.answer_permission("r1", Decision::Deny).answer);
+    let (code, _) = error_code(t.answer_permission(&request("r1"), Decision::Deny).answer);
     assert_eq!(code, ErrorCode::NotFound);
 }
 
 #[test]
 fn the_session_awaits_permission_until_every_request_is_answered() {
     let mut t = running(CAP);
-    let _ = t.permission_request("t1", "r1", "a", json!({}));
-    let _ = t.permission_request("t1", "r2", "b", json!({}));
-    let _ = t.answer_permission("r2", Decision::Allow);
+    let _ = t.permission_request(&turn("t1"), &request("r1"), "a", json!({}));
+    let _ = t.permission_request(&turn("t1"), &request("r2"), "b", json!({}));
+    let _ = t.answer_permission(&request("r2"), Decision::Allow);
     assert_eq!(t.state(), SessionState::AwaitingPermission);
-    let _ = t.answer_permission("r1", Decision::Allow);
+    let _ = t.answer_permission(&request("r1"), Decision::Allow);
     assert_eq!(t.state(), SessionState::Running);
 }
 
 #[test]
 fn an_answer_for_an_unknown_request_is_not_found_without_an_event() {
     for mut t in [turns(), running(CAP)] {
-        let step = t.answer_permission("nope", Decision::Allow);
+        let step = t.answer_permission(&request("nope"), Decision::Allow);
         assert!(step.events.is_empty());
         let (code, e) = error_code(step.answer);
         assert_eq!(code, ErrorCode::NotFound);
@@ -251,16 +265,16 @@ fn an_answer_for_an_unknown_request_is_not_found_without_an_event() {
 fn an_unknown_request_id_is_quoted_at_most_64_bytes_long() {
     let mut t = running(CAP);
     let long = "x".repeat(10_000);
-    let (_, e) = error_code(t.answer_permission(&long, Decision::Allow).answer);
+    let (_, e) = error_code(t.answer_permission(&request(&long), Decision::Allow).answer);
     assert!(e.message.len() < 200, "{} bytes", e.message.len());
 }
 
 #[test]
 fn a_request_of_an_ended_turn_cannot_be_answered() {
     let mut t = running(CAP);
-    let _ = t.permission_request("t1", "r1", "shell", json!({}));
+    let _ = t.permission_request(&turn("t1"), &request("r1"), "shell", json!({}));
     let _ = t.abort(None);
-    let (code, _) = error_code(t.answer_permission("r1", Decision::Allow).answer);
+    let (code, _) = error_code(t.answer_permission(&request("r1"), Decision::Allow).answer);
     assert_eq!(code, ErrorCode::NotFound);
 }
 
@@ -269,7 +283,7 @@ fn a_request_of_an_ended_turn_cannot_be_answered() {
 #[test]
 fn abort_ends_the_running_turn_aborted_with_what_was_streamed() {
     let mut t = running(CAP);
-    let _ = t.delta("t1", "partial");
+    let _ = t.delta(&turn("t1"), "partial");
     let step = t.abort(None);
     assert_eq!(
         step.answer,
@@ -299,7 +313,7 @@ fn abort_ends_the_running_turn_aborted_with_what_was_streamed() {
 #[test]
 fn abort_naming_the_running_turn_ends_it() {
     let mut t = running(CAP);
-    assert!(t.abort(Some("t1")).answer.is_ok());
+    assert!(t.abort(Some(&turn("t1"))).answer.is_ok());
     assert_eq!(t.running(), None);
 }
 
@@ -317,7 +331,7 @@ fn abort_when_idle_is_not_found() {
 #[test]
 fn abort_naming_another_turn_is_not_found_and_the_turn_runs_on() {
     let mut t = running(CAP);
-    let step = t.abort(Some("t7"));
+    let step = t.abort(Some(&turn("t7")));
     assert!(step.events.is_empty());
     let (code, e) = error_code(step.answer);
     assert_eq!(code, ErrorCode::NotFound);
@@ -326,24 +340,25 @@ fn abort_naming_another_turn_is_not_found_and_the_turn_runs_on() {
         "{}",
         e.message
     );
-    assert_eq!(t.running(), Some("t1"));
+    assert_eq!(t.running().map(TurnId::as_str), Some("t1"));
 }
 
 #[test]
 fn output_of_an_aborted_turn_is_refused() {
     let mut t = running(CAP);
     let _ = t.abort(None);
-    assert_eq!(t.delta("t1", "late").answer, Err(TurnEnded));
+    assert_eq!(t.delta(&turn("t1"), "late").answer, Err(TurnEnded));
     assert_eq!(
-        t.permission_request("t1", "r", "x", json!({})).answer,
+        t.permission_request(&turn("t1"), &request("r"), "x", json!({}))
+            .answer,
         Err(TurnEnded)
     );
     assert_eq!(
-        t.error("t1", ErrorScope::Turn, "e", "m").answer,
+        t.error(&turn("t1"), ErrorScope::Turn, "e", "m").answer,
         Err(TurnEnded)
     );
     let step = t.finish(
-        "t1",
+        &turn("t1"),
         Some(Completion {
             text: "late",
             truncated: false,
@@ -359,9 +374,9 @@ fn output_of_an_aborted_turn_is_refused() {
 #[test]
 fn complete_ends_the_turn_with_the_agents_reply() {
     let mut t = running(CAP);
-    let _ = t.delta("t1", "streamed");
+    let _ = t.delta(&turn("t1"), "streamed");
     let step = t.finish(
-        "t1",
+        &turn("t1"),
         Some(Completion {
             text: "final",
             truncated: false,
@@ -391,7 +406,7 @@ fn a_reply_longer_than_the_cap_is_cut_at_a_character_and_marked_truncated() {
     let mut t = running(5);
     // "é" is two bytes: the cut falls before the one that would straddle the cap.
     let step = t.finish(
-        "t1",
+        &turn("t1"),
         Some(Completion {
             text: "abcdé",
             truncated: false,
@@ -407,7 +422,7 @@ fn a_reply_longer_than_the_cap_is_cut_at_a_character_and_marked_truncated() {
 fn a_reply_the_agent_cut_is_marked_truncated_whatever_its_length() {
     let mut t = running(CAP);
     let step = t.finish(
-        "t1",
+        &turn("t1"),
         Some(Completion {
             text: "short",
             truncated: true,
@@ -421,17 +436,17 @@ fn a_reply_the_agent_cut_is_marked_truncated_whatever_its_length() {
 #[test]
 fn a_turn_completes_once() {
     let mut t = running(CAP);
-    assert!(t.finish("t1", None, false).answer.is_ok());
-    let step = t.finish("t1", None, false);
+    assert!(t.finish(&turn("t1"), None, false).answer.is_ok());
+    let step = t.finish(&turn("t1"), None, false);
     assert_eq!((step.answer, step.events.len()), (Err(TurnEnded), 0));
 }
 
 #[test]
 fn completing_another_turn_is_refused_and_the_running_one_goes_on() {
     let mut t = running(CAP);
-    let step = t.finish("t2", None, false);
+    let step = t.finish(&turn("t2"), None, false);
     assert_eq!((step.answer, step.events.len()), (Err(TurnEnded), 0));
-    assert_eq!(t.running(), Some("t1"));
+    assert_eq!(t.running().map(TurnId::as_str), Some("t1"));
 }
 
 // error
@@ -439,7 +454,7 @@ fn completing_another_turn_is_refused_and_the_running_one_goes_on() {
 #[test]
 fn a_turn_error_names_the_turn_and_the_turn_goes_on() {
     let mut t = running(CAP);
-    let step = t.error("t1", ErrorScope::Turn, "tool_failed", "it broke");
+    let step = t.error(&turn("t1"), ErrorScope::Turn, "tool_failed", "it broke");
     assert_eq!(step.answer, Ok(()));
     assert_eq!(
         step.events,
@@ -449,13 +464,13 @@ fn a_turn_error_names_the_turn_and_the_turn_goes_on() {
             message: "it broke".into(),
         })]
     );
-    assert_eq!(t.running(), Some("t1"));
+    assert_eq!(t.running().map(TurnId::as_str), Some("t1"));
 }
 
 #[test]
 fn a_session_error_names_no_turn() {
     let mut t = running(CAP);
-    let step = t.error("t1", ErrorScope::Session, "degraded", "slow");
+    let step = t.error(&turn("t1"), ErrorScope::Session, "degraded", "slow");
     assert_eq!(
         step.events,
         vec![SessionEvent::Error(SessionErrorEvent {
@@ -469,10 +484,10 @@ fn a_session_error_names_no_turn() {
 #[test]
 fn an_error_while_no_turn_or_another_runs_is_refused() {
     let mut idle = turns();
-    let step = idle.error("t1", ErrorScope::Session, "c", "m");
+    let step = idle.error(&turn("t1"), ErrorScope::Session, "c", "m");
     assert_eq!((step.answer, step.events.len()), (Err(TurnEnded), 0));
     let mut t = running(CAP);
-    let step = t.error("t2", ErrorScope::Turn, "c", "m");
+    let step = t.error(&turn("t2"), ErrorScope::Turn, "c", "m");
     assert_eq!((step.answer, step.events.len()), (Err(TurnEnded), 0));
 }
 
@@ -480,10 +495,10 @@ fn an_error_while_no_turn_or_another_runs_is_refused() {
 fn a_failure_is_an_error_then_an_aborted_completion_with_what_was_streamed() {
     // What `TurnSink::fail` and a refused start do: two inputs, in this order.
     let mut t = running(CAP);
-    let _ = t.delta("t1", "so far");
-    let error = t.error("t1", ErrorScope::Turn, "internal", "agent died");
+    let _ = t.delta(&turn("t1"), "so far");
+    let error = t.error(&turn("t1"), ErrorScope::Turn, "internal", "agent died");
     assert!(matches!(error.events[..], [SessionEvent::Error(_)]));
-    let step = t.finish("t1", None, true);
+    let step = t.finish(&turn("t1"), None, true);
     let done = completed(&step.events);
     assert_eq!((done.text.as_str(), done.aborted), ("so far", true));
 }

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use crate::protocol::envelope::{self, Frame, ResponseBody};
 use crate::protocol::error::ErrorObject;
 use crate::protocol::events::{DriverInfo, SessionEvent};
+use crate::protocol::ids::{RequestId, TurnId};
 use crate::protocol::methods::{AppInfo, Decision};
 use crate::protocol::version::ProtocolVersion;
 
@@ -109,7 +110,7 @@ pub(crate) struct ChildServer {
 #[derive(Serialize)]
 pub(crate) struct SubmitToChild<'a> {
     pub(crate) prompt: &'a str,
-    pub(crate) turn_id: &'a str,
+    pub(crate) turn_id: &'a TurnId,
     pub(crate) driver: &'a DriverInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) options: Option<&'a Map<String, Value>>,
@@ -118,13 +119,13 @@ pub(crate) struct SubmitToChild<'a> {
 /// `session.abort` as the child receives it.
 #[derive(Serialize)]
 pub(crate) struct AbortToChild<'a> {
-    pub(crate) turn_id: &'a str,
+    pub(crate) turn_id: &'a TurnId,
 }
 
 /// `session.permission.respond` as the child receives it.
 #[derive(Serialize)]
 pub(crate) struct PermissionToChild<'a> {
-    pub(crate) request_id: &'a str,
+    pub(crate) request_id: &'a RequestId,
     pub(crate) decision: Decision,
 }
 

@@ -79,6 +79,7 @@ mod error;
 mod hello;
 mod lines;
 mod session;
+mod submit;
 mod supervisor;
 mod turns;
 
@@ -93,6 +94,7 @@ pub use error::AgentProcessError;
 use super::directory::{SessionDirectory, SessionEntry};
 use super::profile::AgentProfile;
 use super::session::{HostError, ProtocolSession};
+use crate::protocol::ids::SessionId;
 use crate::protocol::methods::AppInfo;
 use session::ProcessSession;
 use supervisor::Supervisor;
@@ -142,7 +144,7 @@ impl AgentProcess {
     pub fn session(&self, session_id: &str) -> Arc<dyn ProtocolSession> {
         Arc::new(ProcessSession {
             sup: self.sup.clone(),
-            session_id: session_id.to_owned(),
+            session_id: SessionId::from(session_id),
         })
     }
 

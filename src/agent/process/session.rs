@@ -21,13 +21,14 @@ use serde_json::Value;
 use super::codec::{self, AbortToChild, HistoryToChild, PermissionToChild};
 use super::supervisor::{Outcome, Supervisor};
 use crate::agent::session::{AgentAnswer, AgentCallError, HostError, ProtocolSession, TurnStart};
+use crate::protocol::ids::{RequestId, SessionId, TurnId};
 use crate::protocol::methods::{Decision, Empty};
 
 /// The session of an agent process (see the module docs).
 pub(crate) struct ProcessSession {
     pub(crate) sup: Arc<Supervisor>,
     /// The id the host gave this session, for `session.status` answers.
-    pub(crate) session_id: String,
+    pub(crate) session_id: SessionId,
 }
 
 impl ProtocolSession for ProcessSession {
@@ -40,7 +41,7 @@ impl ProtocolSession for ProcessSession {
     }
 
     fn abort_turn(&self, turn_id: &str) {
-        let Some(turn) = self.sup.take_turn(turn_id) else {
+        let Some(turn) = self.sup.take_turn(&TurnId::from(turn_id)) else {
             return;
         };
         let Some(link) = self.sup.running() else {
@@ -50,7 +51,9 @@ impl ProtocolSession for ProcessSession {
         if turn.generation != Some(link.generation) {
             return;
         }
-        let params = AbortToChild { turn_id };
+        let params = AbortToChild {
+            turn_id: &turn.turn_id,
+        };
         self.sup
             .send_detached(&link, "session.abort", &params, |sup, outcome| {
                 if matches!(outcome, Outcome::TimedOut) {
@@ -66,11 +69,12 @@ impl ProtocolSession for ProcessSession {
         let Some(link) = self.sup.running() else {
             return;
         };
+        let request_id = RequestId::from(request_id);
         let params = PermissionToChild {
-            request_id,
+            request_id: &request_id,
             decision,
         };
-        let turn_id = turn_id.to_owned();
+        let turn_id = TurnId::from(turn_id);
         self.sup.send_detached(
             &link,
             "session.permission.respond",

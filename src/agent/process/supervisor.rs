@@ -1,6 +1,7 @@
 //! [`Supervisor`]: the carrier's side of one agent process across its restarts — starting it
 //! and its handshake, the restart budget, requests and their answers (each with the timeout),
-//! the line dispatcher, and what happens when the child exits.
+//! the line dispatcher (a session event goes to the running turn, [`super::turns::deliver`]),
+//! and what happens when the child exits. Starting a turn is built on this (`submit.rs`).
 //!
 //! Lock order: the supervisor's lock is never held while calling into a session hub (a
 //! [`TurnSink`](crate::agent::TurnSink)); hubs call the agent only after releasing theirs.
@@ -16,9 +17,11 @@ use super::child::{self, ChildLink, SendLineError};
 use super::codec::{self, Answer, ChildFrame};
 use super::config::AgentProcessConfig;
 use super::error::AgentProcessError;
-use super::turns::ActiveTurn;
+use super::turns::{self, ActiveTurn};
 use crate::protocol::envelope::truncate;
 use crate::protocol::error::{EffectState, ErrorCode, ErrorObject};
+use crate::protocol::events::SessionEvent;
+use crate::protocol::ids::TurnId;
 use crate::protocol::methods::AppInfo;
 
 /// The window of the restart budget.
@@ -293,6 +296,32 @@ impl Supervisor {
                 tracing::warn!(pid = link.pid, reason = %why, line = %truncate(line, 200), "agent process line dropped");
             }
         }
+    }
+
+    /// Forgets the running turn if it is `turn_id`; returns it.
+    pub(crate) fn take_turn(&self, turn_id: &TurnId) -> Option<ActiveTurn> {
+        self.lock().turn.take_if(|t| t.turn_id == *turn_id)
+    }
+
+    /// A validated session event from child `generation`, for the turn that child works on.
+    fn route_event(&self, generation: u64, event: SessionEvent) {
+        let current = {
+            let st = self.lock();
+            st.turn
+                .as_ref()
+                .filter(|t| t.generation == Some(generation))
+                .map(|t| (t.turn_id.clone(), t.sink.clone()))
+        };
+        let Some((turn_id, sink)) = current else {
+            tracing::info!(
+                event = event.name(),
+                "agent process event dropped: no turn is running"
+            );
+            return;
+        };
+        turns::deliver(&turn_id, &sink, event, || {
+            self.take_turn(&turn_id);
+        });
     }
 
     fn on_exit(&self, generation: u64, description: &str) {

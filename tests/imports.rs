@@ -1,33 +1,98 @@
-//! The server's modules import one another without a loop (issue 13): every file of
-//! `src/server/` is a node, every path it names into the server — `use super::…`,
-//! `use crate::server::…`, `use self::…`, a child module's name, and the same paths written
-//! inline in code — is an edge to the file that path lands in, and the edges form a DAG.
+//! The library's and the CLI's modules import one another without a loop (issues 13 and 23).
 //!
-//! Comments and string literals are skipped (a doc link names a type without depending on it);
-//! inside an inline `mod tests { … }` a `super::` means the file itself, so `use super::*` in a
-//! test module is no edge. The checker reads the sources as rustfmt leaves them.
+//! Each crate is read from its root file (`src/lib.rs`; `cli/src/lib.rs`, and the binary's
+//! `cli/src/main.rs`, a crate of its own) by following its `mod` declarations, whatever
+//! attributes they carry (`#[cfg(feature = …)]`, `#[cfg(test)]`); every file is a node, and
+//! every path it names into its own crate — `use super::…`, `use crate::…`, `use self::…`, a
+//! child module's name, groups (`use crate::{a::X, b::Y}`), re-exports (`pub(crate) use …`), and
+//! the same paths written inline in code — is an edge to the file that path lands in. In each
+//! crate the edges form a DAG; `crate::` means the crate's own root, so the CLI's `crate::` is
+//! `cli/src` and its uses of the library (`carrier::…`) are another crate's, not edges.
+//!
+//! Comments and string literals are skipped (a doc link names a type without depending on it),
+//! and so is test code: an inline `#[cfg(test)] mod tests { … }` is built only into the crate's
+//! tests, and may reach the code it tests any way a user would (the crate's facades included).
+//! A `#[cfg(test)] mod tests;` file is a node, but nothing imports it, so it closes no loop. The
+//! checker reads the sources as rustfmt leaves them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// A module path below the crate root, e.g. `["server", "registry", "router"]`.
+/// A module path below the crate root, e.g. `["server", "registry", "router"]`; the root is `[]`.
 type ModPath = Vec<String>;
 
-#[test]
-fn server_modules_import_each_other_without_a_loop() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let files = read_tree(&root.join("server"), &root);
-    assert!(
-        files.len() > 20,
-        "expected the server's files, found {}",
-        files.len()
-    );
-    let graph = import_graph(&files);
-    let edges: usize = graph.values().map(BTreeSet::len).sum();
-    assert!(edges > 40, "expected the server's imports, found {edges}");
+/// The crates checked, by root file relative to the workspace root.
+const CRATES: [&str; 3] = ["src/lib.rs", "cli/src/lib.rs", "cli/src/main.rs"];
+
+/// The source folders those crates live in: every `.rs` file under them is a module of one.
+const SOURCE_DIRS: [&str; 2] = ["src", "cli/src"];
+
+fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Checks one crate and returns its import graph.
+fn assert_no_loop(root: &str) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
+    let files = read_crate(&workspace().join(root));
+    let modules: Vec<(ModPath, String)> = files.into_iter().map(|(m, _, src)| (m, src)).collect();
+    let graph = import_graph(&modules);
     if let Some(cycle) = find_cycle(&graph) {
-        panic!("import loop in src/server: {}", show(&cycle));
+        panic!("import loop in the crate of {root}: {}", show(&cycle));
     }
+    graph
+}
+
+fn edges(graph: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> usize {
+    graph.values().map(BTreeSet::len).sum()
+}
+
+#[test]
+fn library_modules_import_each_other_without_a_loop() {
+    let graph = assert_no_loop("src/lib.rs");
+    for module in ["server", "agent", "agent::process", "client", "discovery"] {
+        assert!(graph.contains_key(&path(module)), "{module} was not read");
+    }
+    assert!(
+        graph.len() > 80,
+        "expected the library's files, found {}",
+        graph.len()
+    );
+    assert!(
+        edges(&graph) > 250,
+        "expected the library's imports, found {}",
+        edges(&graph)
+    );
+}
+
+#[test]
+fn cli_modules_import_each_other_without_a_loop() {
+    let graph = assert_no_loop("cli/src/lib.rs");
+    assert!(
+        graph.len() > 10,
+        "expected the CLI's files, found {}",
+        graph.len()
+    );
+    assert!(
+        edges(&graph) > 20,
+        "expected the CLI's imports, found {}",
+        edges(&graph)
+    );
+    assert_no_loop("cli/src/main.rs");
+}
+
+#[test]
+fn every_source_file_is_a_module_of_a_checked_crate() {
+    let read: BTreeSet<PathBuf> = CRATES
+        .iter()
+        .flat_map(|root| read_crate(&workspace().join(root)))
+        .map(|(_, file, _)| file)
+        .collect();
+    let mut on_disk = BTreeSet::new();
+    for dir in SOURCE_DIRS {
+        rust_files(&workspace().join(dir), &mut on_disk);
+    }
+    let missed: Vec<_> = on_disk.difference(&read).collect();
+    assert!(missed.is_empty(), "files no crate declares: {missed:?}");
 }
 
 #[test]
@@ -77,6 +142,14 @@ fn the_checker_ignores_comments_strings_and_test_modules() {
                 "#[cfg(test)]\n",
                 "mod tests {\n",
                 "    use super::*;\n",
+                "    use crate::server::a::Z;\n",
+                "\n",
+                "    mod nested {\n",
+                "        use crate::server::a::W;\n",
+                "    }\n",
+                "}\n",
+                "#[cfg(test)] mod more_tests {\n",
+                "    fn f() { super::super::a::g(); }\n",
                 "}\n",
             ),
         ),
@@ -86,47 +159,152 @@ fn the_checker_ignores_comments_strings_and_test_modules() {
     assert_eq!(graph[&path("server::b")], BTreeSet::new());
 }
 
+#[test]
+fn the_checker_finds_a_loop_inside_agent_through_a_crate_group() {
+    // The circle the agent had: the hub starts turns, and a turn's sink held the hub.
+    let files = vec![
+        file("", "pub mod agent;\npub mod server;\n"),
+        file(
+            "agent",
+            "mod hub;\nmod turn;\npub(crate) use turn::TurnSink;\n",
+        ),
+        file(
+            "agent::hub",
+            "use crate::{agent::turn::TurnSink, server::Connection};\n",
+        ),
+        file(
+            "agent::turn",
+            "pub struct TurnSink { hub: Weak<crate::agent::hub::SessionHub> }\n",
+        ),
+        file("server", "pub struct Connection;\n"),
+    ];
+    let graph = import_graph(&files);
+    assert_eq!(
+        graph[&path("agent::hub")],
+        BTreeSet::from([path("agent::turn"), path("server")])
+    );
+    let cycle = find_cycle(&graph).expect("hub → turn → hub is a loop");
+    assert_eq!(show(&cycle), "agent::turn → agent::hub → agent::turn");
+}
+
+#[test]
+fn the_checker_finds_a_loop_inside_the_cli_crate() {
+    // `crate::` is the CLI's own root; `carrier::client` is the library, another crate.
+    let files = vec![
+        file("", "pub mod client;\npub mod serve;\n"),
+        file("client", "mod send;\nuse carrier::client::Client;\n"),
+        file("client::send", "use crate::serve::ServeArgs;\n"),
+        file("serve", "pub(crate) use crate::client::send::send_with;\n"),
+    ];
+    let graph = import_graph(&files);
+    assert_eq!(graph[&path("client")], BTreeSet::new());
+    let cycle = find_cycle(&graph).expect("client::send → serve → client::send is a loop");
+    assert_eq!(show(&cycle), "client::send → serve → client::send");
+}
+
+#[test]
+fn the_reader_follows_mod_declarations_whatever_their_attributes() {
+    let src = concat!(
+        "//! mod not_this;\n",
+        "pub mod agent;\n",
+        "#[cfg(feature = \"client\")]\n",
+        "pub mod client;\n",
+        "#[cfg(feature = \"client\")] pub(crate) mod inline_attr;\n",
+        "#[doc(hidden)]\n",
+        "pub mod bench_support;\n",
+        "#[cfg(test)]\n",
+        "mod tests;\n",
+        "mod inline {\n",
+        "    fn f() {}\n",
+        "}\n",
+    );
+    assert_eq!(
+        mods_declared(src),
+        ["agent", "client", "inline_attr", "bench_support", "tests"]
+    );
+}
+
 fn file(module: &str, src: &str) -> (ModPath, String) {
     (path(module), src.to_string())
 }
 
 fn path(module: &str) -> ModPath {
+    if module.is_empty() {
+        return Vec::new();
+    }
     module.split("::").map(str::to_string).collect()
 }
 
 fn show(cycle: &[ModPath]) -> String {
     cycle
         .iter()
-        .map(|m| m.join("::"))
+        .map(|m| {
+            if m.is_empty() {
+                "crate".to_string()
+            } else {
+                m.join("::")
+            }
+        })
         .collect::<Vec<_>>()
         .join(" → ")
 }
 
-/// Every `.rs` file under `dir`, with its module path relative to the crate root `root`.
-fn read_tree(dir: &Path, root: &Path) -> Vec<(ModPath, String)> {
+/// Every module file of the crate whose root file is `root`, found by following `mod name;`
+/// declarations, each with its module path, its file and its source.
+fn read_crate(root: &Path) -> Vec<(ModPath, PathBuf, String)> {
     let mut out = Vec::new();
-    let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("readable source directory") {
-            let p = entry.expect("directory entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|e| e == "rs") {
-                let rel = p.strip_prefix(root).expect("under src/").with_extension("");
-                let mut module: ModPath = rel
-                    .components()
-                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                    .collect();
-                if module.last().is_some_and(|m| m == "mod") {
-                    module.pop();
-                }
-                let src = std::fs::read_to_string(&p).expect("readable source file");
-                out.push((module, src));
-            }
+    let mut stack = vec![(Vec::new(), root.to_path_buf())];
+    while let Some((module, file)) = stack.pop() {
+        let src = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+        // A crate root or a `mod.rs` keeps its children beside it; `a.rs` keeps them in `a/`.
+        let dir = match file.file_name().and_then(|n| n.to_str()) {
+            _ if module.is_empty() => file.parent().map(Path::to_path_buf),
+            Some("mod.rs") => file.parent().map(Path::to_path_buf),
+            _ => Some(file.with_extension("")),
         }
+        .expect("a source file has a folder");
+        for name in mods_declared(&src) {
+            let flat = dir.join(format!("{name}.rs"));
+            let nested = dir.join(&name).join("mod.rs");
+            let child = if flat.is_file() { flat } else { nested };
+            assert!(
+                child.is_file(),
+                "{} declares mod {name}, which has no file",
+                file.display()
+            );
+            let mut child_module = module.clone();
+            child_module.push(name);
+            stack.push((child_module, child));
+        }
+        out.push((module, file, src));
     }
     out.sort();
     out
+}
+
+/// The file modules `src` declares (`mod name;`, with any visibility and attributes); inline
+/// modules (`mod name { … }`) are part of their file.
+fn mods_declared(src: &str) -> Vec<String> {
+    let toks = tokens(&strip_comments_and_literals(src));
+    toks.windows(3)
+        .filter_map(|w| match (&w[0].1, &w[1].1, &w[2].1) {
+            (Tok::Ident(m), Tok::Ident(name), Tok::Punct(';')) if m == "mod" => Some(name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, out: &mut BTreeSet<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("readable source directory") {
+        let p = entry.expect("directory entry").path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.insert(p);
+        }
+    }
 }
 
 /// File → the files it imports from (never itself).
@@ -150,17 +328,14 @@ fn import_graph(files: &[(ModPath, String)]) -> BTreeMap<ModPath, BTreeSet<ModPa
 }
 
 /// Where `path`, written in module `here`, lands: the deepest file module it names, or `None`
-/// when it leaves the server (std, other crates, `crate::protocol`).
+/// when it leaves the crate (std, other crates).
 fn resolve(here: &ModPath, path: &[String], known: &BTreeSet<ModPath>) -> Option<ModPath> {
     let mut segs = path.iter().peekable();
     let mut cur = here.clone();
     match segs.peek().map(|s| s.as_str()) {
         Some("crate") => {
             segs.next();
-            if segs.next().map(String::as_str) != Some("server") {
-                return None;
-            }
-            cur = vec!["server".to_string()];
+            cur = Vec::new();
         }
         Some("super") | Some("self") => {
             while let Some(s) = segs.peek() {
@@ -200,7 +375,7 @@ fn resolve(here: &ModPath, path: &[String], known: &BTreeSet<ModPath>) -> Option
 
 /// The longest prefix of `module` that is a file (an inline module belongs to its file).
 fn deepest_file(module: &ModPath, known: &BTreeSet<ModPath>) -> Option<ModPath> {
-    (1..=module.len())
+    (0..=module.len())
         .rev()
         .map(|n| module[..n].to_vec())
         .find(|m| known.contains(m))
@@ -267,7 +442,15 @@ fn paths_named(src: &str) -> Vec<(Vec<String>, Vec<String>)> {
     let mut i = 0;
     while i < toks.len() {
         let (line, tok) = &toks[i];
-        let scope = scopes.get(*line).cloned().unwrap_or_default();
+        let Some(Scope {
+            modules: scope,
+            test: false,
+        }) = scopes.get(*line).cloned()
+        else {
+            // Test code is no part of the graph (see the module docs).
+            i += 1;
+            continue;
+        };
         match tok {
             Tok::Ident(w) if w == "use" => {
                 let mut paths = Vec::new();
@@ -382,20 +565,48 @@ fn tokens(code: &str) -> Vec<(usize, Tok)> {
     out
 }
 
-/// For each line, the inline modules it is written in. rustfmt indents an inline module's
-/// body and closes it with a `}` at the module's own indentation.
-fn inline_scopes(code: &str) -> Vec<Vec<String>> {
-    let mut open: Vec<(usize, String)> = Vec::new();
+/// Where a line is: the inline modules (`mod x { … }`) it is written in, and whether one of
+/// them is a `#[cfg(test)]` module.
+#[derive(Debug, Clone, Default)]
+struct Scope {
+    modules: Vec<String>,
+    test: bool,
+}
+
+/// For each line, its [`Scope`]. rustfmt indents an inline module's body and closes it with a
+/// `}` at the module's own indentation, and puts each attribute on a line of its own (the
+/// checker also takes one written before `mod` on the same line).
+fn inline_scopes(code: &str) -> Vec<Scope> {
+    // Each open module: its indentation, its name, whether it is test code.
+    let mut open: Vec<(usize, String, bool)> = Vec::new();
+    let scope = |open: &[(usize, String, bool)]| Scope {
+        modules: open.iter().map(|(_, n, _)| n.clone()).collect(),
+        test: open.iter().any(|(_, _, test)| *test),
+    };
     let mut out = Vec::new();
+    let mut cfg_test = false;
     for line in code.lines() {
         let indent = line.len() - line.trim_start().len();
-        let t = line.trim();
-        if t == "}" && open.last().is_some_and(|(i, _)| *i == indent) {
-            out.push(open.iter().map(|(_, n)| n.clone()).collect());
+        let mut t = line.trim();
+        if t == "}" && open.last().is_some_and(|(i, _, _)| *i == indent) {
+            out.push(scope(&open));
             open.pop();
             continue;
         }
-        out.push(open.iter().map(|(_, n)| n.clone()).collect());
+        out.push(scope(&open));
+        // Attributes (`#[cfg(test)]`) before an item, on its line or the lines above.
+        let mut attributes_only = false;
+        while let Some(rest) = t.strip_prefix("#[") {
+            cfg_test |= rest.starts_with("cfg(test)]");
+            match rest.split_once(']') {
+                Some((_, after)) => t = after.trim_start(),
+                None => t = "",
+            }
+            attributes_only = t.is_empty();
+        }
+        if attributes_only {
+            continue;
+        }
         let decl = t
             .strip_prefix("pub(crate) ")
             .or_else(|| t.strip_prefix("pub(super) "))
@@ -403,8 +614,11 @@ fn inline_scopes(code: &str) -> Vec<Vec<String>> {
             .unwrap_or(t);
         if let Some(rest) = decl.strip_prefix("mod ") {
             if let Some(name) = rest.strip_suffix('{') {
-                open.push((indent, name.trim().to_string()));
+                open.push((indent, name.trim().to_string(), cfg_test));
             }
+        }
+        if !t.is_empty() {
+            cfg_test = false;
         }
     }
     out
