@@ -3,12 +3,10 @@ import type { Disposable, Transport, TransportState, WsTransportOptions } from "
 import type {
   EventName,
   Events,
-  FeatureName,
   HandshakeResult,
   MethodName,
   MethodParams,
   MethodResult,
-  Methods,
   Role,
   SessionEventName,
 } from "./wire.js";
@@ -32,17 +30,8 @@ export type {
 } from "./transport.js";
 export type * from "./wire.js";
 
-/** Protocol version this client speaks. */
-export declare const PROTOCOL_VERSION: "1.0";
-/** Oldest server protocol this client still works with. */
-export declare const MIN_COMPATIBLE_PROTOCOL: "1.0";
-/** Version reported in the handshake's `client` field (the package's version). */
-export declare const CLIENT_VERSION: string;
-
-/** Every method with its least role and the feature it needs (checked against the Rust catalog). */
-export declare const METHOD_CATALOG: { readonly [M in MethodName]: { readonly leastRole: Methods[M]["leastRole"]; readonly feature: Methods[M]["feature"] } };
-/** The protocol version that introduced each optional feature. */
-export declare const FEATURE_PROTOCOLS: { readonly [F in FeatureName]: string };
+/** The protocol's tables (versions, methods, features), generated from the Rust method catalog. */
+export { CLIENT_VERSION, FEATURE_PROTOCOLS, METHOD_CATALOG, MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION } from "./catalog.js";
 /** What feature preflight consults: the methods that need a feature. */
 export declare const METHOD_FEATURES: { readonly [method: string]: { readonly feature: string; readonly requiredProtocol: string } };
 

@@ -36,59 +36,17 @@
  * @module carrier-client/client
  */
 
+import { CLIENT_VERSION, FEATURE_PROTOCOLS, METHOD_CATALOG, MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION } from "./catalog.js";
 import { CarrierError } from "./errors.js";
 import { decodeChannelFrame, encodeChannelFrame, MAX_CHANNEL_SEQ } from "./frames.js";
 import { asBytes, deferred, emit, isObject, subscribe } from "./internal.js";
 import { WsTransport } from "./transport.js";
 
+// The protocol's tables, generated from the Rust method catalog by `carrier schema --js`.
+export { CLIENT_VERSION, FEATURE_PROTOCOLS, METHOD_CATALOG, MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION } from "./catalog.js";
 export { CarrierError } from "./errors.js";
 export { ChannelFrameError, decodeChannelFrame, encodeChannelFrame, MAX_CHANNEL_SEQ } from "./frames.js";
 export { CLOSE_POLICY_VIOLATION, RECONNECT_DELAYS_MS, WsTransport } from "./transport.js";
-
-/** Protocol version this client speaks. */
-export const PROTOCOL_VERSION = "1.0";
-/** Oldest server protocol this client still works with. */
-export const MIN_COMPATIBLE_PROTOCOL = "1.0";
-/** Version reported in the handshake's `client` field (the package's version). */
-export const CLIENT_VERSION = "0.1.0";
-
-/**
- * Every method of the Rust method catalog with its least role and the protocol feature it needs
- * (`null`: core protocol). A Rust test (`tests/js_client.rs`) checks this table against the
- * catalog, so the two cannot drift.
- * @type {Readonly<Record<string, Readonly<{leastRole: "observe" | "drive", feature: string | null}>>>}
- */
-export const METHOD_CATALOG = Object.freeze({
-  "system.handshake": Object.freeze({ leastRole: "observe", feature: null }),
-  "system.ping": Object.freeze({ leastRole: "observe", feature: null }),
-  "system.status": Object.freeze({ leastRole: "observe", feature: null }),
-  "surface.role": Object.freeze({ leastRole: "observe", feature: null }),
-  "session.submit": Object.freeze({ leastRole: "drive", feature: null }),
-  "session.abort": Object.freeze({ leastRole: "drive", feature: null }),
-  "session.permission.respond": Object.freeze({ leastRole: "drive", feature: "permissions" }),
-  "session.history": Object.freeze({ leastRole: "observe", feature: null }),
-  "session.status": Object.freeze({ leastRole: "observe", feature: null }),
-  "sessions.list": Object.freeze({ leastRole: "observe", feature: "sessions" }),
-  "sessions.start": Object.freeze({ leastRole: "drive", feature: "sessions" }),
-  "sessions.switch": Object.freeze({ leastRole: "observe", feature: "sessions" }),
-  "channels.list": Object.freeze({ leastRole: "observe", feature: "channels" }),
-  "usage.report": Object.freeze({ leastRole: "observe", feature: null }),
-});
-
-/**
- * The protocol version that introduced each optional feature (checked against the Rust
- * catalog like {@link METHOD_CATALOG}).
- * @type {Readonly<Record<string, string>>}
- */
-export const FEATURE_PROTOCOLS = Object.freeze({
-  sessions: "1.0",
-  resume: "1.0",
-  permissions: "1.0",
-  channels: "1.0",
-  "usage.session": "1.0",
-  "usage.personal": "1.0",
-  "usage.stored": "1.0",
-});
 
 /**
  * Methods that need an optional protocol feature, with the protocol version that introduced it:
@@ -616,9 +574,12 @@ export class CarrierClient {
     pending.resolve(frame.result);
   }
 
-  /** After sessions.start / sessions.switch the connection follows another session's seq line. */
+  /**
+   * After a method that rebinds the session (the catalog's `rebindsSession`: sessions.start,
+   * sessions.switch) the connection follows another session's seq line.
+   */
   #noteSessionBinding(method, result) {
-    if (method !== "sessions.start" && method !== "sessions.switch") return;
+    if (!METHOD_CATALOG[method]?.rebindsSession) return;
     const sessionId = result?.session_id;
     if (typeof sessionId === "string" && sessionId !== this.#sessionId) {
       this.#sessionId = sessionId;

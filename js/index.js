@@ -7,7 +7,9 @@
  * - `./client.js` — `CarrierClient`, the handshake layer over any transport;
  * - `./frames.js` — the payload-channel frame codec;
  * - `./errors.js` — `CarrierError`;
- * - `./wire.d.ts` — the wire types, generated from the Rust method catalog.
+ * - `./wire.d.ts` — the wire types, generated from the Rust method catalog;
+ * - `./catalog.js` — the catalog's tables (methods, features, versions), generated likewise and
+ *   re-exported by `./client.js`.
  *
  * @module carrier-client
  */

@@ -662,7 +662,7 @@ async fn version_incompatible_fails_connect_and_stops_reconnecting() {
         peer
     });
     let error = connected.expect_err("incompatible");
-    assert_eq!(error.code(), Some(&ErrorCode::VersionIncompatible));
+    assert_eq!(error.code(), Some(&ErrorCode::VersionIncompatible.into()));
     assert!(matches!(
         next(&mut h.events).await,
         ClientEvent::HandshakeFailed(_)
@@ -718,7 +718,7 @@ async fn a_handshake_result_the_client_cannot_talk_to_is_refused_and_not_rediall
         let error = answered.expect_err(version);
         assert_eq!(
             error.code(),
-            Some(&ErrorCode::VersionIncompatible),
+            Some(&ErrorCode::VersionIncompatible.into()),
             "{version}: {error:?}"
         );
         let data = error.wire().and_then(|w| w.data.clone()).expect("data");

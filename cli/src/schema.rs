@@ -1,12 +1,20 @@
-//! `carrier schema --out DIR | --check DIR [--ts FILE]`: the JSON Schemas derived from the
-//! method catalog, and the same types as TypeScript declarations for the JavaScript package.
+//! `carrier schema --out DIR | --check DIR [--ts FILE] [--js DIR]`: the files generated from the
+//! method catalog — the JSON Schemas, the TypeScript declarations of the wire types and the
+//! JavaScript package's tables — written, or checked against the committed ones. The protocol
+//! crate generates their text; the disk is this command's.
 
+mod files;
+
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use carrier::protocol::schema::{check_schemas, write_schemas};
-use carrier::protocol::typescript::{check_typescript, write_typescript};
+use carrier::protocol::javascript::{javascript_tables, GENERATED_MARKER};
+use carrier::protocol::schema::schema_files;
+use carrier::protocol::typescript::{typescript_declarations, TypeScriptError};
 use clap::Args;
+
+use files::{FileSet, Strays};
 
 /// Flags of `carrier schema`.
 #[derive(Debug, Args)]
@@ -19,69 +27,148 @@ pub struct SchemaArgs {
         required_unless_present = "check"
     )]
     out: Option<PathBuf>,
-    /// Exit non-zero if the schemas in DIR (and the --ts file) are stale, missing or unexpected.
+    /// Exit non-zero if the schemas in DIR (and the --ts and --js files) are stale, missing or
+    /// unexpected.
     #[arg(long, value_name = "DIR")]
     check: Option<PathBuf>,
     /// Also write (with --out) or check (with --check) the TypeScript declarations of the wire
-    /// types in FILE, e.g. js/wire.d.ts.
+    /// types in FILE, e.g. js/wire.d.ts (default with --js: DIR/wire.d.ts).
     #[arg(long, value_name = "FILE")]
     ts: Option<PathBuf>,
+    /// Also write or check the JavaScript package's tables in DIR, e.g. js: catalog.js (methods
+    /// with their least role, feature and session rebinding; features with their versions; the
+    /// protocol version pair) and catalog.d.ts. A file in DIR that begins like a generated file
+    /// but is not one counts as unexpected.
+    #[arg(long, value_name = "DIR")]
+    js: Option<PathBuf>,
+}
+
+/// Why the files could not be generated.
+#[derive(Debug, thiserror::Error)]
+enum GenerateError {
+    #[error(transparent)]
+    TypeScript(#[from] TypeScriptError),
+    #[error("--ts {}: not a file name", .0.display())]
+    NotAFile(PathBuf),
 }
 
 /// Runs `carrier schema`.
 pub fn run(args: SchemaArgs) -> ExitCode {
-    if let Some(dir) = args.out {
-        return write(&dir, args.ts.as_deref());
+    let Some(dir) = args.out.as_deref().or(args.check.as_deref()) else {
+        return ExitCode::from(2);
+    };
+    let ts = args
+        .ts
+        .clone()
+        .or_else(|| args.js.as_ref().map(|js| js.join("wire.d.ts")));
+    let sets = match file_sets(dir, ts.as_deref(), args.js.as_deref()) {
+        Ok(sets) => sets,
+        Err(e) => {
+            eprintln!("carrier schema: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if args.out.is_some() {
+        return write(&sets);
     }
-    match args.check {
-        Some(dir) => check(&dir, args.ts.as_deref()),
-        None => ExitCode::from(2),
+    let mut regenerate = format!("cargo run -- schema --out {}", dir.display());
+    for (flag, path) in [("--ts", &args.ts), ("--js", &args.js)] {
+        if let Some(path) = path {
+            regenerate.push_str(&format!(" {flag} {}", path.display()));
+        }
+    }
+    check(&sets, &regenerate)
+}
+
+/// Every set of files this run generates: the schemas in `dir`, the declarations in `ts`, the
+/// JavaScript tables in `js`.
+fn file_sets(
+    dir: &Path,
+    ts: Option<&Path>,
+    js: Option<&Path>,
+) -> Result<Vec<FileSet>, GenerateError> {
+    let mut sets = vec![FileSet {
+        what: "the JSON Schemas",
+        dir: dir.to_owned(),
+        files: schema_files(),
+        strays: Strays::AnyFile,
+    }];
+    if let Some(file) = ts {
+        let name = file
+            .file_name()
+            .ok_or_else(|| GenerateError::NotAFile(file.to_owned()))?;
+        sets.push(FileSet {
+            what: "the TypeScript declarations",
+            dir: file.parent().unwrap_or(Path::new("")).to_owned(),
+            files: [(
+                name.to_string_lossy().into_owned(),
+                typescript_declarations()?,
+            )]
+            .into(),
+            strays: Strays::None,
+        });
+    }
+    if let Some(js) = js {
+        sets.push(FileSet {
+            what: "the JavaScript tables",
+            dir: js.to_owned(),
+            // The client reports the carrier's version in its handshake, like the Rust client.
+            files: javascript_tables(env!("CARGO_PKG_VERSION")),
+            strays: Strays::MarkedWith(GENERATED_MARKER),
+        });
+    }
+    Ok(sets)
+}
+
+/// The path a message names for a set: its one file, or its directory.
+fn shown(set: &FileSet) -> PathBuf {
+    match (set.strays, set.files.keys().next()) {
+        (Strays::None, Some(name)) if set.files.len() == 1 => set.dir.join(name),
+        _ => set.dir.clone(),
     }
 }
 
-fn write(dir: &Path, ts: Option<&Path>) -> ExitCode {
-    match write_schemas(dir) {
-        Ok(files) => println!("wrote {} schemas to {}", files.len(), dir.display()),
-        Err(e) => {
-            eprintln!("carrier schema: cannot write {}: {e}", dir.display());
-            return ExitCode::from(1);
+fn write(sets: &[FileSet]) -> ExitCode {
+    for set in sets {
+        match files::write(set) {
+            Ok(count) => {
+                let files = if count == 1 { "file" } else { "files" };
+                println!(
+                    "wrote {} ({count} {files}) to {}",
+                    set.what,
+                    shown(set).display()
+                );
+            }
+            Err(e) => {
+                eprintln!("carrier schema: cannot write {}: {e}", set.what);
+                return ExitCode::from(1);
+            }
         }
-    }
-    if let Some(file) = ts {
-        if let Err(e) = write_typescript(file) {
-            eprintln!("carrier schema: cannot write the TypeScript declarations: {e}");
-            return ExitCode::from(1);
-        }
-        println!("wrote the TypeScript declarations to {}", file.display());
     }
     ExitCode::SUCCESS
 }
 
-fn check(dir: &Path, ts: Option<&Path>) -> ExitCode {
-    let regenerate = match ts {
-        Some(file) => format!(
-            "cargo run -- schema --out {} --ts {}",
-            dir.display(),
-            file.display()
-        ),
-        None => format!("cargo run -- schema --out {}", dir.display()),
-    };
+/// Every path the run generates, so a set's directory can share files with another set's.
+fn defined(sets: &[FileSet]) -> BTreeSet<PathBuf> {
+    sets.iter()
+        .flat_map(|set| set.files.keys().map(|name| set.dir.join(name)))
+        .collect()
+}
+
+fn check(sets: &[FileSet], regenerate: &str) -> ExitCode {
+    let defined = defined(sets);
     let mut ok = true;
-    match check_schemas(dir) {
-        Ok(()) => println!("schemas in {} are up to date", dir.display()),
-        Err(e) => {
-            eprintln!("carrier schema: {e}");
-            ok = false;
-        }
-    }
-    if let Some(file) = ts {
-        match check_typescript(file) {
-            Ok(()) => println!(
-                "TypeScript declarations in {} are up to date",
-                file.display()
-            ),
+    for set in sets {
+        match files::check(set, &defined) {
+            Ok(drift) if drift.is_empty() => {
+                println!("{} in {} are up to date", set.what, shown(set).display());
+            }
+            Ok(drift) => {
+                eprintln!("carrier schema: {} are out of date{drift}", set.what);
+                ok = false;
+            }
             Err(e) => {
-                eprintln!("carrier schema: {e}");
+                eprintln!("carrier schema: cannot read {}: {e}", set.what);
                 ok = false;
             }
         }
@@ -91,5 +178,40 @@ fn check(dir: &Path, ts: Option<&Path>) -> ExitCode {
     } else {
         eprintln!("regenerate with: {regenerate}");
         ExitCode::from(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn committed_generated_files_are_current() {
+        // `CARRIER_BLESS_SCHEMAS=1 cargo test -p carrier-cli --lib` regenerates them (like
+        // `carrier schema --out schemas --js js`). They live at the repository root, one
+        // directory above this crate.
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let js = repo.join("js");
+        let sets = file_sets(
+            &repo.join("schemas"),
+            Some(&js.join("wire.d.ts")),
+            Some(&js),
+        )
+        .unwrap();
+        assert_eq!(sets.len(), 3);
+        if std::env::var_os("CARRIER_BLESS_SCHEMAS").is_some() {
+            for set in &sets {
+                files::write(set).unwrap();
+            }
+        }
+        let defined = defined(&sets);
+        for set in &sets {
+            let drift = files::check(set, &defined).unwrap();
+            assert!(
+                drift.is_empty(),
+                "{} are out of date{drift}\nregenerate with: cargo run -- schema --out schemas --js js",
+                set.what
+            );
+        }
     }
 }

@@ -1,6 +1,7 @@
-//! `carrier schema --check DIR --ts FILE` against copies of the committed files: passes on
-//! them as committed, fails (exit 1, naming the file) when the TypeScript declarations are
-//! edited, missing, or when a JSON Schema is stale; `--out --ts` writes both.
+//! `carrier schema --check DIR --ts FILE --js DIR` against copies of the committed files:
+//! passes on them as committed, fails (exit 1, naming the file) when the TypeScript
+//! declarations are edited or missing, when a JSON Schema is stale, and when a JavaScript table
+//! is hand-edited, missing or left over; `--out --ts --js` writes them all.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -97,4 +98,96 @@ fn a_stale_json_schema_still_fails_the_check_beside_a_current_typescript_file() 
     ]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("system.ping.params.json"));
+}
+
+#[test]
+fn check_fails_on_a_hand_edited_missing_or_leftover_javascript_table() {
+    let scratch = tempfile::tempdir().unwrap();
+    let schemas = scratch.path().join("schemas");
+    let js = scratch.path().join("js");
+    copy_schemas(&schemas);
+    std::fs::create_dir_all(&js).unwrap();
+    // The generated files, and a hand-written module beside them (not a generated file).
+    for name in ["wire.d.ts", "catalog.js", "catalog.d.ts", "client.js"] {
+        std::fs::copy(committed(&format!("js/{name}")), js.join(name)).unwrap();
+    }
+    let check = || {
+        carrier(&[
+            "--check".as_ref(),
+            schemas.as_os_str(),
+            "--js".as_ref(),
+            js.as_os_str(),
+        ])
+    };
+    let assert_fails = |what: &str, file: &str| {
+        let out = check();
+        assert_eq!(out.status.code(), Some(1), "{what}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("{what}: ")) && stderr.contains(file),
+            "{what} {file}: {stderr}"
+        );
+        assert!(stderr.contains("--js"), "says how to regenerate: {stderr}");
+    };
+
+    let ok = check();
+    assert!(ok.status.success(), "{ok:?}");
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert!(stdout.contains("JavaScript tables") && stdout.contains("TypeScript declarations"));
+
+    // A hand edit of the method table: session.submit open to observers.
+    let catalog = js.join("catalog.js");
+    let text = std::fs::read_to_string(&catalog).unwrap();
+    let edited = text.replacen(
+        "\"session.submit\": Object.freeze({ leastRole: \"drive\"",
+        "\"session.submit\": Object.freeze({ leastRole: \"observe\"",
+        1,
+    );
+    assert_ne!(
+        edited, text,
+        "the committed table has session.submit for drive"
+    );
+    std::fs::write(&catalog, edited).unwrap();
+    assert_fails("stale", "catalog.js");
+    std::fs::write(&catalog, &text).unwrap();
+    assert!(check().status.success());
+
+    // A hand edit of the feature table's versions.
+    let edited = text.replacen("  resume: \"1.0\",", "  resume: \"1.1\",", 1);
+    assert_ne!(edited, text, "the committed table has resume in 1.0");
+    std::fs::write(&catalog, edited).unwrap();
+    assert_fails("stale", "catalog.js");
+
+    std::fs::remove_file(&catalog).unwrap();
+    std::fs::remove_file(js.join("catalog.d.ts")).unwrap();
+    assert_fails("missing", "catalog.d.ts");
+
+    // A generated file this build does not define (e.g. one left from a renamed table).
+    let leftover = js.join("methods.js");
+    std::fs::write(
+        &leftover,
+        "// GENERATED FILE: do not edit. Written by an older carrier.\nexport const M = {};\n",
+    )
+    .unwrap();
+    assert_fails("unexpected", "methods.js");
+
+    // --out --js writes the tables (and wire.d.ts beside them) again, byte for byte the
+    // committed ones; the leftover stays until removed.
+    let out = carrier(&[
+        "--out".as_ref(),
+        schemas.as_os_str(),
+        "--js".as_ref(),
+        js.as_os_str(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    for name in ["wire.d.ts", "catalog.js", "catalog.d.ts"] {
+        assert_eq!(
+            std::fs::read(js.join(name)).unwrap(),
+            std::fs::read(committed(&format!("js/{name}"))).unwrap(),
+            "{name}"
+        );
+    }
+    assert_fails("unexpected", "methods.js");
+    std::fs::remove_file(&leftover).unwrap();
+    assert!(check().status.success());
 }

@@ -169,6 +169,7 @@ async function main(token: string): Promise<void> {
   const method: RequestMethod = "channels.list";
   const least: "drive" = METHOD_CATALOG["session.submit"].leastRole;
   const catalogFeature: Methods["sessions.list"]["feature"] = METHOD_CATALOG["sessions.list"].feature;
+  const rebinds: boolean = METHOD_CATALOG["sessions.switch"].rebindsSession;
 
   // @ts-expect-error: a wrong method name is a type error
   await client.request("session.submitt", { prompt: "hi" });
@@ -263,6 +264,7 @@ async function main(token: string): Promise<void> {
     method,
     least,
     catalogFeature,
+    rebinds,
     wrong,
     seqs,
     again,

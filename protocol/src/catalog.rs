@@ -1,11 +1,14 @@
 //! The method catalog: the single source of every wire name (SPEC section 4).
 //!
 //! For each method it records the direction, the owner, the effect (`read` / `mutate`), the
-//! least role, the params and result types and the feature it needs. Dispatch
-//! ([`Method::from_name`], [`MethodDef`]), role checks ([`MethodSpec::least_role`]), feature
-//! preflight ([`preflight`]) and the JSON Schemas ([`super::schema`]) are all derived from the
-//! [`METHODS`] table built by one macro invocation below; the session events are listed in
-//! [`EVENTS`] the same way.
+//! least role, the params and result types, the feature it needs and whether its success
+//! rebinds the connection's session. Dispatch ([`Method::from_name`], [`MethodDef`]), role
+//! checks ([`MethodSpec::least_role`]), feature preflight
+//! ([`Peers::preflight`](super::features::Peers::preflight)), the clients' session rebinding
+//! ([`MethodSpec::rebinds_session`]) and the JSON Schemas ([`super::schema`]) are all derived
+//! from the [`METHODS`] table built by one macro invocation below; the events are listed in
+//! [`EVENTS`] (and named by [`EventName`]) the same way. The JavaScript package's tables
+//! ([`super::javascript`]) come from the same two lists.
 //!
 //! ```
 //! use carrier_protocol::catalog::{Effect, Method};
@@ -93,6 +96,9 @@ pub struct MethodSpec {
     pub feature: Option<Feature>,
     /// The feature its params need beyond that, if any (a `usage.report` scope).
     pub params_feature: ParamsFeatureFn,
+    /// Whether its success rebinds this connection to another session, so the connection
+    /// follows that session's events and `seq` restarts (`sessions.start`, `sessions.switch`).
+    pub rebinds_session: bool,
     /// The Rust name of its params type.
     pub params_type: &'static str,
     /// The Rust name of its result type.
@@ -153,6 +159,7 @@ macro_rules! catalog {
         $(#[$doc:meta])*
         $variant:ident = $wire:literal {
             owner: $owner:ident, effect: $effect:ident, role: $role:ident, feature: $feature:expr,
+            $(rebinds_session: $rebinds:literal,)?
             params: $params:ty, result: $result:ty $(,)?
         }
     ),* $(,)?) => {
@@ -189,6 +196,8 @@ macro_rules! catalog {
                 least_role: Role::$role,
                 feature: $feature,
                 params_feature: params_feature_of::<$params>,
+                // Only the methods that say so rebind the session.
+                rebinds_session: false $(|| $rebinds)?,
                 params_type: stringify!($params),
                 result_type: stringify!($result),
                 params_schema: schema_of::<$params>,
@@ -252,11 +261,13 @@ catalog! {
     /// `sessions.start`: a new session, bound to this connection.
     SessionsStart = "sessions.start" {
         owner: Directory, effect: Mutate, role: Drive, feature: Some(Feature::Sessions),
+        rebinds_session: true,
         params: SessionsStartParams, result: SessionIdResult,
     },
     /// `sessions.switch`: bind this connection to another session.
     SessionsSwitch = "sessions.switch" {
         owner: Directory, effect: Mutate, role: Observe, feature: Some(Feature::Sessions),
+        rebinds_session: true,
         params: SessionsSwitchParams, result: SessionIdResult,
     },
     /// `channels.list`: the declared payload channels.
@@ -312,6 +323,8 @@ pub fn validate_result<M: MethodDef>(
 /// Everything the catalog knows about one event.
 #[derive(Debug, Clone, Copy)]
 pub struct EventSpec {
+    /// The event.
+    pub event: EventName,
     /// Its wire name.
     pub name: &'static str,
     /// Whether it is a session event (numbered with `seq`).
@@ -323,10 +336,31 @@ pub struct EventSpec {
 }
 
 macro_rules! events {
-    ($( $wire:literal => $payload:ty, session: $session:expr ),* $(,)?) => {
-        /// Every event the server sends.
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident = $wire:literal => $payload:ty, session: $session:expr
+    ),* $(,)?) => {
+        /// Every event the server sends. Its wire name is [`EventName::as_str`]; the session
+        /// events ([`super::events::SessionEvent`] and its tolerant reader) carry the same
+        /// variant names.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum EventName {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl EventName {
+            /// The Rust name of the variant, which the session events' tolerant reader shares.
+            pub(crate) fn variant_name(self) -> &'static str {
+                match self {
+                    $( EventName::$variant => stringify!($variant), )*
+                }
+            }
+        }
+
+        /// Every event the server sends, in SPEC order.
         pub static EVENTS: &[EventSpec] = &[
             $( EventSpec {
+                event: EventName::$variant,
                 name: $wire,
                 session: $session,
                 payload_type: stringify!($payload),
@@ -337,14 +371,40 @@ macro_rules! events {
 }
 
 events! {
-    "session.turn_started" => TurnStarted, session: true,
-    "session.text_delta" => TextDelta, session: true,
-    "session.permission_request" => PermissionRequest, session: true,
-    "session.permission_resolved" => PermissionResolved, session: true,
-    "session.turn_completed" => TurnCompleted, session: true,
-    "session.error" => SessionErrorEvent, session: true,
-    "protocol_error" => ProtocolErrorPayload, session: false,
-    "channel.dropped" => ChannelDropped, session: false,
+    /// `session.turn_started`.
+    TurnStarted = "session.turn_started" => TurnStarted, session: true,
+    /// `session.text_delta`.
+    TextDelta = "session.text_delta" => TextDelta, session: true,
+    /// `session.permission_request`.
+    PermissionRequest = "session.permission_request" => PermissionRequest, session: true,
+    /// `session.permission_resolved`.
+    PermissionResolved = "session.permission_resolved" => PermissionResolved, session: true,
+    /// `session.turn_completed`.
+    TurnCompleted = "session.turn_completed" => TurnCompleted, session: true,
+    /// `session.error`.
+    Error = "session.error" => SessionErrorEvent, session: true,
+    /// `protocol_error`: the answer to a frame with no usable id.
+    ProtocolError = "protocol_error" => ProtocolErrorPayload, session: false,
+    /// `channel.dropped`: frames of a lossy channel dropped for this receiver.
+    ChannelDropped = "channel.dropped" => ChannelDropped, session: false,
+}
+
+impl EventName {
+    /// Looks a wire name up.
+    pub fn from_name(name: &str) -> Option<EventName> {
+        EVENTS.iter().find(|s| s.name == name).map(|s| s.event)
+    }
+
+    /// The catalog entry.
+    pub fn spec(self) -> &'static EventSpec {
+        // The table is built from the same list as the enum, in the same order.
+        &EVENTS[self as usize]
+    }
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        self.spec().name
+    }
 }
 
 #[cfg(test)]

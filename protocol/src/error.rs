@@ -3,111 +3,93 @@
 //! Two readers of the same wire: [`ErrorCode`] and [`ErrorObject`] are strict (what this
 //! carrier sends and its schemas describe); [`ReceivedErrorCode`] and [`ReceivedError`] are
 //! the tolerant ones a client reads with, keeping a code it does not know instead of refusing
-//! it, so a newer server's errors still come through.
+//! it, so a newer server's errors still come through. The codes are listed once, in
+//! [`ErrorCode`]; the tolerant code wraps it rather than restating it.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// `error.code` of a response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorCode {
-    /// Not a valid envelope, or params failed validation (`data.reason = "invalid_params"`).
-    ProtocolError,
-    /// A request before the handshake.
-    HandshakeRequired,
-    /// Incompatible protocol versions.
-    VersionIncompatible,
-    /// Unknown method.
-    MethodNotFound,
-    /// The connection's role is below the method's least role.
-    Forbidden,
-    /// The peer's protocol lacks a feature the request needs.
-    UnsupportedFeature,
-    /// A turn is already running.
-    Busy,
-    /// A text message over the soft limit.
-    TooLarge,
-    /// Unknown session, turn or request id.
-    NotFound,
-    /// The request would pass a bound published in the handshake `limits`
-    /// (`data: {limit, value}`: the limit's name and its value).
-    LimitExceeded,
-    /// A host or session failure.
-    Internal,
+/// Defines a wire code enum from one list: each variant with its wire string, and from the same
+/// list `ALL` (every code, in the list's order) and `as_str`.
+macro_rules! wire_codes {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$doc:meta])* $variant:ident = $wire:literal, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+        )]
+        pub enum $name {
+            $( $(#[$doc])* #[serde(rename = $wire)] $variant, )*
+        }
+
+        impl $name {
+            /// Every code, in the order of the protocol reference.
+            pub const ALL: [$name; [$(stringify!($variant)),*].len()] = [$($name::$variant),*];
+
+            /// The wire string.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $( $name::$variant => $wire, )*
+                }
+            }
+        }
+    };
 }
 
-impl ErrorCode {
-    /// Every code, in the order of SPEC section 6.
-    pub const ALL: [ErrorCode; 11] = [
-        ErrorCode::ProtocolError,
-        ErrorCode::HandshakeRequired,
-        ErrorCode::VersionIncompatible,
-        ErrorCode::MethodNotFound,
-        ErrorCode::Forbidden,
-        ErrorCode::UnsupportedFeature,
-        ErrorCode::Busy,
-        ErrorCode::TooLarge,
-        ErrorCode::NotFound,
-        ErrorCode::LimitExceeded,
-        ErrorCode::Internal,
-    ];
-
-    /// The wire string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::ProtocolError => "protocol_error",
-            ErrorCode::HandshakeRequired => "handshake_required",
-            ErrorCode::VersionIncompatible => "version_incompatible",
-            ErrorCode::MethodNotFound => "method_not_found",
-            ErrorCode::Forbidden => "forbidden",
-            ErrorCode::UnsupportedFeature => "unsupported_feature",
-            ErrorCode::Busy => "busy",
-            ErrorCode::TooLarge => "too_large",
-            ErrorCode::NotFound => "not_found",
-            ErrorCode::LimitExceeded => "limit_exceeded",
-            ErrorCode::Internal => "internal",
-        }
+wire_codes! {
+    /// `error.code` of a response.
+    pub enum ErrorCode {
+        /// Not a valid envelope, or params failed validation (`data.reason = "invalid_params"`).
+        ProtocolError = "protocol_error",
+        /// A request before the handshake.
+        HandshakeRequired = "handshake_required",
+        /// Incompatible protocol versions.
+        VersionIncompatible = "version_incompatible",
+        /// Unknown method.
+        MethodNotFound = "method_not_found",
+        /// The connection's role is below the method's least role.
+        Forbidden = "forbidden",
+        /// The peer's protocol lacks a feature the request needs.
+        UnsupportedFeature = "unsupported_feature",
+        /// A turn is already running.
+        Busy = "busy",
+        /// A text message over the soft limit.
+        TooLarge = "too_large",
+        /// Unknown session, turn or request id.
+        NotFound = "not_found",
+        /// The request would pass a bound published in the handshake `limits`
+        /// (`data: {limit, value}`: the limit's name and its value).
+        LimitExceeded = "limit_exceeded",
+        /// A host or session failure.
+        Internal = "internal",
     }
 }
 
-/// `payload.code` of a `protocol_error` event: the answer to a frame with no usable `id`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ProtocolErrorCode {
-    /// Not JSON, not an object, or a binary frame that is not a channel frame.
-    MalformedFrame,
-    /// A channel frame for a channel that is not registered (or was closed).
-    UnknownChannel,
-    /// A channel event the channel did not declare.
-    UndeclaredEvent,
-    /// Binary on a channel that did not declare binary.
-    BinaryNotDeclared,
-    /// The connection's role may not do this (e.g. an observer sending channel frames).
-    Forbidden,
-    /// A frame before the handshake.
-    HandshakeRequired,
-    /// A JSON object that is not a valid request (an event or response from a client, …).
-    InvalidEnvelope,
-    /// A message over the soft limit.
-    TooLarge,
-}
-
-impl ProtocolErrorCode {
-    /// The wire string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProtocolErrorCode::MalformedFrame => "malformed_frame",
-            ProtocolErrorCode::UnknownChannel => "unknown_channel",
-            ProtocolErrorCode::UndeclaredEvent => "undeclared_event",
-            ProtocolErrorCode::BinaryNotDeclared => "binary_not_declared",
-            ProtocolErrorCode::Forbidden => "forbidden",
-            ProtocolErrorCode::HandshakeRequired => "handshake_required",
-            ProtocolErrorCode::InvalidEnvelope => "invalid_envelope",
-            ProtocolErrorCode::TooLarge => "too_large",
-        }
+wire_codes! {
+    /// `payload.code` of a `protocol_error` event: the answer to a frame with no usable `id`.
+    pub enum ProtocolErrorCode {
+        /// Not JSON, not an object, or a binary frame that is not a channel frame.
+        MalformedFrame = "malformed_frame",
+        /// A channel frame for a channel that is not registered (or was closed).
+        UnknownChannel = "unknown_channel",
+        /// A channel event the channel did not declare.
+        UndeclaredEvent = "undeclared_event",
+        /// Binary on a channel that did not declare binary.
+        BinaryNotDeclared = "binary_not_declared",
+        /// The connection's role may not do this (e.g. an observer sending channel frames).
+        Forbidden = "forbidden",
+        /// A frame before the handshake.
+        HandshakeRequired = "handshake_required",
+        /// A JSON object that is not a valid request (an event or response from a client, …).
+        InvalidEnvelope = "invalid_envelope",
+        /// A message over the soft limit.
+        TooLarge = "too_large",
     }
 }
 
@@ -179,96 +161,73 @@ pub fn protocol_error_event(
     bytes
 }
 
-/// An error `code` as a peer sent it: one of the [`ErrorCode`]s, or any other string, kept as
-/// sent in [`ReceivedErrorCode::Other`] (the tolerant reader of `error.code`).
+/// An error `code` as a peer sent it (the tolerant reader of `error.code`): one of the
+/// [`ErrorCode`]s this build knows, or any other string, kept as sent so a newer peer's code
+/// still comes through. It compares equal to the [`ErrorCode`] it holds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(from = "String", into = "String")]
 pub enum ReceivedErrorCode {
-    /// `protocol_error`: not a valid envelope, or params failed validation.
-    ProtocolError,
-    /// `handshake_required`: a request before the handshake.
-    HandshakeRequired,
-    /// `version_incompatible`: the protocol versions cannot talk.
-    VersionIncompatible,
-    /// `method_not_found`: unknown method.
-    MethodNotFound,
-    /// `forbidden`: the connection's role is below the method's least role.
-    Forbidden,
-    /// `unsupported_feature`: the peer's protocol lacks a feature the request needs.
-    UnsupportedFeature,
-    /// `busy`: a turn is already running.
-    Busy,
-    /// `too_large`: a text message over the soft limit.
-    TooLarge,
-    /// `not_found`: unknown session, turn or request id.
-    NotFound,
-    /// `limit_exceeded`: the request would pass a published limit (e.g. `max_sessions`).
-    LimitExceeded,
-    /// `internal`: a host or session failure.
-    Internal,
-    /// Any other code, as sent.
-    Other(String),
+    /// A code this build knows.
+    Known(ErrorCode),
+    /// A code this build does not know, as sent (read from the wire, never one of
+    /// [`ErrorCode::ALL`]).
+    Unknown(String),
 }
 
 impl ReceivedErrorCode {
     /// The strict code, unless the peer sent one this build does not know.
     pub fn known(&self) -> Option<ErrorCode> {
-        Some(match self {
-            ReceivedErrorCode::ProtocolError => ErrorCode::ProtocolError,
-            ReceivedErrorCode::HandshakeRequired => ErrorCode::HandshakeRequired,
-            ReceivedErrorCode::VersionIncompatible => ErrorCode::VersionIncompatible,
-            ReceivedErrorCode::MethodNotFound => ErrorCode::MethodNotFound,
-            ReceivedErrorCode::Forbidden => ErrorCode::Forbidden,
-            ReceivedErrorCode::UnsupportedFeature => ErrorCode::UnsupportedFeature,
-            ReceivedErrorCode::Busy => ErrorCode::Busy,
-            ReceivedErrorCode::TooLarge => ErrorCode::TooLarge,
-            ReceivedErrorCode::NotFound => ErrorCode::NotFound,
-            ReceivedErrorCode::LimitExceeded => ErrorCode::LimitExceeded,
-            ReceivedErrorCode::Internal => ErrorCode::Internal,
-            ReceivedErrorCode::Other(_) => return None,
-        })
+        match self {
+            ReceivedErrorCode::Known(code) => Some(*code),
+            ReceivedErrorCode::Unknown(_) => None,
+        }
     }
 
     /// The wire spelling (the strict code's, or the unknown code as sent).
     pub fn as_str(&self) -> &str {
-        match (self.known(), self) {
-            (Some(code), _) => code.as_str(),
-            (None, ReceivedErrorCode::Other(code)) => code,
-            (None, _) => unreachable!("every variant but Other is known"),
+        match self {
+            ReceivedErrorCode::Known(code) => code.as_str(),
+            ReceivedErrorCode::Unknown(code) => code,
         }
     }
 }
 
 impl From<ErrorCode> for ReceivedErrorCode {
     fn from(code: ErrorCode) -> ReceivedErrorCode {
-        match code {
-            ErrorCode::ProtocolError => ReceivedErrorCode::ProtocolError,
-            ErrorCode::HandshakeRequired => ReceivedErrorCode::HandshakeRequired,
-            ErrorCode::VersionIncompatible => ReceivedErrorCode::VersionIncompatible,
-            ErrorCode::MethodNotFound => ReceivedErrorCode::MethodNotFound,
-            ErrorCode::Forbidden => ReceivedErrorCode::Forbidden,
-            ErrorCode::UnsupportedFeature => ReceivedErrorCode::UnsupportedFeature,
-            ErrorCode::Busy => ReceivedErrorCode::Busy,
-            ErrorCode::TooLarge => ReceivedErrorCode::TooLarge,
-            ErrorCode::NotFound => ReceivedErrorCode::NotFound,
-            ErrorCode::LimitExceeded => ReceivedErrorCode::LimitExceeded,
-            ErrorCode::Internal => ReceivedErrorCode::Internal,
-        }
+        ReceivedErrorCode::Known(code)
     }
 }
 
 impl From<String> for ReceivedErrorCode {
     fn from(code: String) -> ReceivedErrorCode {
-        match ErrorCode::ALL.iter().find(|known| known.as_str() == code) {
-            Some(&known) => known.into(),
-            None => ReceivedErrorCode::Other(code),
+        match ErrorCode::ALL
+            .into_iter()
+            .find(|known| known.as_str() == code)
+        {
+            Some(known) => ReceivedErrorCode::Known(known),
+            None => ReceivedErrorCode::Unknown(code),
         }
     }
 }
 
 impl From<ReceivedErrorCode> for String {
     fn from(code: ReceivedErrorCode) -> String {
-        code.as_str().to_owned()
+        match code {
+            ReceivedErrorCode::Known(code) => code.as_str().to_owned(),
+            ReceivedErrorCode::Unknown(code) => code,
+        }
+    }
+}
+
+impl PartialEq<ErrorCode> for ReceivedErrorCode {
+    fn eq(&self, other: &ErrorCode) -> bool {
+        self.known() == Some(*other)
+    }
+}
+
+impl PartialEq<ReceivedErrorCode> for ErrorCode {
+    fn eq(&self, other: &ReceivedErrorCode) -> bool {
+        other == self
     }
 }
 
@@ -333,12 +292,15 @@ mod tests {
             "code": "busy", "message": "a turn is running", "effect_state": "none"
         }))
         .unwrap();
-        assert_eq!(error.code, ReceivedErrorCode::Busy);
+        assert_eq!(error.code, ReceivedErrorCode::Known(ErrorCode::Busy));
         assert_eq!(error.effect_state, Some(EffectState::None));
         let other: ReceivedError =
             serde_json::from_value(json!({"code": "rate_limited", "message": "slow down"}))
                 .unwrap();
-        assert_eq!(other.code, ReceivedErrorCode::Other("rate_limited".into()));
+        assert_eq!(
+            other.code,
+            ReceivedErrorCode::Unknown("rate_limited".into())
+        );
         assert_eq!(other.code.known(), None);
         assert_eq!(
             serde_json::to_value(&other).unwrap(),

@@ -2,9 +2,10 @@
 //! and the carrier's own `protocol_error` and `channel.dropped` events (no `seq`).
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Value};
 
+use super::catalog::EventName;
 use super::error::ProtocolErrorCode;
 use super::methods::Decision;
 
@@ -151,16 +152,21 @@ pub enum EventError {
 }
 
 impl SessionEvent {
+    /// The catalog's event (the variants share their names).
+    pub fn event_name(&self) -> EventName {
+        match self {
+            SessionEvent::TurnStarted(_) => EventName::TurnStarted,
+            SessionEvent::TextDelta(_) => EventName::TextDelta,
+            SessionEvent::PermissionRequest(_) => EventName::PermissionRequest,
+            SessionEvent::PermissionResolved(_) => EventName::PermissionResolved,
+            SessionEvent::TurnCompleted(_) => EventName::TurnCompleted,
+            SessionEvent::Error(_) => EventName::Error,
+        }
+    }
+
     /// The wire name.
     pub fn name(&self) -> &'static str {
-        match self {
-            SessionEvent::TurnStarted(_) => "session.turn_started",
-            SessionEvent::TextDelta(_) => "session.text_delta",
-            SessionEvent::PermissionRequest(_) => "session.permission_request",
-            SessionEvent::PermissionResolved(_) => "session.permission_resolved",
-            SessionEvent::TurnCompleted(_) => "session.turn_completed",
-            SessionEvent::Error(_) => "session.error",
-        }
+        self.event_name().as_str()
     }
 
     /// Encodes `{event, seq, payload}` once, for every receiver.
@@ -181,30 +187,27 @@ impl SessionEvent {
     /// event names and field types of SPEC section 5.
     pub fn from_wire(event: &str, payload: Value) -> Result<SessionEvent, EventError> {
         fn typed<T: serde::de::DeserializeOwned>(
-            name: &'static str,
+            name: EventName,
             payload: Value,
         ) -> Result<T, EventError> {
             serde_json::from_value(payload).map_err(|e| EventError::InvalidPayload {
-                event: name,
+                event: name.as_str(),
                 reason: e.to_string(),
             })
         }
-        Ok(match event {
-            "session.turn_started" => {
-                SessionEvent::TurnStarted(typed("session.turn_started", payload)?)
+        let unknown = || EventError::UnknownEvent(event.chars().take(64).collect());
+        let name = EventName::from_name(event).ok_or_else(unknown)?;
+        Ok(match name {
+            EventName::TurnStarted => SessionEvent::TurnStarted(typed(name, payload)?),
+            EventName::TextDelta => SessionEvent::TextDelta(typed(name, payload)?),
+            EventName::PermissionRequest => SessionEvent::PermissionRequest(typed(name, payload)?),
+            EventName::PermissionResolved => {
+                SessionEvent::PermissionResolved(typed(name, payload)?)
             }
-            "session.text_delta" => SessionEvent::TextDelta(typed("session.text_delta", payload)?),
-            "session.permission_request" => {
-                SessionEvent::PermissionRequest(typed("session.permission_request", payload)?)
-            }
-            "session.permission_resolved" => {
-                SessionEvent::PermissionResolved(typed("session.permission_resolved", payload)?)
-            }
-            "session.turn_completed" => {
-                SessionEvent::TurnCompleted(typed("session.turn_completed", payload)?)
-            }
-            "session.error" => SessionEvent::Error(typed("session.error", payload)?),
-            other => return Err(EventError::UnknownEvent(other.chars().take(64).collect())),
+            EventName::TurnCompleted => SessionEvent::TurnCompleted(typed(name, payload)?),
+            EventName::Error => SessionEvent::Error(typed(name, payload)?),
+            // The carrier's own events, never a session's.
+            EventName::ProtocolError | EventName::ChannelDropped => return Err(unknown()),
         })
     }
 }
@@ -222,11 +225,17 @@ pub struct ReceivedSessionEvent {
 /// The session events of SPEC section 5 as a client reads them (the tolerant reader of
 /// [`SessionEvent`]). An event with an unknown name, or whose payload does not have the
 /// documented fields, arrives as [`ReceivedSessionEventKind::Other`] rather than being lost.
+///
+/// Read an event with [`ReceivedSessionEventKind::parse`], or with `Deserialize` from
+/// `{"event": <wire name>, "payload": …}` (strict: an unknown event is an error). The wire
+/// names come from the catalog ([`EventName`]), whose variants these share: the derive keys
+/// the variants by their Rust names, and `remote = "Self"` turns it into an inherent
+/// `deserialize` (of `{"event": "TurnStarted", …}`) for `parse` to call once it has looked the
+/// wire name up, instead of the `Deserialize` impl.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "event", content = "payload")]
+#[serde(tag = "event", content = "payload", remote = "Self")]
 pub enum ReceivedSessionEventKind {
     /// `session.turn_started`: a turn began; `driver` is the host-configured identity.
-    #[serde(rename = "session.turn_started")]
     TurnStarted {
         /// The turn.
         turn_id: String,
@@ -239,7 +248,6 @@ pub enum ReceivedSessionEventKind {
         prompt: Option<String>,
     },
     /// `session.text_delta`: the next piece of the turn's reply.
-    #[serde(rename = "session.text_delta")]
     TextDelta {
         /// The turn.
         turn_id: String,
@@ -247,7 +255,6 @@ pub enum ReceivedSessionEventKind {
         delta: String,
     },
     /// `session.permission_request`: the turn waits for an allow/deny answer.
-    #[serde(rename = "session.permission_request")]
     PermissionRequest {
         /// The turn.
         turn_id: String,
@@ -260,7 +267,6 @@ pub enum ReceivedSessionEventKind {
         input: Value,
     },
     /// `session.permission_resolved`: a permission prompt was answered.
-    #[serde(rename = "session.permission_resolved")]
     PermissionResolved {
         /// The prompt.
         request_id: String,
@@ -268,7 +274,6 @@ pub enum ReceivedSessionEventKind {
         decision: Decision,
     },
     /// `session.turn_completed`: the turn ended.
-    #[serde(rename = "session.turn_completed")]
     TurnCompleted {
         /// The turn.
         turn_id: String,
@@ -284,7 +289,6 @@ pub enum ReceivedSessionEventKind {
         truncated: bool,
     },
     /// `session.error`: something went wrong in the session.
-    #[serde(rename = "session.error")]
     Error {
         /// The turn, when the error belongs to one.
         #[serde(default)]
@@ -307,12 +311,24 @@ pub enum ReceivedSessionEventKind {
 impl ReceivedSessionEventKind {
     /// Types an event by name; falls back to [`ReceivedSessionEventKind::Other`].
     pub fn parse(event: &str, payload: &Value) -> ReceivedSessionEventKind {
-        serde_json::from_value(json!({ "event": event, "payload": payload })).unwrap_or_else(|_| {
+        ReceivedSessionEventKind::typed(event, payload.clone()).unwrap_or_else(|_| {
             ReceivedSessionEventKind::Other {
                 event: event.to_owned(),
                 payload: payload.clone(),
             }
         })
+    }
+
+    /// A session event of the catalog with the documented fields, or why not.
+    fn typed(event: &str, payload: Value) -> Result<ReceivedSessionEventKind, serde_json::Error> {
+        use serde::de::Error as _;
+        let name = EventName::from_name(event)
+            .filter(|name| name.spec().session)
+            .ok_or_else(|| serde_json::Error::custom(format!("unknown session event {event:?}")))?;
+        // The derived reader, keyed by the variant's Rust name (see the type's doc).
+        ReceivedSessionEventKind::deserialize(
+            json!({ "event": name.variant_name(), "payload": payload }),
+        )
     }
 
     /// The turn this event belongs to, if any.
@@ -326,6 +342,22 @@ impl ReceivedSessionEventKind {
             ReceivedSessionEventKind::PermissionResolved { .. }
             | ReceivedSessionEventKind::Other { .. } => None,
         }
+    }
+}
+
+/// Reads `{"event": <wire name>, "payload": …}` strictly: an unknown event or a payload without
+/// the documented fields is an error (where [`ReceivedSessionEventKind::parse`] keeps it as
+/// [`ReceivedSessionEventKind::Other`]).
+impl<'de> Deserialize<'de> for ReceivedSessionEventKind {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Wire {
+            event: String,
+            payload: Value,
+        }
+        let wire = Wire::deserialize(deserializer)?;
+        ReceivedSessionEventKind::typed(&wire.event, wire.payload)
+            .map_err(<D::Error as serde::de::Error>::custom)
     }
 }
 
@@ -352,5 +384,56 @@ mod tests {
         assert!(SessionEvent::from_wire("session.nope", Value::Null).is_err());
         let bad = serde_json::json!({"turn_id": 5, "delta": "x"});
         assert!(SessionEvent::from_wire("session.text_delta", bad).is_err());
+    }
+
+    /// One payload with the documented fields per session event of the catalog.
+    fn sample(name: EventName) -> Value {
+        match name {
+            EventName::TurnStarted => json!({
+                "turn_id": "t1", "driver": {"driver_id": "d", "surface": "s"}, "prompt": "hi"
+            }),
+            EventName::TextDelta => json!({"turn_id": "t1", "delta": "x"}),
+            EventName::PermissionRequest => {
+                json!({"turn_id": "t1", "request_id": "p1", "tool": "sh", "input": {}})
+            }
+            EventName::PermissionResolved => json!({"request_id": "p1", "decision": "allow"}),
+            EventName::TurnCompleted => json!({"turn_id": "t1", "text": "x", "aborted": false}),
+            EventName::Error => json!({"code": "agent_exited", "message": "gone"}),
+            EventName::ProtocolError | EventName::ChannelDropped => Value::Null,
+        }
+    }
+
+    #[test]
+    fn every_session_event_of_the_catalog_is_read_by_both_readers_under_its_wire_name() {
+        let session: Vec<_> = crate::catalog::EVENTS
+            .iter()
+            .filter(|e| e.session)
+            .collect();
+        assert_eq!(session.len(), 6);
+        for spec in session {
+            let strict = SessionEvent::from_wire(spec.name, sample(spec.event)).unwrap();
+            assert_eq!(strict.event_name(), spec.event);
+            assert_eq!(strict.name(), spec.name);
+            let kind = ReceivedSessionEventKind::parse(spec.name, &sample(spec.event));
+            assert!(
+                !matches!(kind, ReceivedSessionEventKind::Other { .. }),
+                "{}: {kind:?}",
+                spec.name
+            );
+            let wire = json!({"event": spec.name, "payload": sample(spec.event)});
+            assert_eq!(
+                serde_json::from_value::<ReceivedSessionEventKind>(wire).unwrap(),
+                kind
+            );
+        }
+        for carrier in ["protocol_error", "channel.dropped", "session.mood"] {
+            assert!(SessionEvent::from_wire(carrier, json!({})).is_err());
+            assert!(matches!(
+                ReceivedSessionEventKind::parse(carrier, &json!({})),
+                ReceivedSessionEventKind::Other { .. }
+            ));
+            let wire = json!({"event": carrier, "payload": {}});
+            assert!(serde_json::from_value::<ReceivedSessionEventKind>(wire).is_err());
+        }
     }
 }

@@ -12,16 +12,19 @@
 //! - [`features`] — protocol features, the version that introduced each, and feature preflight.
 //! - [`catalog`] — the method catalog, the single source of every method and event name.
 //! - [`methods`] / [`events`] — the params, result and event payload types.
-//! - [`schema`] — the JSON Schemas generated from the catalog, and the check CI runs.
+//! - [`schema`] — the JSON Schemas generated from the catalog.
 //! - [`typescript`] — the same types as TypeScript declarations, for the JavaScript package.
+//! - [`javascript`] — the JavaScript package's tables (methods, features, versions), generated
+//!   from the catalog.
 //! - [`channel_frame`] — the binary channel-frame codec (SPEC section 7), zero-copy.
 //! - [`error`] — error codes, error objects and the `protocol_error` event.
 //! - [`resume`] — the bounded per-session ring of recent events used for resume.
 //! - [`channel`] — payload channels as the host declares them, and their delivery classes.
 //! - [`close`] — the WebSocket close codes the carrier sends.
 //!
-//! The only file access is in [`schema`] and [`typescript`] (writing and checking the
-//! generated files for `carrier schema`).
+//! No file access either: the generators return text (file name → contents), and `carrier
+//! schema` writes it and checks it against the committed files (`protocol/tests/no_io.rs`
+//! keeps this crate free of file and stream writes).
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -34,6 +37,7 @@ pub mod error;
 pub mod events;
 pub mod features;
 pub mod ids;
+pub mod javascript;
 pub mod methods;
 pub mod resume;
 pub mod role;

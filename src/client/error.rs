@@ -6,11 +6,14 @@ use super::transport::{CloseInfo, TransportError};
 
 /// What happened to the effect a request asked for (SPEC section 6): the protocol's type.
 pub use crate::protocol::error::EffectState;
+/// The error codes of the protocol (SPEC section 6) this client knows: the protocol's type.
+pub use crate::protocol::error::ErrorCode;
 /// The `error` object of a response, read tolerantly (the protocol's reader).
 pub use crate::protocol::error::ReceivedError as WireError;
-/// An error `code` from the wire: the protocol's tolerant reader, so codes this client does not
-/// know are kept in [`ErrorCode::Other`] rather than refused.
-pub use crate::protocol::error::ReceivedErrorCode as ErrorCode;
+/// An error `code` from the wire: the protocol's tolerant reader, so a code this client does not
+/// know is kept in [`ReceivedErrorCode::Unknown`] rather than refused. It compares equal to the
+/// [`ErrorCode`] it holds (`error.code == ErrorCode::Busy`).
+pub use crate::protocol::error::ReceivedErrorCode;
 
 /// Why a [`Client`](super::Client) call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -83,7 +86,7 @@ impl ClientError {
     }
 
     /// The wire error code, for errors that have one.
-    pub fn code(&self) -> Option<&ErrorCode> {
+    pub fn code(&self) -> Option<&ReceivedErrorCode> {
         self.wire().map(|error| &error.code)
     }
 
@@ -113,7 +116,7 @@ mod tests {
         let remote = ClientError::Remote {
             method: "session.submit".into(),
             error: WireError {
-                code: ErrorCode::Internal,
+                code: ErrorCode::Internal.into(),
                 message: "boom".into(),
                 effect_state: None,
                 data: None,
@@ -121,6 +124,6 @@ mod tests {
         };
         assert_eq!(remote.effect_state(), EffectState::Unknown);
         assert_eq!(ClientError::NotConnected.effect_state(), EffectState::None);
-        assert_eq!(remote.code(), Some(&ErrorCode::Internal));
+        assert_eq!(remote.code(), Some(&ErrorCode::Internal.into()));
     }
 }

@@ -28,6 +28,7 @@ use super::features;
 use super::resume::{ResumePoint, SessionCursor};
 use super::subscribers::{lock, Subscribers};
 use super::transport::{ConnectionState, Subscription, Transport, TransportError};
+use crate::protocol::catalog::Method;
 use crate::protocol::version::{
     incompatible_error, Compatibility, VersionPair, MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION,
 };
@@ -164,9 +165,6 @@ enum Pending {
 
 /// A request on the wire: its id and where its answer arrives.
 type Sent = (String, oneshot::Receiver<Result<Value, ClientError>>);
-
-/// Methods whose success rebinds this connection to another session, so `seq` restarts.
-const REBINDING_METHODS: [&str; 2] = ["sessions.start", "sessions.switch"];
 
 impl Client {
     /// A client over `transport` with default [`ClientOptions`].
@@ -573,7 +571,7 @@ impl Inner {
             (Some(result), None) => Ok(result.clone()),
             (None, Some(error)) => Err(serde_json::from_value(error.clone()).unwrap_or_else(
                 |_| WireError {
-                    code: ErrorCode::ProtocolError,
+                    code: ErrorCode::ProtocolError.into(),
                     message: format!("unreadable error object: {error}"),
                     effect_state: None,
                     data: None,
@@ -601,7 +599,10 @@ impl Inner {
             },
             Some(Pending::Request { method, reply }) => {
                 if let Ok(result) = &outcome {
-                    if REBINDING_METHODS.contains(&method.as_str()) {
+                    // The catalog says which methods' success rebinds the connection.
+                    let rebinds =
+                        Method::from_name(&method).is_some_and(|m| m.spec().rebinds_session);
+                    if rebinds {
                         self.rebind(result);
                     }
                 }

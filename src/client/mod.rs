@@ -73,7 +73,7 @@ mod transport;
 mod ws;
 
 pub use backoff::Backoff;
-pub use error::{ClientError, EffectState, ErrorCode, WireError};
+pub use error::{ClientError, EffectState, ErrorCode, ReceivedErrorCode, WireError};
 pub use events::{
     ClientEvent, Decision, HistoryEntry, ResumeOutcome, SessionEvent, SessionEventKind,
 };

@@ -34,6 +34,7 @@ const CLIENT_MODULES: &[(&str, &str)] = &[
     ("/frames.js", include_str!("../../js/frames.js")),
     ("/errors.js", include_str!("../../js/errors.js")),
     ("/internal.js", include_str!("../../js/internal.js")),
+    ("/catalog.js", include_str!("../../js/catalog.js")),
 ];
 
 /// A `tower::Service` (and hyper service) answering every carrier route, with the same admission

@@ -58,3 +58,23 @@ fn result_validation_refuses_wrong_shapes() {
     assert!(validate_result::<def::SessionsStart>(serde_json::json!({"session_id": "s"})).is_ok());
     assert!(validate_result::<def::SessionsStart>(serde_json::json!({"session": 1})).is_err());
 }
+
+#[test]
+fn event_table_and_enum_agree() {
+    for (i, spec) in EVENTS.iter().enumerate() {
+        assert_eq!(spec.event as usize, i);
+        assert_eq!(EventName::from_name(spec.name), Some(spec.event));
+        assert_eq!(spec.event.as_str(), spec.name);
+    }
+    assert_eq!(EventName::from_name("session.nope"), None);
+}
+
+#[test]
+fn only_sessions_start_and_switch_rebind_the_session() {
+    let rebinding: Vec<_> = METHODS
+        .iter()
+        .filter(|s| s.rebinds_session)
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(rebinding, ["sessions.start", "sessions.switch"]);
+}
