@@ -19,7 +19,7 @@ pub(crate) struct Violation {
     pub(crate) reason: &'static str,
 }
 
-const fn violation(code: CloseCode, reason: &'static str) -> Violation {
+pub(crate) const fn violation(code: CloseCode, reason: &'static str) -> Violation {
     Violation { code, reason }
 }
 

@@ -7,15 +7,15 @@
 //! in memory once, and what a handler receives is a slice of that buffer (zero-copy). Fragments
 //! are reassembled into one buffer with the same cap.
 //!
-//! The read buffer itself belongs to a connection only while bytes are arriving: whenever the
-//! socket has nothing more to give, the buffer goes back to a small per-thread pool and the
-//! connection keeps at most the few bytes of a partial header. An idle connection holds no
-//! read buffer at all.
+//! Bytes are read into a buffer the connection holds only while they arrive (`read_buffer`,
+//! with its per-thread pool); headers are parsed from it (`header`).
 //!
 //! A refused or failed connection reads on only to let the peer see its close: [`FrameReader::
 //! discard_until_close`] parses headers and throws payload bytes away as they arrive.
 
-use std::cell::RefCell;
+mod header;
+mod read_buffer;
+
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
@@ -26,111 +26,20 @@ use bytes::{BufMut, Bytes};
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use tokio::time::Instant;
 
-use super::control::{self, Control, Violation};
+use super::control::{self, violation, Control, Violation};
 use super::inbound::{self, InboundBudget, Late, MessageBuf, Pace, Permit};
 use super::liveness::Liveness;
 use super::outbound::MessageKind;
 use super::wire::Opcode;
 use crate::protocol::close::CloseCode;
+use header::{parse_header, Header};
+use read_buffer::{ReadBuffer, READ_CHUNK};
 
-/// Size of the pooled read buffer: one read takes whatever the socket holds up to this, so
-/// pipelined small frames cost one read syscall per batch rather than per frame.
-pub(crate) const READ_CHUNK: usize = 64 * 1024;
-/// Read buffers kept per thread for reuse.
-const POOL_PER_THREAD: usize = 4;
 /// A body with at most this many bytes left is read through the read buffer (which may also
 /// pick up the frames after it); a longer one is read straight into its own buffer.
 const DIRECT_MIN: usize = READ_CHUNK / 2;
-/// Unparsed bytes a waiting connection keeps in a small buffer of its own; the most is a partial
-/// control frame (14 + 125 bytes), since a data frame's body moves to its own buffer at once.
-const CARRY_MAX: usize = 256;
 
 type Source = Box<dyn AsyncRead + Send + Unpin>;
-
-/// A frame header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Header {
-    pub(crate) fin: bool,
-    pub(crate) opcode: Opcode,
-    pub(crate) mask: [u8; 4],
-    /// Payload length as announced.
-    pub(crate) len: u64,
-    /// Header bytes (2 to 14).
-    pub(crate) size: usize,
-}
-
-const fn violation(code: CloseCode, reason: &'static str) -> Violation {
-    Violation { code, reason }
-}
-
-/// Parses a client frame header from the start of `buf`: `Ok(None)` until enough bytes are
-/// there. Refuses what no client may send whatever its length: reserved bits, reserved opcodes,
-/// an unmasked frame (§5.1), a 64-bit length with its top bit set, and a control frame that is
-/// fragmented or longer than 125 bytes.
-pub(crate) fn parse_header(buf: &[u8]) -> Result<Option<Header>, Violation> {
-    let [b0, b1, rest @ ..] = buf else {
-        return Ok(None);
-    };
-    if b0 & 0x70 != 0 {
-        return Err(violation(CloseCode::PROTOCOL_ERROR, "reserved bits set"));
-    }
-    let Some(opcode) = Opcode::from_bits(b0 & 0x0F) else {
-        return Err(violation(CloseCode::PROTOCOL_ERROR, "reserved opcode"));
-    };
-    let fin = b0 & 0x80 != 0;
-    if b1 & 0x80 == 0 {
-        return Err(violation(
-            CloseCode::PROTOCOL_ERROR,
-            "unmasked client frame",
-        ));
-    }
-    let ext = match b1 & 0x7F {
-        126 => 2,
-        127 => 8,
-        _ => 0,
-    };
-    if rest.len() < ext + 4 {
-        return Ok(None);
-    }
-    let len = match ext {
-        0 => u64::from(b1 & 0x7F),
-        2 => u64::from(u16::from_be_bytes([rest[0], rest[1]])),
-        _ => {
-            let mut n = [0u8; 8];
-            n.copy_from_slice(&rest[..8]);
-            u64::from_be_bytes(n)
-        }
-    };
-    if len >> 63 != 0 {
-        return Err(violation(
-            CloseCode::PROTOCOL_ERROR,
-            "frame length with the top bit set",
-        ));
-    }
-    if opcode.is_control() {
-        if !fin {
-            return Err(violation(
-                CloseCode::PROTOCOL_ERROR,
-                "fragmented control frame",
-            ));
-        }
-        if len > control::MAX_CONTROL_PAYLOAD as u64 {
-            return Err(violation(
-                CloseCode::PROTOCOL_ERROR,
-                "control frame payload over 125 bytes",
-            ));
-        }
-    }
-    let mut mask = [0u8; 4];
-    mask.copy_from_slice(&rest[ext..ext + 4]);
-    Ok(Some(Header {
-        fin,
-        opcode,
-        mask,
-        len,
-        size: 2 + ext + 4,
-    }))
-}
 
 /// What the reader hands the connection.
 #[derive(Debug)]
@@ -183,80 +92,6 @@ struct Body {
     remaining: usize,
 }
 
-/// The read buffer: pooled memory, `mem[start..end]` not yet parsed.
-#[derive(Default)]
-struct ReadBuffer {
-    mem: Option<Box<[u8]>>,
-    start: usize,
-    end: usize,
-    /// Unparsed bytes kept while the pooled memory is back in the pool.
-    carry: Vec<u8>,
-}
-
-thread_local! {
-    static POOL: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
-}
-
-impl ReadBuffer {
-    fn data(&self) -> &[u8] {
-        match &self.mem {
-            Some(mem) => &mem[self.start..self.end],
-            None => &self.carry,
-        }
-    }
-
-    fn consume(&mut self, n: usize) {
-        match &self.mem {
-            Some(_) => self.start += n,
-            None => {
-                self.carry.drain(..n);
-            }
-        }
-    }
-
-    /// Room to read into at the end, taking pooled memory back first.
-    fn room(&mut self) -> &mut [u8] {
-        let mem = self.mem.get_or_insert_with(|| {
-            POOL.with(|p| p.borrow_mut().pop())
-                .unwrap_or_else(|| vec![0u8; READ_CHUNK].into_boxed_slice())
-        });
-        if !self.carry.is_empty() {
-            let n = self.carry.len();
-            mem[..n].copy_from_slice(&self.carry);
-            self.start = 0;
-            self.end = n;
-            self.carry = Vec::new();
-        } else if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        } else if self.end == mem.len() {
-            mem.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-        }
-        &mut mem[self.end..]
-    }
-
-    /// Nothing arrives for now: the pooled memory goes back unless too much is unparsed.
-    fn park(&mut self) {
-        let unparsed = self.end - self.start;
-        if unparsed > CARRY_MAX {
-            return;
-        }
-        if let Some(mem) = self.mem.take() {
-            self.carry = mem[self.start..self.end].to_vec();
-            self.start = 0;
-            self.end = 0;
-            POOL.with(|p| {
-                let mut pool = p.borrow_mut();
-                if pool.len() < POOL_PER_THREAD {
-                    pool.push(mem);
-                }
-            });
-        }
-    }
-}
-
 /// Reads one connection's frames. See the module docs.
 pub(crate) struct FrameReader {
     src: Source,
@@ -284,10 +119,7 @@ impl FrameReader {
     ) -> Self {
         FrameReader {
             src,
-            buf: ReadBuffer {
-                carry: leftover,
-                ..Default::default()
-            },
+            buf: ReadBuffer::new(leftover),
             message: None,
             body: None,
             cap,
@@ -356,13 +188,13 @@ impl FrameReader {
         match Pin::new(&mut self.src).poll_read(cx, &mut rb) {
             Poll::Ready(Ok(())) => {
                 let n = rb.filled().len();
-                self.buf.end += n;
+                self.buf.filled(n);
                 Poll::Ready(Ok(n))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => {
                 let n = rb.filled().len();
-                self.buf.end += n;
+                self.buf.filled(n);
                 if n == 0 {
                     self.buf.park();
                 }

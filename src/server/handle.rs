@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use tokio::sync::Notify;
 
 use super::outbound::{DeliveryError, Outbound};
 use crate::protocol::Role;
@@ -42,7 +43,10 @@ struct ConnectionInner {
     role: Role,
     outbound: Outbound,
     handshaken: AtomicBool,
-    on_handshake: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    /// Wakes the connection's reader when the handshake completes: the reader attaches the
+    /// connection as a channel sink (a profile may complete the handshake from a task of its
+    /// own, so the reader cannot count on seeing it happen inside its own call).
+    handshake_done: Notify,
 }
 
 impl Connection {
@@ -54,7 +58,7 @@ impl Connection {
                 role,
                 outbound,
                 handshaken: AtomicBool::new(false),
-                on_handshake: std::sync::Mutex::new(None),
+                handshake_done: Notify::new(),
             }),
         }
     }
@@ -99,40 +103,26 @@ impl Connection {
         self.inner.handshaken.load(Ordering::Acquire)
     }
 
-    /// Marks the handshake done: stops the handshake timer and attaches the channel sinks.
-    /// Idempotent.
+    /// Marks the handshake done: stops the handshake timer, and the connection's reader
+    /// attaches it as a channel sink before it reads the connection's next frame. Idempotent;
+    /// call it once the handshake's reply is queued, so no channel frame goes ahead of it.
     pub fn mark_handshaken(&self) {
         if self.inner.handshaken.swap(true, Ordering::AcqRel) {
             return;
         }
-        let hook = self
-            .inner
-            .on_handshake
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(hook) = hook {
-            hook();
+        self.inner.handshake_done.notify_waiters();
+    }
+
+    /// Resolves once the handshake is done (at once if it already is).
+    pub(crate) async fn handshaken(&self) {
+        loop {
+            // Made before the check, so a `mark_handshaken` in between still wakes it.
+            let notified = self.inner.handshake_done.notified();
+            if self.is_handshaken() {
+                return;
+            }
+            notified.await;
         }
-    }
-
-    pub(crate) fn set_on_handshake(&self, f: impl FnOnce() + Send + 'static) {
-        *self
-            .inner
-            .on_handshake
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(Box::new(f));
-    }
-
-    /// Drops the handshake hook unrun. The hook holds a clone of this connection (to attach it
-    /// as a sink), so a connection that ends before its handshake would otherwise keep itself
-    /// — its outbound queue and the registry — alive forever.
-    pub(crate) fn clear_on_handshake(&self) {
-        self.inner
-            .on_handshake
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
     }
 }
 

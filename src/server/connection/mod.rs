@@ -3,8 +3,11 @@
 //!
 //! The reader never writes; everything it wants sent (pongs, close echoes, protocol errors)
 //! goes through the queue like every other frame. Once a close is queued, the reader only
-//! discards (see `reader::linger`).
+//! discards (see `reader::linger`). The reader also acts on what it sees happen to the
+//! connection: it attaches it as a channel sink after the handshake and cleans up after a
+//! failure (`failure`).
 
+mod failure;
 mod reader;
 pub(crate) mod terminate;
 mod writer;
@@ -136,10 +139,10 @@ async fn run_split(
         live.clone(),
     );
 
-    let close_queued = match verdict {
+    let (close_queued, mut failure) = match verdict {
         Err(refusal) => {
             out.close(CloseCode::POLICY, &refusal.to_string());
-            true
+            (true, None)
         }
         Ok(role) => serve_admitted(&mut frames, role, &out, &shared, &live, &terminate).await,
     };
@@ -163,5 +166,10 @@ async fn run_split(
         .is_err()
     {
         abort.abort();
+    }
+    // The writer may fail after reading ended (its last writes, to a peer that is gone): the
+    // reader's task outlives it, so the cleanup (its count, above all) still runs, once.
+    if let Some(failure) = failure.as_mut() {
+        failure.if_failed(&out);
     }
 }

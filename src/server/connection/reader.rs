@@ -1,5 +1,10 @@
 //! The connection's reader: reads messages, routes them by opcode, and queues every answer
 //! (pongs, close echoes, protocol errors) on the outbound path; it never writes.
+//!
+//! It is also where the connection's state changes are acted on, because it is the task that
+//! sees them: it attaches the connection as a channel sink once the handshake is done, and it
+//! cleans up once the connection fails. Nothing calls back into the registry or the metrics from
+//! inside a send or a text profile: data flows one way, from the socket through the reader.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,6 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::Map;
 
+use super::failure::FailureCleanup;
 use super::terminate::Terminate;
 use crate::protocol::close::CloseCode;
 use crate::protocol::envelope::too_large_reply;
@@ -15,7 +21,7 @@ use crate::protocol::Role;
 use crate::server::frame_reader::{FrameReader, Incoming, ReadEnd};
 use crate::server::handle::{Connection, ConnectionId};
 use crate::server::liveness::Liveness;
-use crate::server::outbound::{FailReason, MessageKind, Outbound};
+use crate::server::outbound::{MessageKind, Outbound};
 use crate::server::profile::TextSession;
 use crate::server::registry::{ChannelRefusal, RouteCache};
 use crate::server::shared::Shared;
@@ -36,40 +42,27 @@ pub(super) async fn linger(frames: &mut FrameReader, terminate: &Terminate, max:
 }
 
 /// Serves an admitted connection until it ends. Returns whether our close is queued and the
-/// peer may still be sending (so the caller lingers to discard).
-pub(super) async fn serve_admitted(
+/// peer may still be sending (so the caller lingers to discard), and the connection's failure
+/// cleanup for a failure that comes after reading ended (`None`: the connection was never
+/// opened, the server is stopping).
+pub(super) async fn serve_admitted<'a>(
     frames: &mut FrameReader,
     role: Role,
     out: &Outbound,
-    shared: &Arc<Shared>,
+    shared: &'a Arc<Shared>,
     live: &Arc<Liveness>,
-    terminate: &Arc<Terminate>,
-) -> bool {
+    terminate: &'a Arc<Terminate>,
+) -> (bool, Option<FailureCleanup<'a>>) {
     let id = ConnectionId::next();
     let conn = Connection::new(id, role, out.clone());
     let Some(mut session) = shared.open_session(&conn, terminate.clone()) else {
         out.close(CloseCode::GOING_AWAY, "server stopping");
-        return true;
+        return (true, None);
     };
-    {
-        let registry = shared.registry.clone();
-        let metrics = shared.metrics.clone();
-        let term = terminate.clone();
-        out.set_on_fail(move |reason| {
-            metrics.delivery_failure();
-            registry.remove_sink(id);
-            tracing::debug!(conn = %id, ?reason, "connection failed");
-            // A write error leaves nothing worth draining; a slow reader still gets its close.
-            if reason == FailReason::WriteError {
-                term.fire();
-            }
-        });
-    }
-    {
-        let registry = shared.registry.clone();
-        let sink = conn.clone();
-        conn.set_on_handshake(move || registry.attach_sink(sink));
-    }
+    let mut failure = FailureCleanup::new(id, shared, terminate);
+    // Whether this connection is a channel sink: from its handshake on (the reader attaches it
+    // as soon as it sees the handshake done) until it fails or ends.
+    let mut attached = false;
     // The handshake deadline is a branch of the read loop rather than a task of its own: a
     // task (and its timer) per connection stayed allocated for the connection's life
     // (issue 7: idle memory per connection).
@@ -83,12 +76,25 @@ pub(super) async fn serve_admitted(
     // waiter (a lock each) twice per inbound frame.
     let terminated = terminate.wait();
     let failed = out.failed();
-    tokio::pin!(terminated, failed);
+    let handshaken = conn.handshaken();
+    tokio::pin!(terminated, failed, handshaken);
     loop {
         let incoming = tokio::select! {
             biased;
             _ = &mut terminated => break,
+            // Cleaned up right after the loop.
             _ = &mut failed => break,
+            // The handshake completes inside a text message this loop hands the profile (or,
+            // for a profile that completes it from a task of its own, while the loop waits on
+            // the socket): either way this branch is polled before the next frame is read. So
+            // the connection receives every channel frame the host sends once the message that
+            // completed its handshake has been handled, and whatever its own later frames
+            // cause (an echo of its first channel frame included).
+            _ = &mut handshaken, if !attached => {
+                shared.registry.attach_sink(conn.clone());
+                attached = true;
+                continue;
+            }
             _ = &mut handshake_deadline, if !conn.is_handshaken() => {
                 conn.close(CloseCode::POLICY, "handshake timeout");
                 break;
@@ -140,6 +146,11 @@ pub(super) async fn serve_admitted(
                     };
                     if let Some(room) = room {
                         let _paused = live.pause();
+                        // Nothing else is watched meanwhile, a failure included: the loop cleans
+                        // it up once the frame is delivered (the failed queue refuses every
+                        // frame from the latch on, so nothing reaches the connection before).
+                        // A second `select!` on `failed` here would keep the compiler from
+                        // inlining its poll into the loop above: a call on every frame.
                         room.await;
                     }
                 }
@@ -149,13 +160,17 @@ pub(super) async fn serve_admitted(
             break;
         }
     }
-    // Before detaching: a handshake completed from a task that outlives the connection must
-    // not attach it as a sink again.
-    conn.clear_on_handshake();
+    // The failure cleanup, when the loop ended on a failure (or on `terminate`, which the
+    // writer fires right after a failed write). Nothing else cleans up after a failure, and
+    // nothing is sent to the connection in between: its queue refuses every frame from the
+    // latch on.
+    failure.if_failed(out);
+    // Only this loop attaches the connection, so nothing makes it a sink again after this,
+    // even a handshake completed later by a task that outlives the connection.
     shared.registry.detach_sink(id);
     session.on_close();
     shared.forget(id);
-    peer_sending
+    (peer_sending, Some(failure))
 }
 
 fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, text: Bytes) {

@@ -74,6 +74,8 @@ impl ChannelRegistry {
         self.inner.snapshot().iter().map(Connection::id).collect()
     }
 
+    /// Sends channel frames to a connection from now on (its reader attaches it once it sees
+    /// the handshake done).
     pub(crate) fn attach_sink(&self, conn: Connection) {
         let mut sinks = self.inner.sinks.write().unwrap_or_else(|e| e.into_inner());
         // Copy-on-write: the list is copied only while a broadcast holds the current snapshot;
@@ -87,7 +89,7 @@ impl ChannelRegistry {
         self.inner.by_id.insert(conn.id(), conn);
     }
 
-    /// Stops sending channel frames to a connection. Safe to call from inside a send.
+    /// Stops sending channel frames to a connection (its reader does, once it sees it failed).
     pub(crate) fn remove_sink(&self, id: ConnectionId) {
         self.inner.by_id.remove(&id);
         let mut sinks = self.inner.sinks.write().unwrap_or_else(|e| e.into_inner());

@@ -1,0 +1,64 @@
+//! The bulk lane's door on the queue: a bulk frame is queued within its channel's window on
+//! the connection (outside the connection's byte budget), and a sender waits for room rather
+//! than fail the connection. The lane itself, and when its frames are written, is `bulk`.
+
+use super::error::DeliveryError;
+use super::item::BulkFrame;
+use super::queue::Outbound;
+
+impl Outbound {
+    /// Queues a frame of a bulk channel whose window on this connection is `window` bytes: taken
+    /// while the channel's queued bytes are under the window (so it holds at most the window plus
+    /// one frame), refused with [`DeliveryError::WindowFull`] otherwise. Bulk bytes are not
+    /// part of the connection's budget.
+    pub(crate) fn send_bulk(&self, frame: BulkFrame, window: usize) -> Result<(), DeliveryError> {
+        {
+            let mut q = self.lock();
+            if q.closed {
+                return Err(DeliveryError::Closed);
+            }
+            let ahead = q.items.len();
+            q.bulk
+                .push(frame, window, ahead)
+                .map_err(|_| DeliveryError::WindowFull)?;
+        }
+        self.inner.wake.notify_one();
+        Ok(())
+    }
+
+    /// Resolves once `channel` has room in its window here, or with [`DeliveryError::Closed`]
+    /// once the connection takes no more frames. Room may be gone again by the time the caller
+    /// sends (another sender): [`Outbound::send_bulk`] then says so and the caller waits again.
+    pub(crate) async fn bulk_room(
+        &self,
+        channel: &str,
+        window: usize,
+    ) -> Result<(), DeliveryError> {
+        loop {
+            let notified = self.inner.bulk_room.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a release in between is not missed.
+            notified.as_mut().enable();
+            {
+                let q = self.lock();
+                if q.closed {
+                    return Err(DeliveryError::Closed);
+                }
+                if q.bulk.has_room(channel, window) {
+                    return Ok(());
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Whether `channel` has room in its window here now.
+    pub(crate) fn bulk_has_room(&self, channel: &str, window: usize) -> bool {
+        self.lock().bulk.has_room(channel, window)
+    }
+
+    /// Bytes of bulk channel `channel` queued on this connection (its window's fill).
+    pub fn bulk_queued_bytes(&self, channel: &str) -> usize {
+        self.lock().bulk.queued(channel)
+    }
+}
