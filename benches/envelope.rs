@@ -9,6 +9,9 @@
 //!   connection (parse → catalog → role and feature checks → params → handler → reply queued
 //!   on the outbound path), for `system.ping`, `surface.role` and an unknown method.
 
+// `criterion_group!` declares an undocumented `pub fn`.
+#![allow(missing_docs)]
+
 use carrier::agent::{AgentProfile, EmbeddedAgent};
 use carrier::protocol::envelope;
 use carrier::protocol::Role;

@@ -6,6 +6,9 @@
 //! codec), queued on a connection's outbound path with no writer draining it, until the queue
 //! refuses one.
 
+// The counting global allocator below is the one `unsafe` here; each block says why it holds.
+#![allow(unsafe_code)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 

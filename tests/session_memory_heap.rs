@@ -9,6 +9,9 @@
 //! agent the test plays by hand, on one thread, and every measurement is taken once every
 //! frame the bridge queued has been handed over.
 
+// The counting global allocator below is the one `unsafe` here; each block says why it holds.
+#![allow(unsafe_code)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};

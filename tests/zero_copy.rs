@@ -4,6 +4,9 @@
 //! operation runs. Clients are raw sockets writing prebuilt bytes and reading into prebuilt
 //! buffers, so the only large allocations left are the server's.
 
+// The counting global allocator below is the one `unsafe` here; each block says why it holds.
+#![allow(unsafe_code)]
+
 use carrier_test_support as support;
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -27,6 +27,9 @@
 //! Everything is bounded: connections and seconds come from the command line, connecting and
 //! draining have timeouts, and the child is stopped when the parent ends (its stdin closes).
 
+// The counting global allocator below is the one `unsafe` here; each block says why it holds.
+#![allow(unsafe_code)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -172,6 +172,7 @@ impl Drop for Squatter {
 }
 
 /// Why another user's listener cannot be started here, if it cannot.
+#[allow(unsafe_code)] // geteuid(2), below
 fn cannot_start_a_squatter() -> Option<&'static str> {
     // SAFETY: geteuid(2) has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {

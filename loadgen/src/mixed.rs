@@ -34,7 +34,7 @@ use carrier::protocol::channel_frame;
 /// Pings measured on each connection before the transfer starts.
 pub const IDLE_PINGS: usize = 1000;
 /// The pause between one ping's response and the next ping.
-pub const PING_GAP: Duration = Duration::from_millis(1);
+pub(crate) const PING_GAP: Duration = Duration::from_millis(1);
 
 /// What the `mixed` mode measured, beside the generic report (whose latency fields are the
 /// pings during the transfer and whose MB/s is the transfer's).

@@ -5,6 +5,9 @@
 //! form a client sends) is the copying reference. Event frames are measured with a small JSON
 //! payload.
 
+// `criterion_group!` declares an undocumented `pub fn`.
+#![allow(missing_docs)]
+
 use bytes::Bytes;
 use carrier_protocol::channel_frame::{self, FrameBody};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};

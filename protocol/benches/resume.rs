@@ -1,6 +1,9 @@
 //! The resume ring (SPEC section 5): recording events in a full ring (steady-state eviction)
 //! and computing a replay 1, 100 and 1000 events behind.
 
+// `criterion_group!` declares an undocumented `pub fn`.
+#![allow(missing_docs)]
+
 use bytes::Bytes;
 use carrier_protocol::resume::ResumeRing;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};

@@ -47,8 +47,11 @@ use serde::{Deserialize, Serialize};
 use crate::protocol::Role;
 
 pub mod listener;
+// The two modules that call libc (kill(2), getuid(2), getpwuid_r(3)); each block says why it holds.
+#[allow(unsafe_code)]
 mod process;
 mod timestamp;
+#[allow(unsafe_code)]
 mod user;
 
 pub use process::ProcessStart;

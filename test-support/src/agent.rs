@@ -33,6 +33,7 @@ pub fn handshake_params(extra: Value) -> Value {
 
 /// A test client: reads frames in order, stashing those a wait skipped over.
 pub struct Client {
+    /// The WebSocket, for reads and writes the helpers do not cover.
     pub ws: Ws,
     stash: VecDeque<Value>,
     next_id: u64,
@@ -48,6 +49,7 @@ pub enum Ended {
 }
 
 impl Client {
+    /// Connects to `url` (a `ws://` URL with its token); panics if it cannot.
     pub async fn connect(url: &str) -> Client {
         let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(url))
             .await

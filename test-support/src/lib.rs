@@ -60,8 +60,11 @@ pub fn config() -> CarrierConfig {
 
 /// A started carrier on 127.0.0.1.
 pub struct Server {
+    /// The carrier itself, for registering channels and reading its state.
     pub transport: WsTransport,
+    /// The port it listens on.
     pub port: u16,
+    /// The token a client presents.
     pub token: String,
     /// What the [`TestProfile`] observed; stays zero under any other profile.
     pub stats: Arc<Stats>,

@@ -12,6 +12,7 @@ use tokio::process::{Child, Command};
 
 use crate::{Client, WAIT};
 
+/// The token every `carrier serve` of these tests is started with.
 pub const TOKEN: &str = "test-token";
 
 /// `CMD` of `--agent-cmd` for a Python agent of `cli/tests/agents/`, the path quoted as a shell
@@ -61,8 +62,11 @@ pub fn carrier_bin() -> PathBuf {
 
 /// A running `carrier serve`.
 pub struct Serve {
+    /// The process.
     pub child: Child,
+    /// Its process id.
     pub pid: u32,
+    /// The port it listens on.
     pub port: u16,
     stderr: tempfile::NamedTempFile,
     /// `XDG_RUNTIME_DIR` of this carrier: its runtime file stays out of the developer's.
@@ -72,7 +76,9 @@ pub struct Serve {
 /// `carrier serve` that exited before listening.
 #[derive(Debug)]
 pub struct Refused {
+    /// How it exited.
     pub status: ExitStatus,
+    /// What it printed on stderr.
     pub stderr: String,
 }
 
@@ -143,6 +149,7 @@ impl Serve {
         }
     }
 
+    /// The WebSocket URL of this carrier, token included.
     pub fn url(&self) -> String {
         format!("ws://127.0.0.1:{}/?token={TOKEN}", self.port)
     }
@@ -196,6 +203,7 @@ impl Serve {
     }
 }
 
+/// Sends `signal` (a name `kill` understands, e.g. `TERM`) to process `pid`.
 pub fn send_signal(pid: u32, signal: &str) {
     let status = std::process::Command::new("kill")
         .arg(format!("-{signal}"))

@@ -20,16 +20,22 @@ use crate::{Ws, WAIT};
 /// What the test profile observed.
 #[derive(Default)]
 pub struct Stats {
+    /// Sessions closed.
     pub closes: AtomicUsize,
+    /// The most bytes ever seen queued on one connection.
     pub max_queued: AtomicUsize,
+    /// Messages queued.
     pub sent: AtomicUsize,
+    /// Sends refused.
     pub send_errors: AtomicUsize,
+    /// The outbound budget a session reported.
     pub budget: AtomicUsize,
 }
 
 /// A minimal text profile: `hs` completes the handshake, `flood N SIZE` streams N text
 /// messages of SIZE bytes, `seq N` streams `m0..m{N-1}`, anything else is echoed.
 pub struct TestProfile {
+    /// What its sessions observed, shared with the test.
     pub stats: Arc<Stats>,
 }
 
@@ -122,6 +128,7 @@ pub async fn connect_with(
     }
 }
 
+/// Connects a WebSocket client to `url`; panics if it cannot.
 pub async fn connect(url: &str) -> Ws {
     connect_with(url, &[]).await.expect("upgrade").0
 }
@@ -148,6 +155,7 @@ pub async fn next_message(ws: &mut Ws) -> Option<Message> {
     }
 }
 
+/// The next text message, skipping other frames; panics on a close, an error or after [`WAIT`].
 pub async fn next_text(ws: &mut Ws) -> String {
     match next_message(ws).await {
         Some(Message::Text(t)) => t.to_string(),
@@ -168,6 +176,7 @@ pub async fn expect_close(ws: &mut Ws, code: u16) {
     }
 }
 
+/// The `tokio-tungstenite` close code for `code`.
 pub fn close_code(code: u16) -> CloseCode {
     CloseCode::from(code)
 }
@@ -175,6 +184,7 @@ pub fn close_code(code: u16) -> CloseCode {
 /// A raw WebSocket client over a plain TCP stream: writes masked frames byte by byte and reads
 /// server frames, for tests that need exact control (fragments, silence, no data frames).
 pub struct Raw {
+    /// The socket, for writing bytes the helpers do not frame.
     pub tcp: TcpStream,
     buf: Vec<u8>,
 }
@@ -182,12 +192,16 @@ pub struct Raw {
 /// One server frame as read by [`Raw`].
 #[derive(Debug, PartialEq, Eq)]
 pub struct RawFrame {
+    /// The FIN bit.
     pub fin: bool,
+    /// The opcode (1 text, 2 binary, 8 close, 9 ping, 10 pong).
     pub opcode: u8,
+    /// The payload, unmasked.
     pub payload: Vec<u8>,
 }
 
 impl RawFrame {
+    /// The status code of a close frame that carries one.
     pub fn close_code(&self) -> Option<u16> {
         (self.opcode == 8 && self.payload.len() >= 2)
             .then(|| u16::from_be_bytes([self.payload[0], self.payload[1]]))
@@ -348,6 +362,7 @@ pub async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
+/// Reads a counter of [`Stats`].
 pub fn count(a: &AtomicUsize) -> usize {
     a.load(Ordering::SeqCst)
 }

@@ -14,7 +14,7 @@ const DEMO_DELAY_MS: &str = "30";
 
 /// The real `carrier serve` binary with the embedded agent and an `upload` files channel.
 /// Dropping it kills the server.
-pub struct Carrier {
+pub(crate) struct Carrier {
     child: Child,
     /// The port `serve` reported in its listening line.
     pub port: u16,
@@ -36,7 +36,7 @@ impl Drop for Carrier {
 impl Carrier {
     /// Starts `carrier serve --port 0` with an `upload` files channel into `inbox` and
     /// reads its listening line.
-    pub async fn start(inbox: &Path) -> Carrier {
+    pub(crate) async fn start(inbox: &Path) -> Carrier {
         let logs = tempfile::tempdir().unwrap();
         let stderr = logs.path().join("carrier-stderr.log");
         let mut command = Command::new(env!("CARGO_BIN_EXE_carrier"));
@@ -82,13 +82,13 @@ impl Carrier {
 
     /// Kills the server (SIGKILL, no graceful close) and waits until it is gone: to pages
     /// connected to it, the carrier has vanished.
-    pub async fn kill(&mut self) {
+    pub(crate) async fn kill(&mut self) {
         let _ = self.child.start_kill();
         let _ = tokio::time::timeout(WAIT, self.child.wait()).await;
     }
 
     /// The server's HTTP origin, e.g. `http://127.0.0.1:PORT`.
-    pub fn http(&self) -> String {
+    pub(crate) fn http(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 }

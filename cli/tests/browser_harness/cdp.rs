@@ -22,7 +22,7 @@ type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
 
 /// The browser-level DevTools connection. Dropping it stops the reader task.
-pub struct Cdp {
+pub(crate) struct Cdp {
     writer: tokio::sync::Mutex<SplitSink<Socket, Message>>,
     /// Each command's response is handed to its caller here; the reader drops every sender when
     /// the socket ends, so a caller waiting on a dead browser fails at once instead of timing out.
@@ -41,7 +41,7 @@ impl Drop for Cdp {
 
 impl Cdp {
     /// Connects to the browser's DevTools WebSocket (`ws://127.0.0.1:PORT/devtools/browser/…`).
-    pub async fn connect(url: &str) -> Result<Arc<Cdp>, String> {
+    pub(crate) async fn connect(url: &str) -> Result<Arc<Cdp>, String> {
         let (socket, _) = timeout(WAIT, tokio_tungstenite::connect_async(url))
             .await
             .map_err(|_| format!("DevTools socket {url} did not open within {WAIT:?}"))?
@@ -79,7 +79,7 @@ impl Cdp {
     }
 
     /// Sends one command (to the browser, or to a page's session) and returns its `result`.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         session: Option<&str>,
         method: &str,
@@ -118,7 +118,7 @@ impl Cdp {
 
     /// The recorded events of one page session, oldest first, as whole frames
     /// (`{method, params, sessionId}`).
-    pub fn session_events(&self, session: &str) -> Vec<Value> {
+    pub(crate) fn session_events(&self, session: &str) -> Vec<Value> {
         self.events
             .lock()
             .unwrap()
@@ -129,7 +129,7 @@ impl Cdp {
     }
 
     /// Opens a new tab and attaches a flattened session to it.
-    pub async fn new_page(self: &Arc<Self>) -> Result<Page, String> {
+    pub(crate) async fn new_page(self: &Arc<Self>) -> Result<Page, String> {
         let target = self
             .call(None, "Target.createTarget", json!({"url": "about:blank"}))
             .await?;

@@ -137,7 +137,7 @@ fn run_bounded(command: &mut Command, limit: Duration) -> Option<Output> {
 }
 
 /// A running headless Chromium with a fresh profile.
-pub struct Chromium {
+pub(crate) struct Chromium {
     cdp: Arc<Cdp>,
     process: BrowserProcess,
 }
@@ -152,6 +152,7 @@ struct BrowserProcess {
     _scratch: tempfile::TempDir,
 }
 
+#[allow(unsafe_code)] // kill(2) of the browser's process group, below
 impl Drop for BrowserProcess {
     fn drop(&mut self) {
         let group = self.child.id() as libc::pid_t;
@@ -167,7 +168,7 @@ impl Chromium {
     /// Starts the browser headless with a fresh profile, the test flags plus `extra_args`, and
     /// connects to its DevTools socket. A missing browser is installed first where this user
     /// can; otherwise the test fails (never skips) with one line saying what to do.
-    pub async fn launch(extra_args: &[&str]) -> Chromium {
+    pub(crate) async fn launch(extra_args: &[&str]) -> Chromium {
         // The lookup blocks (and may install): off the runtime's worker threads.
         let binary = tokio::task::spawn_blocking(browser_binary)
             .await
@@ -215,7 +216,7 @@ impl Chromium {
     }
 
     /// Opens a tab whose failure messages include this browser's log.
-    pub async fn new_page(&self) -> Page {
+    pub(crate) async fn new_page(&self) -> Page {
         let page = match self.cdp.new_page().await {
             Ok(page) => page,
             Err(e) => panic!("cannot open a tab: {e}\n{}", self.process.log_tail()),

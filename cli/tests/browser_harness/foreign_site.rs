@@ -7,7 +7,7 @@ use super::WAIT;
 
 /// A second local web server that serves one page at `/` (404 elsewhere). Dropping it stops
 /// accepting.
-pub struct ForeignSite {
+pub(crate) struct ForeignSite {
     /// The port it listens on (127.0.0.1).
     pub port: u16,
     accept: tokio::task::JoinHandle<()>,
@@ -21,7 +21,7 @@ impl Drop for ForeignSite {
 
 impl ForeignSite {
     /// Serves `html` at `/` on a fresh port.
-    pub async fn serve(html: String) -> ForeignSite {
+    pub(crate) async fn serve(html: String) -> ForeignSite {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let accept = tokio::spawn(async move {

@@ -20,10 +20,10 @@ mod page;
 
 use std::time::Duration;
 
-pub use carrier::Carrier;
-pub use chromium::Chromium;
-pub use foreign_site::ForeignSite;
-pub use page::Page;
+pub(crate) use carrier::Carrier;
+pub(crate) use chromium::Chromium;
+pub(crate) use foreign_site::ForeignSite;
+pub(crate) use page::Page;
 
 /// How long any single wait in the browser test may take.
-pub const WAIT: Duration = Duration::from_secs(20);
+pub(crate) const WAIT: Duration = Duration::from_secs(20);

@@ -16,7 +16,7 @@ use super::WAIT;
 const POLL: Duration = Duration::from_millis(20);
 
 /// One tab, driven through its DevTools session.
-pub struct Page {
+pub(crate) struct Page {
     cdp: Arc<Cdp>,
     session: String,
     /// Log files (label, path) whose tails are added to a failure message, e.g. the server's.
@@ -33,12 +33,12 @@ impl Page {
     }
 
     /// Sends one command to this page's session.
-    pub async fn call(&self, method: &str, params: Value) -> Result<Value, String> {
+    pub(crate) async fn call(&self, method: &str, params: Value) -> Result<Value, String> {
         self.cdp.call(Some(&self.session), method, params).await
     }
 
     /// Adds a log file whose tail is shown when a wait on this page fails.
-    pub fn add_log(&self, label: &str, path: PathBuf) {
+    pub(crate) fn add_log(&self, label: &str, path: PathBuf) {
         self.extra_logs
             .lock()
             .unwrap()
@@ -46,7 +46,7 @@ impl Page {
     }
 
     /// The recorded events of this page with the given method name (their `params`).
-    pub fn events(&self, method: &str) -> Vec<Value> {
+    pub(crate) fn events(&self, method: &str) -> Vec<Value> {
         self.cdp
             .session_events(&self.session)
             .into_iter()
@@ -56,7 +56,7 @@ impl Page {
     }
 
     /// Waits until this page has recorded an event `method` whose params satisfy `matches`.
-    pub async fn wait_for_event(
+    pub(crate) async fn wait_for_event(
         &self,
         what: &str,
         method: &str,
@@ -76,7 +76,7 @@ impl Page {
     }
 
     /// Page-side failures so far: uncaught exceptions and `console.error` calls.
-    pub fn page_errors(&self) -> Vec<String> {
+    pub(crate) fn page_errors(&self) -> Vec<String> {
         let mut errors: Vec<String> = self
             .events("Runtime.exceptionThrown")
             .iter()
@@ -92,7 +92,7 @@ impl Page {
     }
 
     /// Evaluates a JavaScript expression (promises awaited) and returns its JSON value.
-    pub async fn eval(&self, expression: &str) -> Result<Value, String> {
+    pub(crate) async fn eval(&self, expression: &str) -> Result<Value, String> {
         let reply = self
             .call(
                 "Runtime.evaluate",
@@ -110,7 +110,7 @@ impl Page {
 
     /// Polls `expression` until it yields a truthy value, which is returned. Fails the test
     /// with the page's text, console and logs after [`WAIT`].
-    pub async fn wait_for(&self, what: &str, expression: &str) -> Value {
+    pub(crate) async fn wait_for(&self, what: &str, expression: &str) -> Value {
         let deadline = Instant::now() + WAIT;
         loop {
             let last = self.eval(expression).await;
@@ -128,12 +128,12 @@ impl Page {
     }
 
     /// Fails the test with `message` and everything known about the page.
-    pub async fn fail(&self, message: &str) -> ! {
+    pub(crate) async fn fail(&self, message: &str) -> ! {
         panic!("{message}\n{}", self.diagnostics().await)
     }
 
     /// The page's visible text, its console and exceptions, and the attached logs' tails.
-    pub async fn diagnostics(&self) -> String {
+    pub(crate) async fn diagnostics(&self) -> String {
         let text = match timeout(
             Duration::from_secs(3),
             self.eval("document.body?.innerText ?? ''"),
@@ -170,7 +170,7 @@ impl Page {
 
     /// Loads `url` in a new document and waits until that document has finished loading (the
     /// old one is marked first, so its own `complete` state is never mistaken for the new one).
-    pub async fn navigate(&self, url: &str) {
+    pub(crate) async fn navigate(&self, url: &str) {
         if let Err(e) = self.eval("window.__replacedByNavigation = true").await {
             self.fail(&format!("marking the current document: {e}"))
                 .await;
@@ -189,7 +189,7 @@ impl Page {
 
     /// Clicks an element the way a person would: a real mouse press and release at its
     /// centre, once it is visible, enabled and not covered by another element.
-    pub async fn click(&self, selector: &str) {
+    pub(crate) async fn click(&self, selector: &str) {
         let sel = serde_json::to_string(selector).unwrap();
         let point = self
             .wait_for(
@@ -217,7 +217,7 @@ impl Page {
     }
 
     /// Clicks a text field and types `text` into it, as a keyboard would insert it.
-    pub async fn type_into(&self, selector: &str, text: &str) {
+    pub(crate) async fn type_into(&self, selector: &str, text: &str) {
         self.click(selector).await;
         if let Err(e) = self.call("Input.insertText", json!({"text": text})).await {
             self.fail(&format!("typing into {selector}: {e}")).await;
@@ -225,7 +225,7 @@ impl Page {
     }
 
     /// Presses and releases Enter in the focused element.
-    pub async fn press_enter(&self) {
+    pub(crate) async fn press_enter(&self) {
         for kind in ["keyDown", "keyUp"] {
             let mut params = json!({
                 "type": kind, "key": "Enter", "code": "Enter",
@@ -241,7 +241,7 @@ impl Page {
     }
 
     /// Puts a file on an `<input type=file>`, as choosing it in the file dialog would.
-    pub async fn set_file_input(&self, selector: &str, path: &Path) {
+    pub(crate) async fn set_file_input(&self, selector: &str, path: &Path) {
         let result: Result<Value, String> = async {
             let doc = self.call("DOM.getDocument", json!({"depth": 0})).await?;
             let node = self
@@ -264,7 +264,7 @@ impl Page {
     }
 
     /// A PNG of the viewport.
-    pub async fn screenshot(&self) -> Vec<u8> {
+    pub(crate) async fn screenshot(&self) -> Vec<u8> {
         let shot = match self
             .call("Page.captureScreenshot", json!({"format": "png"}))
             .await
@@ -280,7 +280,7 @@ impl Page {
 }
 
 /// The last lines of a log file, headed by `label`, for a failure message.
-pub fn log_tail(label: &str, path: &Path) -> String {
+pub(crate) fn log_tail(label: &str, path: &Path) -> String {
     let log = std::fs::read_to_string(path).unwrap_or_default();
     // Headless Chromium on a machine without a session bus complains about D-Bus at every
     // start; those lines say nothing about the page.

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-pub use crate::protocol::channel::ChannelDescriptor;
+pub(crate) use crate::protocol::channel::ChannelDescriptor;
 pub use channel_handle::ChannelHandle;
 pub(crate) use entry::Backpressure;
 use entry::ChannelEntry;
