@@ -1,6 +1,6 @@
 //! The HTTP face of the carrier: `GET /` upgrades (after admission), `/healthz`, `/metrics`,
-//! `/console` and the JavaScript client (`/client.js` and the modules it imports). [`CarrierService`] is also what a host mounts in its own
-//! hyper or axum server.
+//! `/console` and the JavaScript client (`/client.js` and the modules it imports).
+//! [`CarrierService`] is also what a host mounts, at any path, in its own hyper or axum server.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -25,27 +25,82 @@ pub type Body = Full<Bytes>;
 
 const CONSOLE_HTML: &str = include_str!("../web/console.html");
 
-/// The JavaScript package (`js/`), served file by file with no build step: `/client.js` is its
+/// The JavaScript package (`js/`), served file by file with no build step: `client.js` is its
 /// browser entry (it re-exports the whole public API) and imports the others by relative path,
-/// so a page resolves them all against the carrier's root.
+/// so a page resolves them all against the directory the carrier is served from.
 const CLIENT_MODULES: &[(&str, &str)] = &[
-    ("/client.js", include_str!("../../js/client.js")),
-    ("/transport.js", include_str!("../../js/transport.js")),
-    ("/frames.js", include_str!("../../js/frames.js")),
-    ("/errors.js", include_str!("../../js/errors.js")),
-    ("/internal.js", include_str!("../../js/internal.js")),
-    ("/catalog.js", include_str!("../../js/catalog.js")),
+    ("client.js", include_str!("../../js/client.js")),
+    ("transport.js", include_str!("../../js/transport.js")),
+    ("frames.js", include_str!("../../js/frames.js")),
+    ("errors.js", include_str!("../../js/errors.js")),
+    ("internal.js", include_str!("../../js/internal.js")),
+    ("catalog.js", include_str!("../../js/catalog.js")),
 ];
 
 /// A `tower::Service` (and hyper service) answering every carrier route, with the same admission
-/// as the carrier's own listener. Cheap to clone.
+/// as the carrier's own listener. Cheap to clone. Get one from
+/// [`WsTransport::service`](super::WsTransport::service).
 ///
-/// Mount it on a route of your own server, e.g. with axum:
-/// `Router::new().route_service("/agent", transport.service()?)`. The upgrade needs the request's
-/// `hyper::upgrade::OnUpgrade` extension, which hyper and axum provide.
+/// It works at whatever path the host mounts it under. With axum:
+///
+/// - `Router::new().route_service("/agent", transport.service())`: the WebSocket endpoint is
+///   `/agent` (one route, so only the socket).
+/// - `Router::new().nest_service("/agent", transport.service())`: the whole carrier under
+///   `/agent/` — the socket at `/agent` and `/agent/`, the web console at `/agent/console`,
+///   its JavaScript modules beside it, `/agent/healthz` and `/agent/metrics`. The console and
+///   the modules refer to each other and to the socket by relative URL.
+///
+/// The service routes on the last segment of the path it is given: `console`, `healthz`,
+/// `metrics` and the JavaScript modules' file names (`client.js`, …) are those routes, and any
+/// other path the host sends it is the WebSocket endpoint (a request without an upgrade there
+/// gets 426). The carrier's own listener, which owns the whole server, keeps the exact paths
+/// (`/`, `/console`, …; 404 elsewhere).
+///
+/// The upgrade needs the request's `hyper::upgrade::OnUpgrade` extension, which hyper (served
+/// `with_upgrades()`) and axum provide. `examples/axum_mount.rs` is a complete host.
 #[derive(Clone)]
 pub struct CarrierService {
     pub(crate) shared: Arc<Shared>,
+    /// Mounted by a host (route on the path's last segment) rather than the carrier's own
+    /// listener (exact paths from the root).
+    pub(crate) mounted: bool,
+}
+
+/// Where a request goes among the carrier's routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// The WebSocket endpoint.
+    Socket,
+    Healthz,
+    Metrics,
+    Console,
+    /// One of [`CLIENT_MODULES`], by index.
+    Module(usize),
+    NotFound,
+}
+
+/// The route of `path`: from the root for the carrier's own listener, by the last segment
+/// when a host mounted the service (it may or may not have stripped its prefix).
+fn route(path: &str, mounted: bool) -> Route {
+    let name = if mounted {
+        path.rsplit_once('/').map_or(path, |(_, name)| name)
+    } else {
+        match path.strip_prefix('/') {
+            Some(name) if !name.contains('/') => name,
+            _ => return Route::NotFound,
+        }
+    };
+    match name {
+        "" => Route::Socket,
+        "healthz" => Route::Healthz,
+        "metrics" => Route::Metrics,
+        "console" => Route::Console,
+        _ => match CLIENT_MODULES.iter().position(|(file, _)| *file == name) {
+            Some(i) => Route::Module(i),
+            None if mounted => Route::Socket,
+            None => Route::NotFound,
+        },
+    }
 }
 
 impl<B: Send + 'static> tower_service::Service<Request<B>> for CarrierService {
@@ -58,8 +113,8 @@ impl<B: Send + 'static> tower_service::Service<Request<B>> for CarrierService {
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let shared = self.shared.clone();
-        Box::pin(async move { Ok(handle(req, shared)) })
+        let (shared, mounted) = (self.shared.clone(), self.mounted);
+        Box::pin(async move { Ok(handle(req, shared, mounted)) })
     }
 }
 
@@ -69,8 +124,8 @@ impl<B: Send + 'static> hyper::service::Service<Request<B>> for CarrierService {
     type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
 
     fn call(&self, req: Request<B>) -> Self::Future {
-        let shared = self.shared.clone();
-        Box::pin(async move { Ok(handle(req, shared)) })
+        let (shared, mounted) = (self.shared.clone(), self.mounted);
+        Box::pin(async move { Ok(handle(req, shared, mounted)) })
     }
 }
 
@@ -109,14 +164,21 @@ fn head_bytes<B>(req: &Request<B>) -> usize {
     headers + req.uri().to_string().len()
 }
 
-fn handle<B: Send + 'static>(mut req: Request<B>, shared: Arc<Shared>) -> Response<Body> {
+fn handle<B: Send + 'static>(
+    mut req: Request<B>,
+    shared: Arc<Shared>,
+    mounted: bool,
+) -> Response<Body> {
     if head_bytes(&req) > MAX_HEAD_BYTES {
         return plain(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             "request head too large\n",
         );
     }
-    if let Some((status, why)) = super::http_strict::check(&req, &shared.policy) {
+    let route = route(req.uri().path(), mounted);
+    if let Some((status, why)) =
+        super::http_strict::check(&req, &shared.policy, route == Route::Socket)
+    {
         let mut response = plain(status, why);
         if status == StatusCode::UPGRADE_REQUIRED {
             // RFC 6455 §4.2.2: name the version this server speaks.
@@ -126,8 +188,7 @@ fn handle<B: Send + 'static>(mut req: Request<B>, shared: Arc<Shared>) -> Respon
         }
         return response;
     }
-    let path = req.uri().path();
-    if path == "/healthz" {
+    if route == Route::Healthz {
         return text(StatusCode::OK, "application/json", r#"{"status":"ok"}"#);
     }
     // Every other route is behind the Host check (DNS-rebinding defence).
@@ -145,18 +206,18 @@ fn handle<B: Send + 'static>(mut req: Request<B>, shared: Arc<Shared>) -> Respon
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
     }
-    match path {
-        "/" if fastwebsockets::upgrade::is_upgrade_request(&req) => upgrade(&mut req, shared),
-        "/" => plain(
+    match route {
+        Route::Socket if fastwebsockets::upgrade::is_upgrade_request(&req) => {
+            upgrade(&mut req, shared)
+        }
+        Route::Socket => plain(
             StatusCode::UPGRADE_REQUIRED,
-            "this is a WebSocket endpoint; see /console\n",
+            "this is a WebSocket endpoint; see console beside it\n",
         ),
-        "/metrics" => metrics(&req, &shared),
-        "/console" => text(StatusCode::OK, "text/html; charset=utf-8", CONSOLE_HTML),
-        _ => match CLIENT_MODULES.iter().find(|(route, _)| *route == path) {
-            Some((_, module)) => text(StatusCode::OK, "text/javascript", *module),
-            None => plain(StatusCode::NOT_FOUND, "not found\n"),
-        },
+        Route::Metrics => metrics(&req, &shared),
+        Route::Console => text(StatusCode::OK, "text/html; charset=utf-8", CONSOLE_HTML),
+        Route::Module(i) => text(StatusCode::OK, "text/javascript", CLIENT_MODULES[i].1),
+        Route::Healthz | Route::NotFound => plain(StatusCode::NOT_FOUND, "not found\n"),
     }
 }
 
@@ -248,4 +309,39 @@ fn upgrade<B: Send + 'static>(req: &mut Request<B>, shared: Arc<Shared>) -> Resp
         }
     });
     Response::from_parts(parts, Full::new(Bytes::new()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{route, Route};
+
+    #[test]
+    fn the_own_listener_routes_exact_paths_from_the_root() {
+        assert_eq!(route("/", false), Route::Socket);
+        assert_eq!(route("/console", false), Route::Console);
+        assert_eq!(route("/healthz", false), Route::Healthz);
+        assert_eq!(route("/metrics", false), Route::Metrics);
+        assert_eq!(route("/client.js", false), Route::Module(0));
+        for path in ["/agent", "/agent/console", "/package.json", "", "/console/"] {
+            assert_eq!(route(path, false), Route::NotFound, "{path}");
+        }
+    }
+
+    #[test]
+    fn a_mounted_service_routes_on_the_last_segment_and_is_the_socket_elsewhere() {
+        // axum's route_service passes the whole path; nest_service strips the prefix; a hyper
+        // host may do either.
+        for path in ["/agent", "/agent/", "/", "", "/a/b/socket"] {
+            assert_eq!(route(path, true), Route::Socket, "{path}");
+        }
+        for prefix in ["", "/agent", "/a/b"] {
+            assert_eq!(route(&format!("{prefix}/console"), true), Route::Console);
+            assert_eq!(route(&format!("{prefix}/healthz"), true), Route::Healthz);
+            assert_eq!(route(&format!("{prefix}/metrics"), true), Route::Metrics);
+            assert_eq!(
+                route(&format!("{prefix}/catalog.js"), true),
+                Route::Module(5)
+            );
+        }
+    }
 }

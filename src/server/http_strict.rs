@@ -1,7 +1,7 @@
 //! What RFC 7230 and RFC 6455 require of a request before the carrier routes it, checked
 //! before any route: one `Host` (400 otherwise, RFC 7230 §5.4), an absolute-form target
 //! whose authority passes the same Host rule (403: the authority replaces `Host`, §5.4), one
-//! `Origin` (403: which of two would admission judge?), and for a WebSocket upgrade of `/` a
+//! `Origin` (403: which of two would admission judge?), and for a WebSocket upgrade of the endpoint a
 //! `GET` (§4.1 of RFC 6455) over HTTP/1.1 with exactly one `Sec-WebSocket-Key` that is 16
 //! bytes in base64 (400) and `Sec-WebSocket-Version: 13` (426 for another version, §4.2.2;
 //! 400 when missing).
@@ -17,7 +17,12 @@ use super::admission::{admit, Admission, AdmissionPolicy, AdmissionRequest};
 pub(crate) type Refusal = (StatusCode, &'static str);
 
 /// The first rule `req` breaks, if any.
-pub(crate) fn check<B>(req: &Request<B>, policy: &AdmissionPolicy) -> Option<Refusal> {
+/// `socket` says the request is for the WebSocket endpoint, where an upgrade's rules apply.
+pub(crate) fn check<B>(
+    req: &Request<B>,
+    policy: &AdmissionPolicy,
+    socket: bool,
+) -> Option<Refusal> {
     if count(req, HOST) > 1 {
         return Some((
             StatusCode::BAD_REQUEST,
@@ -42,7 +47,7 @@ pub(crate) fn check<B>(req: &Request<B>, policy: &AdmissionPolicy) -> Option<Ref
             "forbidden: more than one Origin header\n",
         ));
     }
-    if req.uri().path() == "/" && fastwebsockets::upgrade::is_upgrade_request(req) {
+    if socket && fastwebsockets::upgrade::is_upgrade_request(req) {
         return check_upgrade(req);
     }
     None
@@ -130,7 +135,8 @@ mod tests {
     }
 
     fn status(req: Request<()>) -> Option<StatusCode> {
-        check(&req, &policy()).map(|(status, _)| status)
+        let socket = req.uri().path() == "/";
+        check(&req, &policy(), socket).map(|(status, _)| status)
     }
 
     #[test]

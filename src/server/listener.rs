@@ -100,6 +100,7 @@ pub(crate) async fn accept_loop(
 ) {
     let service = CarrierService {
         shared: shared.clone(),
+        mounted: false,
     };
     let mut open: VecDeque<Arc<HttpSlot>> = VecDeque::new();
     loop {

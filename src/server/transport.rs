@@ -364,12 +364,15 @@ impl WsTransport {
         &self.shared.registry
     }
 
-    /// A service to mount the carrier on a route of the host's own hyper/axum server, with the
-    /// same admission. Upgrades it accepts are served only while the transport runs (after
+    /// A service to mount the carrier at any path of the host's own hyper/axum server, with the
+    /// same admission (axum: `route_service("/agent", transport.service())` for the socket
+    /// alone, `nest_service("/agent", transport.service())` for the socket and the console; see
+    /// [`CarrierService`]). Upgrades it accepts are served only while the transport runs (after
     /// `attach()` and `start()`); use [`WsTransport::start_mounted`] to run without a listener.
     pub fn service(&self) -> CarrierService {
         CarrierService {
             shared: self.shared.clone(),
+            mounted: true,
         }
     }
 
