@@ -4,7 +4,8 @@
 //! a file; several pages on one session (an observer sees every prompt live, Send and Abort follow
 //! turns another page started); what a wrong token and a vanished carrier look like — plus the
 //! proof that a page from a foreign origin cannot open the socket; and a page that imports
-//! `/client.js` and runs a turn through a transport object of its own.
+//! `/client.js` and runs a turn through a transport object of its own; and the console served
+//! by a carrier mounted under `/agent` of a host's axum server (`examples/axum_mount.rs`).
 //!
 //! A missing browser is installed on first use where the tests may (root or passwordless sudo,
 //! `.ci/install-browser.sh`); elsewhere these tests fail, never skip. Every wait is bounded by
@@ -12,6 +13,10 @@
 //! Screenshots of each state land in `target/console-*.png`.
 
 mod browser_harness;
+
+#[allow(dead_code)] // `main` is the example's, not this test's
+#[path = "../../examples/axum_mount.rs"]
+mod axum_mount;
 
 use std::path::{Path, PathBuf};
 
@@ -662,6 +667,74 @@ async fn page_from_a_foreign_origin_cannot_open_the_socket() {
         "{refused}"
     );
     assert_eq!(refused["console"], false, "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_works_under_the_path_a_host_mounted_the_carrier_at() {
+    // The example's carrier and router, served by axum in this process.
+    let transport = axum_mount::carrier().expect("the example's carrier starts");
+    let token = transport.resolved_token().unwrap().to_owned();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app = axum_mount::app(&transport);
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let browser = Chromium::launch(&[]).await;
+    let page = browser.new_page().await;
+
+    page.navigate(&format!(
+        "http://127.0.0.1:{port}/agent/console#token={token}"
+    ))
+    .await;
+    let connected = page
+        .wait_for(
+            "the mounted console to connect",
+            "['connected', 'version_skew'].includes(document.body.dataset.state) && \
+             ({state: document.body.dataset.state, role: document.body.dataset.role})",
+        )
+        .await;
+    assert_eq!(connected["state"], "connected", "{connected}");
+    // It loaded its module beside itself and dialled the socket at the mount path.
+    let sockets: Vec<String> = page
+        .events("Network.webSocketCreated")
+        .iter()
+        .filter_map(|e| e["url"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        sockets,
+        [format!("ws://127.0.0.1:{port}/agent/")],
+        "the console dials the directory it was served from"
+    );
+    // The page's own record of what it fetched (Resource Timing): its modules.
+    let scripts: Vec<String> = page
+        .eval(
+            "performance.getEntriesByType('resource').map((e) => e.name)\
+               .filter((url) => url.endsWith('.js'))",
+        )
+        .await
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|url| url.as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        scripts.contains(&format!("http://127.0.0.1:{port}/agent/client.js")),
+        "{scripts:?}"
+    );
+    assert!(
+        scripts
+            .iter()
+            .all(|url| url.starts_with(&format!("http://127.0.0.1:{port}/agent/"))),
+        "every module comes from under the mount: {scripts:?}"
+    );
+
+    a_tool_runs_only_when_allowed(&page).await;
+    let errors = page.page_errors();
+    assert!(errors.is_empty(), "the console logged errors: {errors:#?}");
+    server.abort();
+    transport.stop().await;
 }
 
 /// Waits for the foreign page's socket to open or close.
