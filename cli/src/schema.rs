@@ -1,7 +1,8 @@
-//! `carrier schema --out DIR | --check DIR [--ts FILE] [--js DIR]`: the files generated from the
-//! method catalog — the JSON Schemas, the TypeScript declarations of the wire types and the
-//! JavaScript package's tables — written, or checked against the committed ones. The protocol
-//! crate generates their text; the disk is this command's.
+//! `carrier schema --out DIR | --check DIR [--ts FILE] [--js DIR] [--docs FILE]`: the files
+//! generated from the method catalog — the JSON Schemas, the TypeScript declarations of the
+//! wire types, the JavaScript package's tables and the tables of the protocol reference —
+//! written, or checked against the committed ones. The protocol crate generates their text;
+//! the disk is this command's.
 
 mod files;
 
@@ -10,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use carrier::protocol::javascript::{javascript_tables, GENERATED_MARKER};
+use carrier::protocol::reference::{fill_reference, ReferenceError};
 use carrier::protocol::schema::schema_files;
 use carrier::protocol::typescript::{typescript_declarations, TypeScriptError};
 use clap::Args;
@@ -41,6 +43,11 @@ pub struct SchemaArgs {
     /// but is not one counts as unexpected.
     #[arg(long, value_name = "DIR")]
     js: Option<PathBuf>,
+    /// Also fill (with --out) or check (with --check) the generated tables of the protocol
+    /// reference in FILE, e.g. docs/protocol.md: the methods, events, error codes, features and
+    /// their compatibility, each between its marker lines; the rest of FILE is left as it is.
+    #[arg(long, value_name = "FILE")]
+    docs: Option<PathBuf>,
 }
 
 /// Why the files could not be generated.
@@ -50,6 +57,15 @@ enum GenerateError {
     TypeScript(#[from] TypeScriptError),
     #[error("--ts {}: not a file name", .0.display())]
     NotAFile(PathBuf),
+    #[error("--docs {}: not a file name", .0.display())]
+    DocsNotAFile(PathBuf),
+    #[error("--docs: cannot read the reference: {0}")]
+    ReadDocs(#[from] files::FileError),
+    #[error("--docs {}: {source}", path.display())]
+    Reference {
+        path: PathBuf,
+        source: ReferenceError,
+    },
 }
 
 /// Runs `carrier schema`.
@@ -61,7 +77,7 @@ pub fn run(args: SchemaArgs) -> ExitCode {
         .ts
         .clone()
         .or_else(|| args.js.as_ref().map(|js| js.join("wire.d.ts")));
-    let sets = match file_sets(dir, ts.as_deref(), args.js.as_deref()) {
+    let sets = match file_sets(dir, ts.as_deref(), args.js.as_deref(), args.docs.as_deref()) {
         Ok(sets) => sets,
         Err(e) => {
             eprintln!("carrier schema: {e}");
@@ -72,7 +88,11 @@ pub fn run(args: SchemaArgs) -> ExitCode {
         return write(&sets);
     }
     let mut regenerate = format!("cargo run -- schema --out {}", dir.display());
-    for (flag, path) in [("--ts", &args.ts), ("--js", &args.js)] {
+    for (flag, path) in [
+        ("--ts", &args.ts),
+        ("--js", &args.js),
+        ("--docs", &args.docs),
+    ] {
         if let Some(path) = path {
             regenerate.push_str(&format!(" {flag} {}", path.display()));
         }
@@ -81,11 +101,12 @@ pub fn run(args: SchemaArgs) -> ExitCode {
 }
 
 /// Every set of files this run generates: the schemas in `dir`, the declarations in `ts`, the
-/// JavaScript tables in `js`.
+/// JavaScript tables in `js`, the reference `docs` with its tables filled in.
 fn file_sets(
     dir: &Path,
     ts: Option<&Path>,
     js: Option<&Path>,
+    docs: Option<&Path>,
 ) -> Result<Vec<FileSet>, GenerateError> {
     let mut sets = vec![FileSet {
         what: "the JSON Schemas",
@@ -115,6 +136,24 @@ fn file_sets(
             // The client reports the carrier's version in its handshake, like the Rust client.
             files: javascript_tables(env!("CARGO_PKG_VERSION")),
             strays: Strays::MarkedWith(GENERATED_MARKER),
+        });
+    }
+    if let Some(file) = docs {
+        let name = file
+            .file_name()
+            .ok_or_else(|| GenerateError::DocsNotAFile(file.to_owned()))?;
+        // The reference is hand-written around its tables: what it should be is the file on
+        // disk with the tables this build generates.
+        let filled =
+            fill_reference(&files::read(file)?).map_err(|source| GenerateError::Reference {
+                path: file.to_owned(),
+                source,
+            })?;
+        sets.push(FileSet {
+            what: "the protocol reference's tables",
+            dir: file.parent().unwrap_or(Path::new("")).to_owned(),
+            files: [(name.to_string_lossy().into_owned(), filled)].into(),
+            strays: Strays::None,
         });
     }
     Ok(sets)
@@ -188,17 +227,18 @@ mod tests {
     #[test]
     fn committed_generated_files_are_current() {
         // `CARRIER_BLESS_SCHEMAS=1 cargo test -p carrier-cli --lib` regenerates them (like
-        // `carrier schema --out schemas --js js`). They live at the repository root, one
-        // directory above this crate.
+        // `carrier schema --out schemas --js js --docs docs/protocol.md`). They live at the
+        // repository root, one directory above this crate.
         let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let js = repo.join("js");
         let sets = file_sets(
             &repo.join("schemas"),
             Some(&js.join("wire.d.ts")),
             Some(&js),
+            Some(&repo.join("docs/protocol.md")),
         )
         .unwrap();
-        assert_eq!(sets.len(), 3);
+        assert_eq!(sets.len(), 4);
         if std::env::var_os("CARRIER_BLESS_SCHEMAS").is_some() {
             for set in &sets {
                 files::write(set).unwrap();
@@ -209,7 +249,7 @@ mod tests {
             let drift = files::check(set, &defined).unwrap();
             assert!(
                 drift.is_empty(),
-                "{} are out of date{drift}\nregenerate with: cargo run -- schema --out schemas --js js",
+                "{} are out of date{drift}\nregenerate with: cargo run -- schema --out schemas --js js --docs docs/protocol.md",
                 set.what
             );
         }

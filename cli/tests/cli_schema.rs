@@ -1,7 +1,8 @@
 //! `carrier schema --check DIR --ts FILE --js DIR` against copies of the committed files:
 //! passes on them as committed, fails (exit 1, naming the file) when the TypeScript
 //! declarations are edited or missing, when a JSON Schema is stale, and when a JavaScript table
-//! is hand-edited, missing or left over; `--out --ts --js` writes them all.
+//! is hand-edited, missing or left over, and when a generated table of the protocol reference
+//! (`--docs`) is stale; `--out --ts --js --docs` writes them all.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -190,4 +191,71 @@ fn check_fails_on_a_hand_edited_missing_or_leftover_javascript_table() {
     assert_fails("unexpected", "methods.js");
     std::fs::remove_file(&leftover).unwrap();
     assert!(check().status.success());
+}
+
+#[test]
+fn check_fails_when_a_table_of_the_protocol_reference_is_stale_and_out_fills_it_again() {
+    let scratch = tempfile::tempdir().unwrap();
+    let schemas = scratch.path().join("schemas");
+    let docs = scratch.path().join("protocol.md");
+    copy_schemas(&schemas);
+    let committed_docs = std::fs::read_to_string(committed("docs/protocol.md")).unwrap();
+    std::fs::write(&docs, &committed_docs).unwrap();
+    let run = |mode: &str| {
+        carrier(&[
+            mode.as_ref(),
+            schemas.as_os_str(),
+            "--docs".as_ref(),
+            docs.as_os_str(),
+        ])
+    };
+
+    let ok = run("--check");
+    assert!(ok.status.success(), "{ok:?}");
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("protocol reference"));
+
+    // A method row edited by hand (its least role), as a stale table would read.
+    let edited = committed_docs.replacen(
+        "| `session.submit` | drive |",
+        "| `session.submit` | observe |",
+        1,
+    );
+    assert_ne!(edited, committed_docs, "the reference lists session.submit");
+    std::fs::write(&docs, &edited).unwrap();
+    let stale = run("--check");
+    assert_eq!(stale.status.code(), Some(1), "{stale:?}");
+    let stderr = String::from_utf8_lossy(&stale.stderr);
+    assert!(
+        stderr.contains("stale") && stderr.contains("protocol.md"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--docs"),
+        "says how to regenerate: {stderr}"
+    );
+
+    // Prose outside the tables is the author's: editing it does not make the file stale.
+    let prose = committed_docs.replacen(
+        "# The carrier protocol",
+        "# The carrier protocol (draft)",
+        1,
+    );
+    std::fs::write(&docs, &prose).unwrap();
+    assert!(run("--check").status.success());
+
+    // --out fills the tables in again and keeps the prose.
+    std::fs::write(&docs, &edited).unwrap();
+    let out = run("--out");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read_to_string(&docs).unwrap(), committed_docs);
+
+    // A reference without a table's markers cannot be checked: a clear error, exit 1.
+    let marker = "<!-- end of generated table: events -->\n";
+    std::fs::write(&docs, committed_docs.replacen(marker, "", 1)).unwrap();
+    let broken = run("--check");
+    assert_eq!(broken.status.code(), Some(1), "{broken:?}");
+    assert!(
+        String::from_utf8_lossy(&broken.stderr).contains("end of generated table: events"),
+        "{broken:?}"
+    );
 }

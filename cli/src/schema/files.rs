@@ -57,6 +57,11 @@ fn at(path: &Path) -> impl FnOnce(io::Error) -> FileError + '_ {
     }
 }
 
+/// The text of the file at `path` (a hand-written file that a set fills in).
+pub(crate) fn read(path: &Path) -> Result<String, FileError> {
+    std::fs::read_to_string(path).map_err(at(path))
+}
+
 /// Writes every file of `set`, creating its directory unless the set is a single file beside
 /// others ([`Strays::None`]), and returns how many it wrote. Files it does not define are left
 /// alone ([`check`] reports them).
