@@ -64,8 +64,8 @@ export type DeliveryClass =
   /**
    * Large transfers: reliable and in order, but written only when nothing else waits for the
    * connection, within a window per connection ([`ChannelDescriptor::bulk_window`]) outside
-   * its byte budget. Senders wait for room ([`ChannelHandle::send_bulk_to`]) instead of
-   * failing a slow reader.
+   * its byte budget. Senders wait for room (the server's `ChannelHandle::send_bulk_to`)
+   * instead of failing a slow reader.
    */
   | "bulk";
 

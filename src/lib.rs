@@ -1,47 +1,139 @@
 //! # carrier
 //!
-//! A loopback WebSocket carrier for AI-agent sessions. One socket carries two things at once:
-//! text frames with a JSON agent protocol (prompts in, streamed output, permission prompts,
-//! history, status) and binary frames with named, host-declared payload channels (audio, file
-//! uploads, app events) that the carrier routes by name and never looks inside.
+//! A loopback WebSocket carrier for AI-agent sessions. A host — an agent runtime, a desktop
+//! app — embeds it; local clients (a browser page, an editor extension, a CLI) connect on
+//! `127.0.0.1`. One socket carries two things at once: text frames with a JSON agent protocol
+//! (prompts in, streamed output, permission prompts, history, status) and binary frames with
+//! named payload channels the host declares (audio, file uploads, app events), which the
+//! carrier routes by name and never looks inside. Admission (Host and Origin checks, a token
+//! compared in constant time, roles) and every memory bound are the carrier's job, not yours.
 //!
-//! ## Layout
+//! ## Quickstart
 //!
-//! - [`protocol`] — the `carrier-protocol` crate (`protocol/`), the wire with no I/O runtime,
-//!   sockets or clock: the text envelope and its codec, versions and features, the method
-//!   catalog, error codes, close codes, channel descriptors, the channel-frame codec and the
-//!   resume ring. Server and client both use its types and define none of them again.
-//! - [`server`] — the listener and port retry, admission (one function decides), the
-//!   per-connection task with its single outbound path, limits, metrics, the channel registry and
-//!   the [`server::WsTransport`] lifecycle. Each of its public types has one path,
-//!   `carrier::server::T`.
-//! - [`agent`] — the host-side session traits, the session hub that stamps `seq` and keeps the
-//!   resume ring, the agent-protocol text profile, the embedded default agent, and external agent
-//!   processes (`carrier serve --agent-cmd`, [`agent::process`]).
-//! - [`client`] — the client `Transport` trait, the WebSocket client and the handshake layer
-//!   (feature `client`, default).
-//! - [`discovery`] — runtime files: how a local client finds a running carrier and its token;
-//!   and whose listener a loopback connection reached, checked before any token goes out
-//!   (SPEC section 10).
+//! A host with its own agent (it answers with the prompt's words in reverse order), an event
+//! channel `telemetry`, and a Rust client running one turn against it:
 //!
-//! Without default features the library is the server a host embeds: no client. The `testing`
-//! feature (off) adds the test doubles the benches and the client's reference suite use.
+//! ```
+//! use std::sync::Arc;
 //!
-//! The other crates of the workspace, each in a folder of its own: the `carrier` binary
-//! (`cli/`, the `carrier-cli` package), which only parses arguments and wires these together;
-//! the reference channels (`channels/`, `carrier-channels`), which depend on this library like
-//! any host, so they can only use its public API; the load generator behind `carrier bench`
-//! (`loadgen/`, `carrier-loadgen`); and what the integration tests share (`test-support/`).
+//! use carrier::agent::{AgentProfile, HostError, InMemoryDirectory, ProtocolSession, TurnStart};
+//! use carrier::client::{Client, ClientEvent, SessionEventKind, Transport, WsClientTransport, WsOptions};
+//! use carrier::protocol::methods::Decision;
+//! use carrier::server::{Binary, CarrierConfig, ChannelDescriptor, WsTransport};
+//! use serde_json::json;
 //!
-//! Data flows one way: bytes in → frame decoded → routed (agent protocol or channel) → handler →
-//! outbound path → bytes out. No module imports one that imports it back, here or in the CLI
-//! (`tests/imports.rs`).
+//! /// The host's agent: one per session.
+//! struct Reverse;
+//!
+//! impl ProtocolSession for Reverse {
+//!     fn start_turn(&self, turn: TurnStart) -> Result<(), HostError> {
+//!         tokio::spawn(async move {
+//!             let reply: Vec<&str> = turn.prompt.split_whitespace().rev().collect();
+//!             let reply = reply.join(" ");
+//!             for word in reply.split_inclusive(' ') {
+//!                 // An error means the turn has ended (a client aborted it): stop.
+//!                 if turn.sink.delta(word).is_err() {
+//!                     return;
+//!                 }
+//!             }
+//!             let _ = turn.sink.complete(&reply);
+//!         });
+//!         Ok(())
+//!     }
+//!     // The sink refuses output once a turn is aborted, and this agent never asks permission.
+//!     fn abort_turn(&self, _turn_id: &str) {}
+//!     fn permission_decided(&self, _turn_id: &str, _request_id: &str, _decision: Decision) {}
+//! }
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // The host: a carrier on a free loopback port, the agent, one channel.
+//! let carrier = WsTransport::new(CarrierConfig { port: 0, ..Default::default() })?;
+//! carrier.attach(AgentProfile::builder(InMemoryDirectory::new(|_| Arc::new(Reverse))).build());
+//! let telemetry =
+//!     carrier.register_channel(ChannelDescriptor::new("telemetry", &["cpu"], Binary::Refused))?;
+//! carrier.start().await?;
+//! let url = format!("ws://127.0.0.1:{}/", carrier.bound_port().unwrap_or_default());
+//! let token = carrier.resolved_token().unwrap_or_default().to_owned();
+//!
+//! // A client, as any other local process would connect.
+//! let client = Client::new(Arc::new(WsClientTransport::new(WsOptions::new(url).token(token)))
+//!     as Arc<dyn Transport>);
+//! let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
+//! let _subscription = client.on_event(Box::new(move |event| {
+//!     let _ = events.send(event.clone());
+//! }));
+//! client.connect().await?;
+//! client.request("session.submit", json!({"prompt": "world hello"})).await?;
+//! let reply = loop {
+//!     if let Some(ClientEvent::Session(event)) = received.recv().await {
+//!         if let SessionEventKind::TurnCompleted { text, .. } = event.kind {
+//!             break text;
+//!         }
+//!     }
+//! };
+//! assert_eq!(reply, "hello world");
+//!
+//! // The host broadcasts on its channel to every admitted connection.
+//! telemetry.send_event("cpu", json!({"percent": 12}))?;
+//! client.disconnect().await;
+//! carrier.stop().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! More, each a complete program: `examples/axum_mount.rs` (the carrier inside an axum
+//! application, at a path of its own), `examples/reverse_agent.rs` (an agent as a separate
+//! process, `carrier serve --agent-cmd`). The wire itself, for clients in other languages, is
+//! described in `docs/protocol.md` in the repository.
+//!
+//! ## Which trait for what
+//!
+//! | you want to … | implement or use |
+//! |---|---|
+//! | run your own agent in the host's process | implement [`agent::ProtocolSession`] (one per session); hand a factory to [`agent::InMemoryDirectory::new`] and that to [`agent::AgentProfile::builder`] |
+//! | run an agent as a separate program | nothing: [`agent::process`] speaks the protocol as JSON lines over its stdin/stdout |
+//! | list, start and switch the host's own sessions | implement [`agent::SessionDirectory`] (and [`agent::SessionBinder`] to choose a connection's session) |
+//! | answer `usage.report` | implement [`agent::UsageReporter`] |
+//! | carry audio, files or app events | nothing: [`server::WsTransport::register_channel`] gives a [`server::ChannelHandle`] to send and receive on |
+//! | serve inside your own axum or hyper server | [`server::WsTransport::service`], a [`server::CarrierService`] you mount at any path |
+//! | serve over a socket you already own | [`agent::Bridge`] |
+//! | speak another text protocol on the socket | implement [`server::TextProfile`] and [`server::TextSession`] |
+//! | talk to a carrier from Rust | [`client::Client`] over [`client::WsClientTransport`]; over another link, implement [`client::Transport`] |
+//!
+//! ## Modules
+//!
+//! - [`server`] — the listener, admission, connections and their one outbound path, limits,
+//!   metrics, payload channels, and the [`server::WsTransport`] lifecycle (`new` → `attach` →
+//!   `start` → `stop`).
+//! - [`agent`] — the session traits a host implements, the session hub that numbers events and
+//!   keeps the resume ring, the embedded demo agent, and agent processes.
+//! - [`client`] — the Rust client: the `Transport` trait, the WebSocket client and the
+//!   handshake layer (feature `client`, on by default).
+//! - [`discovery`] — runtime files, how a local client finds a running carrier and its token,
+//!   and whose listener a loopback port belongs to before a token goes out.
+//! - [`protocol`] — the wire with no I/O (the `carrier-protocol` crate): envelope, catalog,
+//!   versions and features, errors, channel-frame codec, resume ring.
+//!
+//! ## Features
+//!
+//! - `client` (default) — [`client`]. A host that embeds only the server builds with
+//!   `default-features = false`.
+//! - `testing` (off) — test doubles for this repository's own tests and benches; not API.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod agent;
 #[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 pub mod client;
 pub mod discovery;
 pub mod server;
 
 /// The wire (the `carrier-protocol` crate): one module, reachable as `carrier::protocol`.
 pub use carrier_protocol as protocol;
+
+/// The README's code blocks, compiled and run as doctests so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}

@@ -17,10 +17,10 @@ pub enum DeliveryClass {
     Lossy,
     /// Large transfers: reliable and in order, but written only when nothing else waits for the
     /// connection, within a window per connection ([`ChannelDescriptor::bulk_window`]) outside
-    /// its byte budget. Senders wait for room ([`ChannelHandle::send_bulk_to`]) instead of
-    /// failing a slow reader.
-    // The text above is also the JSON Schema's description (byte-identical schemas), so it
-    // keeps naming the server's `ChannelHandle`, which this crate cannot link to.
+    /// its byte budget. Senders wait for room (the server's `ChannelHandle::send_bulk_to`)
+    /// instead of failing a slow reader.
+    // The text above is also the JSON Schema's description: the server's `ChannelHandle` is
+    // named, not linked (this crate cannot link to it, and a schema reader has no rustdoc).
     Bulk,
 }
 

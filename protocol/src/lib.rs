@@ -16,7 +16,7 @@
 //! - [`typescript`] — the same types as TypeScript declarations, for the JavaScript package.
 //! - [`javascript`] — the JavaScript package's tables (methods, features, versions), generated
 //!   from the catalog.
-//! - [`reference`] — the tables of the protocol reference (`docs/protocol.md`): methods,
+//! - [`reference`](mod@reference) — the tables of the protocol reference (`docs/protocol.md`): methods,
 //!   events, error codes, features and their compatibility, generated from the catalog.
 //! - [`channel_frame`] — the binary channel-frame codec (SPEC section 7), zero-copy.
 //! - [`error`] — error codes, error objects and the `protocol_error` event.
