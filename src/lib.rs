@@ -65,13 +65,18 @@
 //! }));
 //! client.connect().await?;
 //! client.request("session.submit", json!({"prompt": "world hello"})).await?;
-//! let reply = loop {
-//!     if let Some(ClientEvent::Session(event)) = received.recv().await {
-//!         if let SessionEventKind::TurnCompleted { text, .. } = event.kind {
-//!             break text;
+//! // Events arrive in order: wait (at most 10 s) for the turn to complete.
+//! let reply = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+//!     while let Some(event) = received.recv().await {
+//!         if let ClientEvent::Session(event) = event {
+//!             if let SessionEventKind::TurnCompleted { text, .. } = event.kind {
+//!                 return text;
+//!             }
 //!         }
 //!     }
-//! };
+//!     String::new()
+//! })
+//! .await?;
 //! assert_eq!(reply, "hello world");
 //!
 //! // The host broadcasts on its channel to every admitted connection.
