@@ -58,7 +58,6 @@ async fn echo_back(channel: ChannelHandle) {
     }
 }
 
-#[allow(dead_code)] // the tests include this file for `app` and `carrier`, not `main`
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let transport = carrier()?;
