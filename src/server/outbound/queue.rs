@@ -195,7 +195,7 @@ impl Outbound {
 
     /// Fails the connection: the first call latches, drops everything queued, stops accepting
     /// frames, tells the writer to send the matching close code (1013 for a slow reader, 1011
-    /// for a write error) and wakes the tasks waiting in [`Outbound::failed`]. Every later call
+    /// for a write error) and wakes the tasks waiting in `Outbound::failed`. Every later call
     /// is a no-op. Returns whether this call was the one that latched.
     pub fn fail_once(&self, reason: FailReason) -> bool {
         {
