@@ -28,8 +28,8 @@ use crate::protocol::catalog::def;
 use crate::protocol::events::{DriverInfo, SessionEvent};
 use crate::protocol::ids::{RequestId, SessionId, TurnId};
 use crate::protocol::methods::{
-    Decision, Empty, HistoryEntry, HistoryResult, PermissionRespondParams, ResumeOutcome, SessionState,
-    SessionStatusResult, SubmitParams, TurnIdResult,
+    Decision, Empty, HistoryEntry, HistoryResult, PermissionRespondParams, ResumeOutcome,
+    SessionState, SessionStatusResult, SubmitParams, TurnIdResult,
 };
 use crate::protocol::resume::Replay;
 use crate::server::{Connection, ConnectionId};

@@ -55,6 +55,8 @@ mod session;
 mod turn;
 mod usage;
 
+/// A client's answer to a permission prompt, as [`TurnSink::ask_permission`] yields it.
+pub use crate::protocol::methods::Decision;
 pub use bridge::{Bridge, BridgeError, BridgeFrame, BridgeSendError};
 pub use directory::{
     AgentFactory, DefaultBinder, InMemoryDirectory, SessionBinder, SessionDirectory, SessionEntry,
@@ -66,6 +68,4 @@ pub use profile::{AgentProfile, AgentProfileBuilder};
 pub use record::RingConfig;
 pub use session::{AgentAnswer, AgentCallError, HostError, ProtocolSession, TurnStart};
 pub use turn::{PendingPermission, TurnEnded, TurnSink};
-/// A client's answer to a permission prompt, as [`TurnSink::ask_permission`] yields it.
-pub use crate::protocol::methods::Decision;
 pub use usage::{NoUsage, SessionUsage, TurnRecord, UsageReporter};

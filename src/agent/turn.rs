@@ -155,7 +155,12 @@ impl TurnSink {
     /// [`TurnSink::ask_permission`] under the agent's own `request_id` (an agent that forwards
     /// prompts from elsewhere keeps its ids). Asking twice under one pending id is one prompt
     /// for the client; one answer resolves both futures.
-    pub fn ask_permission_as(&self, request_id: &str, tool: &str, input: Value) -> PendingPermission {
+    pub fn ask_permission_as(
+        &self,
+        request_id: &str,
+        tool: &str,
+        input: Value,
+    ) -> PendingPermission {
         self.ask(Some(request_id), tool, input)
     }
 

@@ -331,6 +331,14 @@ impl WsTransport {
         self.state().port
     }
 
+    /// The WebSocket URL of the running listener, `ws://127.0.0.1:PORT/`, while running. The
+    /// token is not in it (a URL ends up in logs): a client adds `?token=` with
+    /// [`WsTransport::resolved_token`] or sends it in a header.
+    pub fn url(&self) -> Option<String> {
+        self.bound_port()
+            .map(|port| format!("ws://127.0.0.1:{port}/"))
+    }
+
     /// The token connections must present (configured or minted); `None` in open mode.
     pub fn resolved_token(&self) -> Option<&str> {
         self.token.as_ref().map(Token::expose)

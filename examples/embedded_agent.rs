@@ -1,0 +1,126 @@
+//! A host with its own in-process agent and two payload channels, on one carrier:
+//!
+//! - the agent streams each prompt back reversed, and asks permission first when the prompt
+//!   contains "rm" (a denied prompt ends with "denied");
+//! - `telemetry`: an event channel with a `cpu` event every second;
+//! - `audio`: a binary channel; each frame is answered with an `ack` event carrying the
+//!   running byte count of that connection's audio.
+//!
+//! ```sh
+//! cargo run --example embedded_agent          # prints the URL and the token, then serves
+//! carrier send ws://127.0.0.1:PORT/ --token TOKEN "hello"   # olleh
+//! ```
+//!
+//! The host keeps no ids of its own: each turn is one task that awaits its permission answer
+//! and its cancellation on the turn's sink (`tests/example_embedded_agent.rs` drives it).
+
+use std::error::Error;
+use std::sync::Arc;
+use std::time::Duration;
+
+use carrier::agent::{AgentProfile, Decision, HostError, InMemoryDirectory};
+use carrier::agent::{ProtocolSession, TurnEnded, TurnSink, TurnStart};
+use carrier::server::CarrierConfig;
+use carrier::server::{Binary, ChannelDescriptor, InboundBody, WsTransport};
+use serde_json::json;
+
+/// The agent of every session: one task per turn, ended by the turn's end.
+struct Reverser;
+
+impl ProtocolSession for Reverser {
+    fn start_turn(&self, turn: TurnStart) -> Result<(), HostError> {
+        let TurnStart { prompt, sink, .. } = turn;
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = reverse(&sink, &prompt) => {}
+                () = sink.cancelled() => {} // aborted, or the host is stopping
+            }
+        });
+        Ok(())
+    }
+}
+
+async fn reverse(sink: &TurnSink, prompt: &str) -> Result<(), TurnEnded> {
+    if prompt.contains("rm") {
+        let input = json!({ "command": prompt });
+        if sink.ask_permission("shell", input).await? == Decision::Deny {
+            return sink.complete("denied");
+        }
+    }
+    let reversed: String = prompt.chars().rev().collect();
+    for word in reversed.split_inclusive(' ') {
+        sink.delta(word)?;
+    }
+    sink.complete(&reversed)
+}
+
+/// Starts the host on `port` (0: any free port) and returns its running transport.
+pub(crate) async fn start_host(port: u16) -> Result<WsTransport, Box<dyn Error + Send + Sync>> {
+    let transport = WsTransport::new(CarrierConfig {
+        port,
+        ..Default::default()
+    })?;
+    let agent = InMemoryDirectory::new(|_| Arc::new(Reverser));
+    transport.attach(AgentProfile::builder(agent).build());
+
+    let telemetry = ChannelDescriptor::new("telemetry", &["cpu"], Binary::Refused);
+    let telemetry = transport.register_channel(telemetry)?;
+    tokio::spawn(async move {
+        let mut second = tokio::time::interval(Duration::from_secs(1));
+        for tick in 0u64.. {
+            second.tick().await;
+            let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+            let load: f64 = load
+                .split(' ')
+                .next()
+                .and_then(|l| l.parse().ok())
+                .unwrap_or(0.0);
+            if telemetry
+                .send_event("cpu", json!({ "tick": tick, "load": load }))
+                .is_err()
+            {
+                break; // the channel is closed
+            }
+        }
+    });
+
+    let audio = ChannelDescriptor::new("audio", &["ack"], Binary::Accepted);
+    let audio = transport.register_channel(audio)?;
+    let mut frames = audio.inbound(64);
+    tokio::spawn(async move {
+        let mut bytes = std::collections::HashMap::new(); // by connection, until it leaves
+        while let Some(frame) = frames.recv().await {
+            let total = bytes.entry(frame.connection).or_insert(0usize);
+            match frame.body {
+                InboundBody::Binary(data) => *total += data.len(),
+                InboundBody::Event(_) => continue, // only `ack` is declared: none arrive
+                InboundBody::Disconnected => {
+                    bytes.remove(&frame.connection);
+                    continue;
+                }
+            }
+            let _ = audio.send_event_to(frame.connection, "ack", json!({ "bytes": *total }));
+        }
+    });
+
+    transport.start().await?;
+    Ok(transport)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn Error + Send + Sync>> {
+    let port = std::env::args()
+        .nth(1)
+        .map(|p| p.parse())
+        .transpose()?
+        .unwrap_or(0);
+    let host = start_host(port).await?;
+    println!(
+        "{} token {}",
+        host.url().unwrap_or_default(),
+        host.resolved_token().unwrap_or("-")
+    );
+    tokio::signal::ctrl_c().await?;
+    host.stop().await;
+    Ok(())
+}
