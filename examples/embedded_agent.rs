@@ -3,8 +3,8 @@
 //! - the agent streams each prompt back reversed, and asks permission first when the prompt
 //!   contains "rm" (a denied prompt ends with "denied");
 //! - `telemetry`: an event channel with a `cpu` event every second;
-//! - `audio`: a binary channel; each frame is answered with an `ack` event carrying the
-//!   running byte count of that connection's audio.
+//! - `audio`: a binary channel; each frame is answered (to its sender) with an `ack` event
+//!   carrying the running count of audio bytes the host has received.
 //!
 //! ```sh
 //! cargo run --example embedded_agent          # prints the URL and the token, then serves
@@ -70,15 +70,9 @@ pub(crate) async fn start_host(port: u16) -> Result<WsTransport, Box<dyn Error +
         for tick in 0u64.. {
             second.tick().await;
             let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-            let load: f64 = load
-                .split(' ')
-                .next()
-                .and_then(|l| l.parse().ok())
-                .unwrap_or(0.0);
-            if telemetry
-                .send_event("cpu", json!({ "tick": tick, "load": load }))
-                .is_err()
-            {
+            let load = load.split(' ').next().unwrap_or_default();
+            let cpu = json!({ "tick": tick, "load": load.parse::<f64>().ok() });
+            if telemetry.send_event("cpu", cpu).is_err() {
                 break; // the channel is closed
             }
         }
@@ -88,18 +82,13 @@ pub(crate) async fn start_host(port: u16) -> Result<WsTransport, Box<dyn Error +
     let audio = transport.register_channel(audio)?;
     let mut frames = audio.inbound(64);
     tokio::spawn(async move {
-        let mut bytes = std::collections::HashMap::new(); // by connection, until it leaves
+        let mut total = 0;
         while let Some(frame) = frames.recv().await {
-            let total = bytes.entry(frame.connection).or_insert(0usize);
-            match frame.body {
-                InboundBody::Binary(data) => *total += data.len(),
-                InboundBody::Event(_) => continue, // only `ack` is declared: none arrive
-                InboundBody::Disconnected => {
-                    bytes.remove(&frame.connection);
-                    continue;
-                }
+            if let InboundBody::Binary(data) = frame.body {
+                total += data.len();
+                let ack = json!({ "bytes": total });
+                let _ = audio.send_event_to(frame.connection, "ack", ack);
             }
-            let _ = audio.send_event_to(frame.connection, "ack", json!({ "bytes": *total }));
         }
     });
 
@@ -109,17 +98,10 @@ pub(crate) async fn start_host(port: u16) -> Result<WsTransport, Box<dyn Error +
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error + Send + Sync>> {
-    let port = std::env::args()
-        .nth(1)
-        .map(|p| p.parse())
-        .transpose()?
-        .unwrap_or(0);
+    let port = std::env::args().nth(1).map_or(Ok(0), |p| p.parse())?;
     let host = start_host(port).await?;
-    println!(
-        "{} token {}",
-        host.url().unwrap_or_default(),
-        host.resolved_token().unwrap_or("-")
-    );
+    let url = host.url().unwrap_or_default();
+    println!("{url} token {}", host.resolved_token().unwrap_or("-"));
     tokio::signal::ctrl_c().await?;
     host.stop().await;
     Ok(())

@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use carrier::protocol::Role;
-use carrier::server::FailReason;
+use carrier::server::testing::FailReason;
 use carrier::server::{
     CarrierConfig, CarrierContext, Connection, Limits, TextProfile, TextSession, WsTransport,
 };

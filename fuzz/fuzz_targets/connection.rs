@@ -27,7 +27,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use carrier::protocol::channel_frame::{self, ChannelFrame};
 use carrier::protocol::Role;
-use carrier::server::CloseRefusal;
+use carrier::server::testing::CloseRefusal;
 use carrier_channels::echo;
 use carrier::server::{
     CarrierConfig, CarrierContext, Connection, Limits, TextProfile, TextSession, WsTransport,

@@ -22,6 +22,8 @@
 //!
 //! The modules import one another without a loop; `tests/imports.rs` checks it.
 
+// Public items here are re-exported only with the `testing` feature.
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod admission;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
@@ -32,12 +34,18 @@ mod context;
 mod control;
 mod frame_reader;
 mod handle;
+// Public items here are re-exported only with the `testing` feature.
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod http;
 mod http_strict;
 mod inbound;
+// Public items here are re-exported only with the `testing` feature.
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod listener;
 mod liveness;
 mod metrics;
+// Public items here are re-exported only with the `testing` feature.
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod outbound;
 mod profile;
 mod registry;
@@ -45,24 +53,48 @@ mod shared;
 mod transport;
 mod wire;
 
-pub use admission::{
-    admit, is_loopback_host, query_param, tokens_equal, Admission, AdmissionPolicy,
-    AdmissionRequest, CloseRefusal, HttpRefusal, Token,
-};
+// What a host uses. Everything else (admission, the outbound queue, the listener, HTTP
+// parsing) is the crate's own; the `testing` feature re-exports the internals tests and benches
+// drive in `testing`.
+pub use admission::Token;
 pub use config::{
     Auth, CarrierConfig, ConfigError, Limits, DEFAULT_MAX_INBOUND, MAX_BUDGET, MAX_MESSAGE_CAP,
 };
 pub use context::{CarrierContext, Driver};
 pub use handle::{Connection, ConnectionId};
-pub use http::{Body, CarrierService, MAX_HEAD_BYTES};
-pub use listener::{bind_loopback, BindError};
+pub use http::{Body, CarrierService};
+pub use listener::BindError;
 pub use metrics::{Gauge, Metrics};
-pub(crate) use outbound::OutItem;
-pub use outbound::{DeliveryError, FailReason, MessageKind, Outbound, ITEM_OVERHEAD};
+pub use outbound::DeliveryError;
 pub use profile::{Attachment, TextProfile, TextSession};
+/// What a channel handler receives (the client's `Inbound` is another thing: a socket read).
+pub use registry::Inbound as ChannelInbound;
 pub use registry::{
-    ChannelError, ChannelHandle, ChannelRegistry, Inbound, InboundBody, DEFAULT_LOSSY_BUDGET,
+    ChannelError, ChannelHandle, ChannelRegistry, InboundBody, DEFAULT_LOSSY_BUDGET,
 };
-// The channel types are the wire's (`carrier::protocol::channel`), re-exported for hosts.
-pub use crate::protocol::channel::{Binary, ChannelDescriptor, DeliveryClass, DEFAULT_BULK_WINDOW};
 pub use transport::{mint_token, LifecycleError, RuntimeFileOptions, WsTransport};
+
+// The wire's types that the server's signatures take or return, so a host needs no second
+// import path for them.
+pub use crate::protocol::channel::{Binary, ChannelDescriptor, DeliveryClass, DEFAULT_BULK_WINDOW};
+pub use crate::protocol::channel_frame::{EventBytes, FrameBody};
+pub use crate::protocol::close::CloseCode;
+pub use crate::protocol::Role;
+/// Shared byte buffers (the `bytes` crate), as channel sends and inbound frames carry them.
+pub use bytes::Bytes;
+
+pub(crate) use outbound::{FailReason, MessageKind, OutItem, Outbound};
+
+/// Internals for this package's tests, benches and fuzz targets (feature `testing`): not part
+/// of the API and not covered by semver.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing {
+    pub use super::admission::{
+        admit, is_loopback_host, query_param, tokens_equal, Admission, AdmissionPolicy,
+        AdmissionRequest, CloseRefusal, HttpRefusal,
+    };
+    pub use super::http::MAX_HEAD_BYTES;
+    pub use super::listener::bind_loopback;
+    pub use super::outbound::{FailReason, MessageKind, Outbound, ITEM_OVERHEAD};
+}
