@@ -56,10 +56,7 @@ async fn reverse(sink: &TurnSink, prompt: &str) -> Result<(), TurnEnded> {
 
 /// Starts the host on `port` (0: any free port) and returns its running transport.
 pub(crate) async fn start_host(port: u16) -> Result<WsTransport, Box<dyn Error + Send + Sync>> {
-    let transport = WsTransport::new(CarrierConfig {
-        port,
-        ..Default::default()
-    })?;
+    let transport = WsTransport::new(CarrierConfig::default().with_port(port))?;
     let agent = InMemoryDirectory::new(|_| Arc::new(Reverser));
     transport.attach(AgentProfile::builder(agent).build());
 

@@ -42,6 +42,7 @@ pub mod agent;
 pub mod client;
 pub mod discovery;
 pub mod server;
+mod setters;
 
 /// The wire (the `carrier-protocol` crate): one module, reachable as `carrier::protocol`.
 pub use carrier_protocol as protocol;

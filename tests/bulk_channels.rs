@@ -33,11 +33,11 @@ const FRAMES: u64 = 1024;
 type Ws = WebSocketStream<tokio::net::TcpStream>;
 
 async fn carrier() -> (WsTransport, ChannelHandle, u16) {
-    let transport = WsTransport::new(CarrierConfig {
-        port: 0,
-        auth: carrier::server::Auth::Token(TOKEN.into()),
-        ..CarrierConfig::default()
-    })
+    let transport = WsTransport::new(
+        CarrierConfig::default()
+            .with_port(0)
+            .with_auth(carrier::server::Auth::Token(TOKEN.into())),
+    )
     .expect("config");
     transport.attach(AgentProfile::embedded(EmbeddedAgent::default()));
     let handle = transport

@@ -27,7 +27,7 @@
 //! use carrier::server::{CarrierConfig, WsTransport};
 //!
 //! let agent = EmbeddedAgent::default().with_demo_delay(Duration::from_millis(1));
-//! let transport = WsTransport::new(CarrierConfig { port: 0, ..Default::default() })?;
+//! let transport = WsTransport::new(CarrierConfig::default().with_port(0))?;
 //! transport.attach(AgentProfile::embedded(agent));
 //! transport.start().await?;
 //! # Ok(()) }

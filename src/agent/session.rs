@@ -38,8 +38,9 @@ impl HostError {
     }
 }
 
-/// Everything an agent needs to run one turn.
+/// Everything an agent needs to run one turn (destructure it with `..`: fields may be added).
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct TurnStart {
     /// Chosen by the carrier, unique within the session.
     pub turn_id: String,

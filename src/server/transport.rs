@@ -81,7 +81,7 @@ impl RuntimeFileOptions {
 /// use carrier::server::{CarrierConfig, WsTransport};
 /// use carrier::agent::{AgentProfile, EmbeddedAgent};
 ///
-/// let transport = WsTransport::new(CarrierConfig { port: 0, ..Default::default() })?;
+/// let transport = WsTransport::new(CarrierConfig::default().with_port(0))?;
 /// transport.attach(AgentProfile::embedded(EmbeddedAgent::default()));
 /// transport.start().await?;
 /// println!("ws://127.0.0.1:{}/?token={}", transport.bound_port().unwrap_or(0), transport.resolved_token().unwrap_or_default());

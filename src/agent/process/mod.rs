@@ -63,7 +63,7 @@
 //! use carrier::server::{CarrierConfig, WsTransport};
 //!
 //! let agent = AgentProcess::start(AgentProcessConfig::from_command_line("python3 agent.py")?).await?;
-//! let transport = WsTransport::new(CarrierConfig { port: 0, ..Default::default() })?;
+//! let transport = WsTransport::new(CarrierConfig::default().with_port(0))?;
 //! transport.attach(agent.profile());
 //! transport.start().await?;
 //! // …
