@@ -305,3 +305,45 @@ async fn audio_frames_are_acked_to_their_sender_with_the_running_byte_count() {
     let _ = other.ws.close(None).await;
     c.close(host).await;
 }
+
+/// The JavaScript package (`js/`) against the same host: `tests/js/embedded_agent.test.mjs`
+/// under `node --test`. Node 20 needs the package's `ws` dev dependency: installed with
+/// `npm ci` from the committed lock file when missing.
+#[tokio::test]
+async fn the_javascript_package_drives_the_example() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let js = repo.join("js");
+    if !js.join("node_modules").join("ws").exists() {
+        let mut npm = tokio::process::Command::new("npm");
+        npm.args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&js)
+            .kill_on_drop(true);
+        let out = tokio::time::timeout(Duration::from_secs(300), npm.output())
+            .await
+            .expect("npm ci within 5 minutes")
+            .expect("npm runs (Node.js 20+ and npm are needed)");
+        assert!(out.status.success(), "npm ci: {out:?}");
+    }
+    let host = example::start_host(0).await.expect("host starts");
+    let mut node = tokio::process::Command::new("node");
+    node.args([
+        "--test",
+        "--test-timeout=30000",
+        "tests/js/embedded_agent.test.mjs",
+    ])
+    .current_dir(repo)
+    .env("CARRIER_URL", host.url().expect("running"))
+    .env("CARRIER_TOKEN", host.resolved_token().expect("token"))
+    .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), node.output())
+        .await
+        .expect("node --test within 2 minutes")
+        .expect("node runs (Node.js 20+ is needed)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{report}");
+    for line in ["# pass 3", "# fail 0", "# cancelled 0", "# skipped 0"] {
+        assert!(stdout.contains(line), "expected {line:?}:\n{report}");
+    }
+    host.stop().await;
+}

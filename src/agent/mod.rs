@@ -55,8 +55,12 @@ mod session;
 mod turn;
 mod usage;
 
+// The wire's types that this module's signatures take or return.
+pub use crate::protocol::events::DriverInfo;
 /// A client's answer to a permission prompt, as [`TurnSink::ask_permission`] yields it.
 pub use crate::protocol::methods::Decision;
+pub use crate::protocol::version::VersionPair;
+
 pub use bridge::{Bridge, BridgeError, BridgeFrame, BridgeSendError};
 pub use directory::{
     AgentFactory, DefaultBinder, InMemoryDirectory, SessionBinder, SessionDirectory, SessionEntry,
