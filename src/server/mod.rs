@@ -1,26 +1,24 @@
-//! The server: listener and port retry, admission, the per-connection task with its single
-//! outbound path, limits, metrics, the channel registry and the [`WsTransport`] lifecycle.
+//! The server a host runs: a [`WsTransport`] on 127.0.0.1 (configure, attach a text profile —
+//! usually [`crate::agent::AgentProfile`] —, register payload channels, start, stop), or the
+//! same carrier mounted in the host's own hyper or axum server as a [`CarrierService`].
 //!
-//! Every public type is reached at one path, `carrier::server::T`; the modules are private.
+//! | To …                                           | use                                                         |
+//! |------------------------------------------------|-------------------------------------------------------------|
+//! | set the port, auth, roles, limits              | [`CarrierConfig`], [`Limits`]: `CarrierConfig::default().with_port(0)` |
+//! | declare a payload channel                      | [`WsTransport::register_channel`] with a [`ChannelDescriptor`] → [`ChannelHandle`] |
+//! | receive a channel's frames                     | [`ChannelHandle::inbound`] (a stream of [`ChannelInbound`]) or [`ChannelHandle::on_inbound`] |
+//! | send on a channel                              | [`ChannelHandle::send_event`] / [`ChannelHandle::send_event_to`], [`ChannelHandle::send_binary`] / [`ChannelHandle::send_to`], the bulk sends |
+//! | find the listener                              | [`WsTransport::url`], [`WsTransport::resolved_token`]       |
+//! | carry a protocol of your own on text frames    | [`TextProfile`] / [`TextSession`], with [`CarrierContext`] and [`Connection`] |
+//! | read counters                                  | [`WsTransport::metrics`] ([`Metrics`], the profile's [`Gauge`]s) |
 //!
-//! - `config` — [`CarrierConfig`], [`Limits`] and their validation.
-//! - `admission` — the one function that decides who may connect ([`admit`]).
-//! - `listener` — binding 127.0.0.1 with port retry, the accept loop.
-//! - `http` — routes (`/`, `/healthz`, `/metrics`, `/console`, `/client.js` and its modules)
-//!   and the mountable [`CarrierService`]; `http_strict` — the RFC 7230/6455 rules checked
-//!   before any route.
-//! - `connection` — the per-connection tasks: `reader`, `writer`, and `terminate` (how they
-//!   end each other).
-//! - `handle` — [`Connection`] and [`ConnectionId`], the handle everything sends through.
-//! - `outbound` — the byte-bounded queue with its latched failure ([`Outbound`]), its items
-//!   and its bulk lane.
-//! - `profile` — the seam to whatever rides on text frames ([`TextProfile`]).
-//! - `registry` — payload channels: descriptors, the router, the host's [`ChannelHandle`].
-//! - `context` — what a profile may read ([`CarrierContext`]); `shared` — the transport's
-//!   state; `metrics` — counters, and the [`Gauge`]s a profile reports.
-//! - `transport` — [`WsTransport`].
-//!
-//! The modules import one another without a loop; `tests/imports.rs` checks it.
+//! Every public type is reached at one path, `carrier::server::T`; the wire's types that these
+//! signatures use ([`FrameBody`], [`ChannelDescriptor`], [`Role`], [`CloseCode`], [`Bytes`], …)
+//! are re-exported here. Inside, the modules are private: `config`, `admission` (who may
+//! connect), `listener`, `http` and `http_strict`, `connection` (the per-connection reader and
+//! writer), `handle`, `outbound` (the byte-bounded queue), `profile`, `registry`, `context`,
+//! `shared`, `metrics`, `transport`; they import one another without a loop
+//! (`tests/imports.rs`).
 
 // Public items here are re-exported only with the `testing` feature.
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
