@@ -11,13 +11,17 @@
 //!   sockets or clock: the text envelope and its codec, versions and features, the method
 //!   catalog, error codes, close codes, channel descriptors, the channel-frame codec and the
 //!   resume ring. Server and client both use its types and define none of them again.
-//! - [`server`] — the listener and port retry, admission (one function decides), the
-//!   per-connection task with its single outbound path, limits, metrics, the channel registry and
-//!   the [`server::WsTransport`] lifecycle. Each of its public types has one path,
-//!   `carrier::server::T`.
-//! - [`agent`] — the host-side session traits, the session hub that stamps `seq` and keeps the
-//!   resume ring, the agent-protocol text profile, the embedded default agent, and external agent
-//!   processes (`carrier serve --agent-cmd`, [`agent::process`]).
+//! - [`server`] — what a host runs: [`server::WsTransport`] (or [`server::CarrierService`]
+//!   inside its own hyper or axum server), its configuration ([`server::CarrierConfig`]) and
+//!   payload channels ([`server::ChannelHandle`]). Each of its public types has one path,
+//!   `carrier::server::T`; its internals (admission, the outbound queue, HTTP parsing) are not
+//!   public.
+//! - [`agent`] — the agent protocol on text frames ([`agent::AgentProfile`]) and what a host
+//!   implements for its own agent: [`agent::ProtocolSession`], whose turns stream output,
+//!   await permission decisions and await their cancellation on a [`agent::TurnSink`]
+//!   (`examples/embedded_agent.rs`); the session hub that stamps `seq` and keeps the resume
+//!   ring; the embedded default agent; and external agent processes
+//!   (`carrier serve --agent-cmd`, [`agent::process`]).
 //! - [`client`] — the client `Transport` trait, the WebSocket client and the handshake layer
 //!   (feature `client`, default).
 //! - [`discovery`] — runtime files: how a local client finds a running carrier and its token;
@@ -25,7 +29,9 @@
 //!   (SPEC section 10).
 //!
 //! Without default features the library is the server a host embeds: no client. The `testing`
-//! feature (off) adds the test doubles the benches and the client's reference suite use.
+//! feature (off) is not API: it adds the test doubles the benches and the client's reference
+//! suite use, and makes internals reachable for this workspace's tests, benches and fuzz
+//! targets (`server::testing`).
 //!
 //! The other crates of the workspace, each in a folder of its own: the `carrier` binary
 //! (`cli/`, the `carrier-cli` package), which only parses arguments and wires these together;
