@@ -7,9 +7,10 @@
 //!   `cancelled()`, so the abort reaches the child before any later submit does); a child's
 //!   permission prompt is asked on the turn's sink under the child's id, and its answer →
 //!   `session.permission.respond {request_id, decision}`
-//!   ([`Supervisor::forward_decision`]). The hub has already answered the client and emitted
-//!   the events these cause, so only a failure matters: a child that does not answer a
-//!   permission answer in time ends the turn with `agent_timeout`;
+//!   ([`Supervisor::forward_decision`]; not once the child was told to abort the turn). The
+//!   hub has already answered the client and emitted the events these cause, so only a
+//!   failure matters: a child that does not answer a permission answer in time ends the turn
+//!   with `agent_timeout`;
 //! - `history` / `status` are forwarded reads: the child's answer (the carrier validates it
 //!   against the method's result type), or the carrier's own record when the child answers
 //!   `method_not_found`, exits first, or is not running, or `internal`
@@ -103,6 +104,16 @@ impl Supervisor {
             let (Some(request_id), Ok(decision)) = (request_id, pending.await) else {
                 return;
             };
+            // A turn the child was already told to abort (a client that answered, then aborted
+            // at once) needs no answer.
+            if sup
+                .lock()
+                .turn
+                .as_ref()
+                .is_none_or(|t| t.turn_id != turn_id)
+            {
+                return;
+            }
             let Some(link) = sup.running() else {
                 return;
             };
