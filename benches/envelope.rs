@@ -16,9 +16,8 @@ use carrier::agent::{AgentProfile, EmbeddedAgent};
 use carrier::protocol::envelope;
 use carrier::protocol::Role;
 use carrier::server::bench_support::drain;
-use carrier::server::{
-    CarrierContext, Connection, ConnectionId, Driver, Limits, Outbound, TextProfile,
-};
+use carrier::server::testing::Outbound;
+use carrier::server::{CarrierContext, Connection, ConnectionId, Driver, Limits, TextProfile};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use serde::Serialize;
 use serde_json::{json, Value};

@@ -22,9 +22,8 @@ use bytes::Bytes;
 use carrier::protocol::channel_frame::{self, FrameBody};
 use carrier::protocol::Role;
 use carrier::server::bench_support::{drain, RegistryHarness};
-use carrier::server::{
-    Binary, ChannelDescriptor, ChannelRegistry, Connection, ConnectionId, Outbound,
-};
+use carrier::server::testing::Outbound;
+use carrier::server::{Binary, ChannelDescriptor, ChannelRegistry, Connection, ConnectionId};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use futures_util::FutureExt;
 use std::hint::black_box;

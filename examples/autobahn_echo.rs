@@ -47,20 +47,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(p) => p.parse()?,
         None => 9001,
     };
-    let transport = WsTransport::new(CarrierConfig {
-        port,
-        max_retries: 0,
-        auth: Auth::Open {
-            reason: "Autobahn conformance echo endpoint on loopback".into(),
-        },
-        limits: Limits {
-            max_text_bytes: 64 << 20,
-            max_message_bytes: 64 << 20,
-            queue_bytes: 256 << 20,
-            ..Limits::default()
-        },
-        ..CarrierConfig::default()
-    })?;
+    let transport = WsTransport::new(
+        CarrierConfig::default()
+            .with_port(port)
+            .with_max_retries(0)
+            .with_auth(Auth::Open {
+                reason: "Autobahn conformance echo endpoint on loopback".into(),
+            })
+            .with_limits(
+                Limits::default()
+                    .with_max_text_bytes(64 << 20)
+                    .with_max_message_bytes(64 << 20)
+                    .with_queue_bytes(256 << 20),
+            ),
+    )?;
     transport.attach(Arc::new(Echo));
     transport.start().await?;
     println!(

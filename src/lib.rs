@@ -48,7 +48,7 @@
 //! # #[tokio::main]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // The host: a carrier on a free loopback port, the agent, one channel.
-//! let carrier = WsTransport::new(CarrierConfig { port: 0, ..Default::default() })?;
+//! let carrier = WsTransport::new(CarrierConfig::default().with_port(0))?;
 //! carrier.attach(AgentProfile::builder(InMemoryDirectory::new(|_| Arc::new(Reverse))).build());
 //! let telemetry =
 //!     carrier.register_channel(ChannelDescriptor::new("telemetry", &["cpu"], Binary::Refused))?;
@@ -134,6 +134,7 @@ pub mod agent;
 pub mod client;
 pub mod discovery;
 pub mod server;
+mod setters;
 
 /// The wire (the `carrier-protocol` crate): one module, reachable as `carrier::protocol`.
 pub use carrier_protocol as protocol;

@@ -33,11 +33,11 @@ const FRAMES: u64 = 1024;
 type Ws = WebSocketStream<tokio::net::TcpStream>;
 
 async fn carrier() -> (WsTransport, ChannelHandle, u16) {
-    let transport = WsTransport::new(CarrierConfig {
-        port: 0,
-        auth: carrier::server::Auth::Token(TOKEN.into()),
-        ..CarrierConfig::default()
-    })
+    let transport = WsTransport::new(
+        CarrierConfig::default()
+            .with_port(0)
+            .with_auth(carrier::server::Auth::Token(TOKEN.into())),
+    )
     .expect("config");
     transport.attach(AgentProfile::embedded(EmbeddedAgent::default()));
     let handle = transport
@@ -204,7 +204,7 @@ async fn until(what: &str, mut cond: impl FnMut() -> bool) {
 /// overhead the outbound queue charges.
 fn frame_cost() -> u64 {
     // The RBF head: magic (3), version, kind, name length, the name "bulk" (4), seq (4).
-    (FRAME + 10 + "bulk".len() + carrier::server::ITEM_OVERHEAD) as u64
+    (FRAME + 10 + "bulk".len() + carrier::server::testing::ITEM_OVERHEAD) as u64
 }
 
 #[tokio::test]

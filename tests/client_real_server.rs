@@ -36,12 +36,12 @@ const WAIT: Duration = Duration::from_secs(20);
 /// A started carrier on `port` (0: any free port) with exactly that port: no port retry, so a
 /// restart on the same port fails loudly instead of moving elsewhere.
 async fn carrier(port: u16, profile: AgentProfile) -> WsTransport {
-    let transport = WsTransport::new(CarrierConfig {
-        port,
-        max_retries: 0,
-        auth: Auth::Token(TOKEN.into()),
-        ..CarrierConfig::default()
-    })
+    let transport = WsTransport::new(
+        CarrierConfig::default()
+            .with_port(port)
+            .with_max_retries(0)
+            .with_auth(Auth::Token(TOKEN.into())),
+    )
     .expect("a valid config");
     transport.attach(profile);
     transport.start().await.expect("the carrier starts");

@@ -66,16 +66,8 @@ async fn wrong_token_is_closed_1008_before_any_data_frame() {
 
 #[tokio::test]
 async fn minted_token_works_and_differs_per_launch() {
-    let a = Server::core(CarrierConfig {
-        port: 0,
-        ..Default::default()
-    })
-    .await;
-    let b = Server::core(CarrierConfig {
-        port: 0,
-        ..Default::default()
-    })
-    .await;
+    let a = Server::core(CarrierConfig::default().with_port(0)).await;
+    let b = Server::core(CarrierConfig::default().with_port(0)).await;
     let (ta, tb) = (a.token.clone(), b.token.clone());
     assert!(
         ta.len() >= 64 && ta.bytes().all(|c| c.is_ascii_hexdigit()),
@@ -89,13 +81,9 @@ async fn minted_token_works_and_differs_per_launch() {
 
 #[tokio::test]
 async fn open_mode_admits_without_token() {
-    let s = Server::core(CarrierConfig {
-        port: 0,
-        auth: Auth::Open {
-            reason: "integration test".into(),
-        },
-        ..Default::default()
-    })
+    let s = Server::core(CarrierConfig::default().with_port(0).with_auth(Auth::Open {
+        reason: "integration test".into(),
+    }))
     .await;
     assert_eq!(s.transport.resolved_token(), None);
     assert_admitted(&format!("ws://127.0.0.1:{}/", s.port), &[]).await;
@@ -106,12 +94,9 @@ async fn open_mode_admits_without_token() {
 #[tokio::test]
 async fn open_without_reason_is_refused_at_construction() {
     for reason in ["", "  "] {
-        let open = CarrierConfig {
-            auth: Auth::Open {
-                reason: reason.into(),
-            },
-            ..Default::default()
-        };
+        let open = CarrierConfig::default().with_auth(Auth::Open {
+            reason: reason.into(),
+        });
         assert_eq!(
             WsTransport::new(open).err(),
             Some(ConfigError::OpenWithoutReason)
@@ -146,11 +131,7 @@ async fn host_localhost_with_port_is_accepted() {
 
 #[tokio::test]
 async fn allowed_host_is_accepted() {
-    let s = Server::core(CarrierConfig {
-        allowed_hosts: vec!["carrier.test".into()],
-        ..config()
-    })
-    .await;
+    let s = Server::core(config().with_allowed_hosts(vec!["carrier.test".into()])).await;
     assert_admitted(&s.url(""), &[("Host", "carrier.test:9")]).await;
 }
 
@@ -176,11 +157,7 @@ async fn null_origin_gets_403() {
 
 #[tokio::test]
 async fn loopback_and_allowed_origins_are_accepted() {
-    let s = Server::core(CarrierConfig {
-        allowed_origins: vec!["https://app.example".into()],
-        ..config()
-    })
-    .await;
+    let s = Server::core(config().with_allowed_origins(vec!["https://app.example".into()])).await;
     assert_admitted(&s.url(""), &[("Origin", "https://app.example")]).await;
     let local = format!("http://localhost:{}", s.port);
     assert_admitted(&s.url(""), &[("Origin", &local)]).await;
@@ -194,11 +171,7 @@ async fn observe_role_on_a_drive_listener_is_granted() {
 
 #[tokio::test]
 async fn drive_role_on_an_observe_listener_is_closed_1008() {
-    let s = Server::core(CarrierConfig {
-        role: Role::Observe,
-        ..config()
-    })
-    .await;
+    let s = Server::core(config().with_role(Role::Observe)).await;
     let mut ws = connect(&format!("{}&role=drive", s.url(""))).await;
     expect_close(&mut ws, 1008).await;
     assert_admitted(&s.url(""), &[]).await;
@@ -218,12 +191,7 @@ async fn taken_port_moves_to_the_next_one() {
     let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken = holder.local_addr().unwrap().port();
     // The next port may itself be busy on a shared machine; allow a few retries.
-    let s = Server::core(CarrierConfig {
-        port: taken,
-        max_retries: 5,
-        ..config()
-    })
-    .await;
+    let s = Server::core(config().with_port(taken).with_max_retries(5)).await;
     assert!(
         s.port > taken && s.port <= taken + 5,
         "bound {} after {taken}",
@@ -236,12 +204,7 @@ async fn taken_port_moves_to_the_next_one() {
 async fn zero_retries_on_a_taken_port_is_a_clear_error_then_succeeds_once_free() {
     let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken = holder.local_addr().unwrap().port();
-    let t = WsTransport::new(CarrierConfig {
-        port: taken,
-        max_retries: 0,
-        ..config()
-    })
-    .unwrap();
+    let t = WsTransport::new(config().with_port(taken).with_max_retries(0)).unwrap();
     t.attach(std::sync::Arc::new(TestProfile {
         stats: Default::default(),
     }));

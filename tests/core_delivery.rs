@@ -12,13 +12,7 @@ use tokio_tungstenite::tungstenite::Message;
 const BUDGET: usize = 256 * 1024;
 
 fn small_budget() -> CarrierConfig {
-    CarrierConfig {
-        limits: Limits {
-            queue_bytes: BUDGET,
-            ..Limits::default()
-        },
-        ..config()
-    }
+    config().with_limits(Limits::default().with_queue_bytes(BUDGET))
 }
 
 #[tokio::test]
@@ -109,14 +103,13 @@ async fn frames_of_one_connection_are_never_reordered() {
 
 #[tokio::test]
 async fn the_server_pings_and_a_silent_peer_is_closed_1001() {
-    let s = Server::core(CarrierConfig {
-        limits: Limits {
-            ping_interval: Duration::from_millis(200),
-            pong_timeout: Duration::from_millis(200),
-            ..Limits::default()
-        },
-        ..config()
-    })
+    let s = Server::core(
+        config().with_limits(
+            Limits::default()
+                .with_ping_interval(Duration::from_millis(200))
+                .with_pong_timeout(Duration::from_millis(200)),
+        ),
+    )
     .await;
     // tokio-tungstenite answers pings: it stays connected through several intervals.
     let mut live = connect_handshaken(&s.url("")).await;

@@ -11,15 +11,12 @@ const TEXT: usize = 16 * 1024;
 const CAP: usize = 64 * 1024;
 
 fn limited() -> CarrierConfig {
-    CarrierConfig {
-        limits: Limits {
-            max_text_bytes: TEXT,
-            max_message_bytes: CAP,
-            max_connections: 3,
-            ..Limits::default()
-        },
-        ..config()
-    }
+    config().with_limits(
+        Limits::default()
+            .with_max_text_bytes(TEXT)
+            .with_max_message_bytes(CAP)
+            .with_max_connections(3),
+    )
 }
 
 #[tokio::test]

@@ -9,8 +9,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use carrier::protocol::channel_frame::{self, FrameBody};
 use carrier::server::{
-    Binary, CarrierConfig, CarrierContext, ChannelDescriptor, Connection, Limits, TextProfile,
-    TextSession, WsTransport,
+    Binary, CarrierContext, ChannelDescriptor, Connection, Limits, TextProfile, TextSession,
+    WsTransport,
 };
 use support::*;
 
@@ -126,14 +126,8 @@ async fn a_handshake_completed_from_another_task_makes_the_connection_a_sink() {
 async fn a_failed_connection_stops_being_a_sink_and_is_counted_once() {
     // A slow reader is failed (1013): it leaves the sinks, and a broadcast afterwards goes to
     // the healthy connection only.
-    let server = Server::core(CarrierConfig {
-        limits: Limits {
-            queue_bytes: 256 * 1024,
-            ..Limits::default()
-        },
-        ..config()
-    })
-    .await;
+    let server =
+        Server::core(config().with_limits(Limits::default().with_queue_bytes(256 * 1024))).await;
     let handle = server
         .transport
         .register_channel(ChannelDescriptor::new("news", &[], Binary::Accepted))

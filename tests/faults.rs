@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use carrier::protocol::Role;
-use carrier::server::FailReason;
+use carrier::server::testing::FailReason;
 use carrier::server::{
     CarrierConfig, CarrierContext, Connection, Limits, TextProfile, TextSession, WsTransport,
 };
@@ -87,15 +87,14 @@ async fn client_vanishing_mid_fragmented_message_is_cleaned_up_once() {
 
 #[tokio::test]
 async fn silent_peer_that_never_pongs_is_closed_with_1001() {
-    let server = Server::core(CarrierConfig {
-        limits: Limits {
-            ping_interval: Duration::from_millis(200),
-            pong_timeout: Duration::from_millis(300),
-            stop_grace: Duration::from_millis(300),
-            ..Limits::default()
-        },
-        ..config()
-    })
+    let server = Server::core(
+        config().with_limits(
+            Limits::default()
+                .with_ping_interval(Duration::from_millis(200))
+                .with_pong_timeout(Duration::from_millis(300))
+                .with_stop_grace(Duration::from_millis(300)),
+        ),
+    )
     .await;
     let mut raw = raw_handshaken(server.port, &server.token).await;
     let started = Instant::now();
@@ -128,16 +127,13 @@ async fn silent_peer_that_never_pongs_is_closed_with_1001() {
 /// Short keepalive timings (2 s in all) and a queue large enough that the kernel's socket
 /// buffers (a few MiB) fill long before the carrier's own budget does.
 fn keepalive_config() -> CarrierConfig {
-    CarrierConfig {
-        limits: Limits {
-            ping_interval: Duration::from_millis(500),
-            pong_timeout: Duration::from_millis(1500),
-            stop_grace: Duration::from_millis(300),
-            queue_bytes: 96 << 20,
-            ..Limits::default()
-        },
-        ..config()
-    }
+    config().with_limits(
+        Limits::default()
+            .with_ping_interval(Duration::from_millis(500))
+            .with_pong_timeout(Duration::from_millis(1500))
+            .with_stop_grace(Duration::from_millis(300))
+            .with_queue_bytes(96 << 20),
+    )
 }
 
 #[tokio::test]
@@ -187,13 +183,9 @@ async fn a_slow_reader_whose_pongs_lag_behind_its_data_is_kept() {
 
 #[tokio::test]
 async fn slow_upgrade_that_trickles_headers_times_out() {
-    let server = Server::core(CarrierConfig {
-        limits: Limits {
-            header_timeout: Duration::from_millis(500),
-            ..Limits::default()
-        },
-        ..config()
-    })
+    let server = Server::core(
+        config().with_limits(Limits::default().with_header_timeout(Duration::from_millis(500))),
+    )
     .await;
     let mut tcp = TcpStream::connect(("127.0.0.1", server.port))
         .await

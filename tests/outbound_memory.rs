@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use bytes::Bytes;
 use carrier::protocol::channel_frame;
 use carrier::protocol::envelope::{encode_event, encode_result};
-use carrier::server::{DeliveryError, Outbound};
+use carrier::server::testing::Outbound;
+use carrier::server::DeliveryError;
 use serde_json::json;
 
 struct Live;

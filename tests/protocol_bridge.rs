@@ -151,11 +151,9 @@ async fn a_failed_send_fails_the_bridge_connection_once() {
 #[tokio::test]
 async fn the_bridge_enforces_the_handshake_timeout_and_the_soft_limit() {
     let profile = profile();
-    let limits = Limits {
-        handshake_timeout: Duration::from_millis(100),
-        max_text_bytes: 64,
-        ..Limits::default()
-    };
+    let limits = Limits::default()
+        .with_handshake_timeout(Duration::from_millis(100))
+        .with_max_text_bytes(64);
     let ctx = ctx(limits);
     let mut h = Host::open(&profile, &ctx, Role::Drive);
     let big = format!(

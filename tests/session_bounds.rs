@@ -12,7 +12,6 @@ use carrier::agent::{
     AgentProfile, EmbeddedAgent, HostError, InMemoryDirectory, ProtocolSession, SessionDirectory,
     SessionEntry,
 };
-use carrier::server::CarrierConfig;
 use serde_json::{json, Value};
 use support::*;
 
@@ -200,14 +199,11 @@ async fn sessions_list_cuts_a_host_directorys_long_titles_at_a_character_boundar
 #[tokio::test]
 async fn sessions_list_of_a_directory_larger_than_the_budget_lists_the_leading_sessions() {
     let budget = 64 * 1024;
-    let config = CarrierConfig {
-        limits: carrier::server::Limits {
-            queue_bytes: budget,
-            handshake_timeout: config().limits.handshake_timeout,
-            ..Default::default()
-        },
-        ..config()
-    };
+    let config = config().with_limits(
+        carrier::server::Limits::default()
+            .with_queue_bytes(budget)
+            .with_handshake_timeout(config().limits.handshake_timeout),
+    );
     // 2,000 sessions × ~280 bytes each ≈ 560 KiB of JSON: eight times the budget.
     let server = Server::with(config, host_directory(2000, &"x".repeat(MAX_TITLE))).await;
     let (mut c, _) = server.observe().await;

@@ -124,10 +124,7 @@ impl Driving {
             driver_id: "heap".into(),
             surface: "test".into(),
         };
-        let limits = Limits {
-            handshake_timeout: Duration::from_secs(3600),
-            ..Limits::default()
-        };
+        let limits = Limits::default().with_handshake_timeout(Duration::from_secs(3600));
         let ctx = CarrierContext::standalone(limits, Role::Drive, driver, "epoch");
         let handed_over = Arc::new(AtomicUsize::new(0));
         let counter = handed_over.clone();

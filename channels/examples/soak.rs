@@ -130,14 +130,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// The child: a carrier with the embedded agent and an echo channel. Each line on stdin is
 /// answered with the live heap in KiB; the child stops when stdin closes.
 async fn serve(max_connections: usize) -> Result<(), Box<dyn std::error::Error>> {
-    let transport = WsTransport::new(CarrierConfig {
-        port: 0,
-        limits: Limits {
-            max_connections,
-            ..Limits::default()
-        },
-        ..CarrierConfig::default()
-    })?;
+    let transport = WsTransport::new(
+        CarrierConfig::default()
+            .with_port(0)
+            .with_limits(Limits::default().with_max_connections(max_connections)),
+    )?;
     let agent = EmbeddedAgent::default().with_demo_delay(Duration::from_millis(1));
     transport.attach(AgentProfile::embedded(agent));
     let _echo = echo::mount(transport.registry(), "echo")?;

@@ -2,8 +2,8 @@
 
 use carrier::protocol::channel_frame::FrameBody;
 use carrier::server::{
-    Binary, ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, DeliveryClass,
-    Inbound, InboundBody,
+    Binary, ChannelDescriptor, ChannelError, ChannelHandle, ChannelInbound, ChannelRegistry,
+    DeliveryClass, InboundBody,
 };
 
 /// Registers an echo channel named `name` (any event, binary).
@@ -38,7 +38,7 @@ pub fn mount_bulk(registry: &ChannelRegistry, name: &str) -> Result<ChannelHandl
     let mut inbound = handle.inbound(BULK_INBOUND_FRAMES);
     let reply = handle.clone();
     tokio::spawn(async move {
-        while let Some(Inbound {
+        while let Some(ChannelInbound {
             connection, body, ..
         }) = inbound.recv().await
         {

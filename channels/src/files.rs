@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use carrier::protocol::channel_frame::FrameBody;
 use carrier::server::{
-    Binary, ChannelDescriptor, ChannelHandle, ChannelRegistry, ConnectionId, Inbound, InboundBody,
+    Binary, ChannelDescriptor, ChannelHandle, ChannelInbound, ChannelRegistry, ConnectionId,
+    InboundBody,
 };
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -56,7 +57,7 @@ struct Refusal(&'static str, String);
 
 async fn run(
     handle: ChannelHandle,
-    mut inbound: tokio::sync::mpsc::Receiver<Inbound>,
+    mut inbound: tokio::sync::mpsc::Receiver<ChannelInbound>,
     dir: PathBuf,
 ) {
     let mut uploads: HashMap<ConnectionId, Upload> = HashMap::new();

@@ -1,7 +1,8 @@
 //! `relay`: each frame goes to every other handshaken connection.
 
 use carrier::server::{
-    Binary, ChannelDescriptor, ChannelError, ChannelHandle, ChannelRegistry, DeliveryClass, Inbound,
+    Binary, ChannelDescriptor, ChannelError, ChannelHandle, ChannelInbound, ChannelRegistry,
+    DeliveryClass,
 };
 
 use super::echo::{body_of, BULK_INBOUND_FRAMES};
@@ -31,7 +32,7 @@ pub fn mount_bulk(registry: &ChannelRegistry, name: &str) -> Result<ChannelHandl
     let mut inbound = handle.inbound(BULK_INBOUND_FRAMES);
     let relay = handle.clone();
     tokio::spawn(async move {
-        while let Some(Inbound {
+        while let Some(ChannelInbound {
             connection, body, ..
         }) = inbound.recv().await
         {

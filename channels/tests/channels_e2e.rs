@@ -313,14 +313,7 @@ async fn channels_registered_after_start_work_and_seqs_increase_per_receiver() {
 
 #[tokio::test]
 async fn a_lossy_channel_drops_oldest_and_tells_the_reader_while_reliable_fails_1013() {
-    let s = Server::core(carrier::server::CarrierConfig {
-        limits: Limits {
-            queue_bytes: 4 << 20,
-            ..Limits::default()
-        },
-        ..config()
-    })
-    .await;
+    let s = Server::core(config().with_limits(Limits::default().with_queue_bytes(4 << 20))).await;
     let lossy = s
         .transport
         .register_channel(

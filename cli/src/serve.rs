@@ -180,26 +180,25 @@ impl ServeArgs {
     }
 
     fn config(&self) -> Result<CarrierConfig, AuthFlagsError> {
-        Ok(CarrierConfig {
-            port: self.port,
-            max_retries: self.max_retries,
-            auth: self.auth()?,
-            role: self.role,
-            allowed_hosts: self.allowed_hosts.clone(),
-            allowed_origins: self.allowed_origins.clone(),
-            driver_id: self.driver_id.clone(),
-            surface: self.surface.clone(),
-            limits: Limits {
-                max_text_bytes: self.max_text_bytes,
-                max_message_bytes: self.max_message_bytes,
-                max_inbound_bytes: self
-                    .max_inbound_bytes
-                    .unwrap_or(carrier::server::DEFAULT_MAX_INBOUND.max(self.max_message_bytes)),
-                queue_bytes: self.queue_bytes,
-                max_reply_bytes: self.max_reply_bytes,
-                ..Limits::default()
-            },
-        })
+        Ok(CarrierConfig::default()
+            .with_port(self.port)
+            .with_max_retries(self.max_retries)
+            .with_auth(self.auth()?)
+            .with_role(self.role)
+            .with_allowed_hosts(self.allowed_hosts.clone())
+            .with_allowed_origins(self.allowed_origins.clone())
+            .with_driver_id(self.driver_id.clone())
+            .with_surface(self.surface.clone())
+            .with_limits(
+                Limits::default()
+                    .with_max_text_bytes(self.max_text_bytes)
+                    .with_max_message_bytes(self.max_message_bytes)
+                    .with_max_inbound_bytes(self.max_inbound_bytes.unwrap_or(
+                        carrier::server::DEFAULT_MAX_INBOUND.max(self.max_message_bytes),
+                    ))
+                    .with_queue_bytes(self.queue_bytes)
+                    .with_max_reply_bytes(self.max_reply_bytes),
+            ))
     }
 }
 

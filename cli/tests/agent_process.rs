@@ -207,6 +207,38 @@ async fn a_client_cannot_tell_the_embedded_agent_from_an_equivalent_child_except
     child.finish().await;
 }
 
+/// A client that answers a prompt and aborts its turn at once (both frames out before either
+/// reply): the child is told to abort, and is not sent an answer for the turn it was told to
+/// abort (it would refuse it, `not_found`, logged by the carrier).
+#[tokio::test]
+async fn an_answer_then_an_abort_at_once_reach_the_child_as_the_abort_alone() {
+    let serve = Serve::with_agent(&python_agent("echo_clone.py", "1"), &[]).await;
+    let (mut c, _) = serve.client().await;
+    let t = c.submit("/tool ls").await;
+    let request = c.event("session.permission_request").await;
+    let answer = json!({"request_id": request["payload"]["request_id"], "decision": "allow"});
+    let answered = c.send_request("session.permission.respond", answer).await;
+    let aborted = c
+        .send_request("session.abort", json!({ "turn_id": t }))
+        .await;
+    assert!(c.response(&answered).await.get("error").is_none());
+    assert!(c.response(&aborted).await.get("error").is_none());
+    let ended = c.turn_events(&t).await;
+    assert_eq!(ended.last().unwrap()["payload"]["aborted"], true);
+    // The child reads its stdin in order: once it has streamed a later turn, it has answered
+    // every line the carrier wrote before that turn's submit.
+    let next = c.submit("one two three four five six").await;
+    let done = c.turn_events(&next).await;
+    assert_eq!(
+        done.last().unwrap()["payload"]["text"],
+        "child: one two three four five six"
+    );
+    c.ok("session.status", json!({})).await;
+    let log = serve.log();
+    assert!(!log.contains("refused a permission answer"), "{log}");
+    serve.finish().await;
+}
+
 #[tokio::test]
 async fn when_the_carrier_is_killed_its_agent_sees_stdin_close_and_exits() {
     let mut serve = Serve::with_agent(&reverse_agent(1), &[]).await;

@@ -338,11 +338,7 @@ impl std::io::Write for LogWriter {
 async fn the_token_never_appears_in_logs_or_metrics() {
     let logs = captured_logs();
     let token = "Tk-5d1c8e0b7a2f4e6d9c3b1a0f8e7d6c5b";
-    let server = Server::core(CarrierConfig {
-        auth: Auth::Token(token.into()),
-        ..config()
-    })
-    .await;
+    let server = Server::core(config().with_auth(Auth::Token(token.into()))).await;
     let port = server.port;
     // A full session with the token in the query, one with it as the subprotocol, and the
     // failures around them: a wrong token, a refused role, a refused host, a bad upgrade.
@@ -417,10 +413,7 @@ impl rand::TryRngCore for BrokenRandom {
 
 #[test]
 fn a_failing_random_source_refuses_to_start_rather_than_run_open() {
-    let tokenless = CarrierConfig {
-        port: 0,
-        ..CarrierConfig::default()
-    };
+    let tokenless = CarrierConfig::default().with_port(0);
     match WsTransport::with_random_source(tokenless.clone(), &mut BrokenRandom) {
         Err(ConfigError::RandomSource(msg)) => assert!(msg.contains("entropy"), "{msg}"),
         Err(other) => panic!("wrong error {other}"),
@@ -434,20 +427,14 @@ fn a_failing_random_source_refuses_to_start_rather_than_run_open() {
         .expect("refused");
     assert!(err.to_string().contains("refusing to start"), "{err}");
     // Nothing to mint with a configured token or in open mode: the broken source is not used.
-    let with_token = CarrierConfig {
-        port: 0,
-        auth: Auth::Token("given".into()),
-        ..CarrierConfig::default()
-    };
+    let with_token = CarrierConfig::default()
+        .with_port(0)
+        .with_auth(Auth::Token("given".into()));
     let t = WsTransport::with_random_source(with_token, &mut BrokenRandom).expect("token given");
     assert_eq!(t.resolved_token(), Some("given"));
-    let open = CarrierConfig {
-        port: 0,
-        auth: Auth::Open {
-            reason: "test".into(),
-        },
-        ..CarrierConfig::default()
-    };
+    let open = CarrierConfig::default().with_port(0).with_auth(Auth::Open {
+        reason: "test".into(),
+    });
     let t = WsTransport::with_random_source(open, &mut BrokenRandom).expect("open mode");
     assert_eq!(t.resolved_token(), None);
 }
@@ -459,11 +446,7 @@ fn minted_tokens_are_64_hex_characters_and_differ() {
     assert_eq!(a.len(), 64);
     assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
     assert_ne!(a, b);
-    let minted = WsTransport::new(CarrierConfig {
-        port: 0,
-        ..CarrierConfig::default()
-    })
-    .expect("config");
+    let minted = WsTransport::new(CarrierConfig::default().with_port(0)).expect("config");
     assert_eq!(minted.resolved_token().map(str::len), Some(64));
 }
 

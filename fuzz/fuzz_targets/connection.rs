@@ -27,7 +27,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use carrier::protocol::channel_frame::{self, ChannelFrame};
 use carrier::protocol::Role;
-use carrier::server::CloseRefusal;
+use carrier::server::testing::CloseRefusal;
 use carrier_channels::echo;
 use carrier::server::{
     CarrierConfig, CarrierContext, Connection, Limits, TextProfile, TextSession, WsTransport,
@@ -400,21 +400,16 @@ async fn run(data: &[u8]) {
     let refused = flags & 0x0c == 0x0c;
     let ops = parse_program(program);
 
-    let transport = WsTransport::new(CarrierConfig {
-        port: 0,
-        auth: carrier::server::Auth::Open {
-            reason: "fuzzing".into(),
-        },
-        role: Role::Drive,
-        limits: Limits {
-            max_text_bytes: MAX_TEXT,
-            max_message_bytes: MAX_MESSAGE,
-            queue_bytes: 1 << 20,
-            ..Limits::default()
-        },
-        ..CarrierConfig::default()
-    })
-    .expect("config");
+    let limits = Limits::default()
+        .with_max_text_bytes(MAX_TEXT)
+        .with_max_message_bytes(MAX_MESSAGE)
+        .with_queue_bytes(1 << 20);
+    let config = CarrierConfig::default()
+        .with_port(0)
+        .with_auth(carrier::server::Auth::Open { reason: "fuzzing".into() })
+        .with_role(Role::Drive)
+        .with_limits(limits);
+    let transport = WsTransport::new(config).expect("config");
     transport.attach(std::sync::Arc::new(Harness));
     transport.start_mounted().expect("start");
     let _echo = echo::mount(transport.registry(), "echo").expect("echo channel");

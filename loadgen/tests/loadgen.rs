@@ -6,11 +6,11 @@ use carrier::server::{Auth, CarrierConfig, WsTransport};
 use carrier_loadgen::{run, LoadError, Mode, Plan, TargetError};
 
 async fn carrier() -> (WsTransport, String) {
-    let transport = WsTransport::new(CarrierConfig {
-        port: 0,
-        auth: Auth::Token("bench-token".into()),
-        ..CarrierConfig::default()
-    })
+    let transport = WsTransport::new(
+        CarrierConfig::default()
+            .with_port(0)
+            .with_auth(Auth::Token("bench-token".into())),
+    )
     .expect("config");
     transport.attach(AgentProfile::embedded(EmbeddedAgent::default()));
     carrier_channels::echo::mount(transport.registry(), "echo").expect("echo");

@@ -16,14 +16,11 @@
 //! assert_eq!(reply_deltas("echo: ").concat(), "echo: ");
 //! ```
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
-
 use super::session::{HostError, ProtocolSession, TurnStart};
-use super::turn::TurnSink;
+use super::turn::{TurnEnded, TurnSink};
 use crate::protocol::methods::Decision;
 
 /// The embedded agent's settings; [`AgentProfile::embedded`](super::AgentProfile::embedded)
@@ -58,7 +55,6 @@ impl EmbeddedAgent {
     pub fn session(&self) -> Arc<dyn ProtocolSession> {
         Arc::new(EmbeddedSession {
             delay: self.demo_delay,
-            turns: Arc::new(Mutex::new(HashMap::new())),
         })
     }
 }
@@ -125,141 +121,53 @@ impl<'a> Iterator for Deltas<'a> {
     }
 }
 
-/// What a turn of the embedded agent does: only what it needs of the prompt is kept while it
-/// runs.
-enum Work {
-    /// Streams `"echo: " + prompt`.
-    Echo(String),
-    /// Asks for `demo.tool` with `rest` (the prompt after [`TOOL_PREFIX`]), then streams the
-    /// answer's outcome.
-    Tool {
-        rest: String,
-        permission: oneshot::Receiver<Decision>,
-    },
-}
-
-/// What `abort_turn` and `permission_decided` reach: dropping an entry cancels its turn.
-struct TurnControl {
-    /// Dropped on abort: the turn's task sees its receiver close.
-    _cancel: oneshot::Sender<()>,
-    permission: Option<oneshot::Sender<Decision>>,
-}
-
-type Turns = Arc<Mutex<HashMap<String, TurnControl>>>;
-
-/// One session of the embedded agent.
+/// One session of the embedded agent. Each turn is one task that ends with the turn: it
+/// awaits its permission answer and its cancellation on the turn's sink, so the session keeps
+/// no state of its own.
 pub struct EmbeddedSession {
     delay: Duration,
-    turns: Turns,
-}
-
-fn lock(turns: &Turns) -> std::sync::MutexGuard<'_, HashMap<String, TurnControl>> {
-    turns.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl ProtocolSession for EmbeddedSession {
     fn start_turn(&self, turn: TurnStart) -> Result<(), HostError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| HostError::new("the embedded agent needs a tokio runtime"))?;
-        let (cancel_tx, cancel_rx) = oneshot::channel();
-        let (work, permission_tx) = match turn.prompt.strip_prefix(TOOL_PREFIX) {
-            Some(rest) => {
-                let (tx, rx) = oneshot::channel();
-                let work = Work::Tool {
-                    rest: rest.to_owned(),
-                    permission: rx,
-                };
-                (work, Some(tx))
+        let (delay, sink, prompt) = (self.delay, turn.sink, turn.prompt);
+        runtime.spawn(async move {
+            tokio::select! {
+                _ = run_turn(delay, &sink, prompt) => {}
+                () = sink.cancelled() => {}
             }
-            None => (Work::Echo(turn.prompt), None),
-        };
-        // Registered before the task runs, so an abort or an answer can never arrive first.
-        lock(&self.turns).insert(
-            turn.turn_id.clone(),
-            TurnControl {
-                _cancel: cancel_tx,
-                permission: permission_tx,
-            },
-        );
-        let task = TurnTask {
-            delay: self.delay,
-            turns: self.turns.clone(),
-            sink: turn.sink,
-            turn_id: turn.turn_id,
-        };
-        runtime.spawn(task.run(work, cancel_rx));
+        });
         Ok(())
     }
-
-    fn abort_turn(&self, turn_id: &str) {
-        lock(&self.turns).remove(turn_id);
-    }
-
-    fn permission_decided(&self, turn_id: &str, _request_id: &str, decision: Decision) {
-        let sender = lock(&self.turns)
-            .get_mut(turn_id)
-            .and_then(|t| t.permission.take());
-        if let Some(sender) = sender {
-            let _ = sender.send(decision);
-        }
-    }
-
-    fn shutdown(&self) {
-        lock(&self.turns).clear();
-    }
 }
 
-struct TurnTask {
-    delay: Duration,
-    turns: Turns,
-    sink: TurnSink,
-    turn_id: String,
-}
-
-impl TurnTask {
-    async fn run(self, work: Work, mut cancel: oneshot::Receiver<()>) {
-        let text = match work {
-            Work::Tool { rest, permission } => {
-                let request_id = format!("{}.p1", self.turn_id);
-                let input = serde_json::json!({ "command": rest });
-                if self
-                    .sink
-                    .permission_request(&request_id, DEMO_TOOL, input)
-                    .is_err()
-                {
-                    return self.forget();
-                }
-                let decision = tokio::select! {
-                    d = permission => d,
-                    _ = &mut cancel => return self.forget(),
-                };
-                match decision {
-                    Ok(Decision::Allow) => format!("tool ran: {rest}"),
-                    Ok(Decision::Deny) => "tool denied".to_owned(),
-                    Err(_) => return self.forget(),
-                }
-            }
-            // The prompt goes as the reply is made: one copy of it while the turn runs.
-            Work::Echo(prompt) => format!("echo: {prompt}"),
-        };
-        for (i, delta) in Deltas::new(&text).enumerate() {
-            if i > 0 {
-                tokio::select! {
-                    _ = tokio::time::sleep(self.delay) => {}
-                    _ = &mut cancel => return self.forget(),
-                }
-            }
-            if self.sink.delta(delta).is_err() {
-                return self.forget();
+/// One turn: the reply (after the permission answer, for a [`TOOL_PREFIX`] prompt), streamed
+/// a word at a time with `delay` between words.
+async fn run_turn(delay: Duration, sink: &TurnSink, prompt: String) -> Result<(), TurnEnded> {
+    let text = match prompt.strip_prefix(TOOL_PREFIX) {
+        Some(rest) => {
+            let input = serde_json::json!({ "command": rest });
+            match sink.ask_permission(DEMO_TOOL, input).await? {
+                Decision::Allow => format!("tool ran: {rest}"),
+                Decision::Deny => "tool denied".to_owned(),
             }
         }
-        let _ = self.sink.complete(&text);
-        self.forget();
+        // The prompt becomes the reply: one copy of it while the turn runs.
+        None => {
+            let mut text = prompt;
+            text.insert_str(0, "echo: ");
+            text
+        }
+    };
+    for (i, delta) in Deltas::new(&text).enumerate() {
+        if i > 0 {
+            tokio::time::sleep(delay).await;
+        }
+        sink.delta(delta)?;
     }
-
-    fn forget(&self) {
-        lock(&self.turns).remove(&self.turn_id);
-    }
+    sink.complete(&text)
 }
 
 #[cfg(test)]

@@ -27,12 +27,18 @@ pub(crate) fn give_back_room<T>(queue: &mut VecDeque<T>) {
 
 /// Bounds of a session's history (whichever is reached first evicts the oldest entries).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HistoryConfig {
     /// Entries held.
     pub max_entries: usize,
     /// Bytes of `text` and `turn_id` held.
     pub max_bytes: usize,
 }
+
+crate::setters::with_setters!(HistoryConfig {
+    max_entries => with_max_entries: usize,
+    max_bytes => with_max_bytes: usize,
+});
 
 impl Default for HistoryConfig {
     fn default() -> Self {

@@ -22,13 +22,14 @@
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use serde_json::Value;
+use tokio::sync::{oneshot, watch};
 
 use crate::protocol::catalog::def;
 use crate::protocol::events::{DriverInfo, SessionEvent};
 use crate::protocol::ids::{RequestId, SessionId, TurnId};
 use crate::protocol::methods::{
-    Empty, HistoryEntry, HistoryResult, PermissionRespondParams, ResumeOutcome, SessionState,
-    SessionStatusResult, SubmitParams, TurnIdResult,
+    Decision, Empty, HistoryEntry, HistoryResult, PermissionRespondParams, ResumeOutcome,
+    SessionState, SessionStatusResult, SubmitParams, TurnIdResult,
 };
 use crate::protocol::resume::Replay;
 use crate::server::{Connection, ConnectionId};
@@ -37,13 +38,36 @@ use super::hub_turns::{Ended, ErrorScope, Step, Turns};
 use super::record::SessionRecord;
 use super::reply::Reply;
 use super::session::{ProtocolSession, TurnStart};
-use super::turn::{Completion, TurnEnded, TurnOutput, TurnSink};
+use super::turn::{turn_life, Completion, TurnEnded, TurnOutput, TurnSink};
 use super::usage::{TurnRecord, UsageReporter};
 
 struct HubState {
     last_seq: u64,
     subscribers: Vec<Connection>,
     turns: Turns,
+    /// What the agent of the running turn awaits; `None` when no turn runs.
+    waits: Option<TurnWaits>,
+}
+
+/// What the agent of the running turn awaits: the turn's end and its permission answers.
+/// Dropping it (when the turn ends) resolves every sink's `cancelled()` and ends every
+/// pending permission future with [`TurnEnded`].
+struct TurnWaits {
+    turn_id: TurnId,
+    _life: watch::Sender<()>,
+    /// The permission prompts an agent awaits, by request id.
+    asked: Vec<(RequestId, oneshot::Sender<Decision>)>,
+    /// How many request ids the carrier has allocated in this turn.
+    allocated: u64,
+}
+
+impl HubState {
+    /// Takes the waits of a turn that is no longer running, to be dropped once the lock is
+    /// released (waking the agent's tasks).
+    fn ended_waits(&mut self) -> Option<TurnWaits> {
+        let turns = &self.turns;
+        self.waits.take_if(|w| !turns.is_current(&w.turn_id))
+    }
 }
 
 /// One session: its agent, its event stream and its bound connections.
@@ -70,6 +94,7 @@ impl SessionHub {
                 last_seq: 0,
                 subscribers: Vec::new(),
                 turns: Turns::new(),
+                waits: None,
             }),
             record,
         })
@@ -216,7 +241,7 @@ impl SessionHub {
         driver: DriverInfo,
         max_reply_bytes: usize,
     ) {
-        let turn_id = {
+        let (turn_id, life) = {
             let mut st = self.lock();
             let Step {
                 answer,
@@ -227,7 +252,15 @@ impl SessionHub {
                 Ok(started) => {
                     reply.ok(&started);
                     self.record_and_emit(&mut st, history, events);
-                    TurnId::from(started.turn_id)
+                    let turn_id = TurnId::from(started.turn_id);
+                    let (life_tx, life) = turn_life();
+                    st.waits = Some(TurnWaits {
+                        turn_id: turn_id.clone(),
+                        _life: life_tx,
+                        asked: Vec::new(),
+                        allocated: 0,
+                    });
+                    (turn_id, life)
                 }
                 Err(refusal) => return reply.err(refusal),
             }
@@ -238,7 +271,7 @@ impl SessionHub {
             prompt: params.prompt,
             options: params.options,
             driver,
-            sink: TurnSink::new(hub, turn_id.clone()),
+            sink: TurnSink::new(hub, turn_id.clone(), life),
         };
         if let Err(e) = self.agent.start_turn(start) {
             tracing::warn!(session = %self.id(), turn = %turn_id, error = %e, "agent refused the turn");
@@ -248,9 +281,10 @@ impl SessionHub {
     }
 
     /// `session.abort`: ends the running turn (`not_found` when none runs or `turn_id` names
-    /// another), replies `{turn_id}`, emits the aborted `turn_completed`, then tells the agent.
+    /// another), replies `{turn_id}`, emits the aborted `turn_completed`, then tells the agent
+    /// (its sinks' `cancelled()` resolve, then [`ProtocolSession::abort_turn`]).
     pub(crate) fn abort(&self, reply: &Reply<def::SessionAbort>, turn_id: Option<&TurnId>) {
-        let ended = {
+        let (ended, waits) = {
             let mut st = self.lock();
             let Step {
                 answer,
@@ -263,17 +297,19 @@ impl SessionHub {
                         turn_id: ended.turn_id.to_string(),
                     });
                     self.record_and_emit(&mut st, history, events);
-                    ended
+                    (ended, st.ended_waits())
                 }
                 Err(refusal) => return reply.err(refusal),
             }
         };
+        drop(waits);
         self.agent.abort_turn(ended.turn_id.as_str());
         self.record(&ended);
     }
 
     /// `session.permission.respond`: `not_found` unless `request_id` is pending; otherwise
-    /// reply `{}`, emit `permission_resolved`, then tell the agent.
+    /// reply `{}`, emit `permission_resolved`, then tell the agent (the futures awaiting the
+    /// prompt resolve, then [`ProtocolSession::permission_decided`]).
     pub(crate) fn respond_permission(
         &self,
         reply: &Reply<def::SessionPermissionRespond>,
@@ -291,6 +327,17 @@ impl SessionHub {
                 Ok(turn_id) => {
                     reply.ok(&Empty {});
                     self.record_and_emit(&mut st, history, events);
+                    if let Some(waits) = st.waits.as_mut() {
+                        let (answered, rest) = std::mem::take(&mut waits.asked)
+                            .into_iter()
+                            .partition(|(id, _)| *id == request_id);
+                        waits.asked = rest;
+                        let answered: Vec<(RequestId, oneshot::Sender<Decision>)> = answered;
+                        for (_, waiter) in answered {
+                            // An agent that dropped its future no longer waits: nothing to do.
+                            let _ = waiter.send(params.decision);
+                        }
+                    }
                     turn_id
                 }
                 Err(refusal) => return reply.err(refusal),
@@ -312,6 +359,10 @@ impl SessionHub {
             events,
         } = input(&mut st.turns);
         self.record_and_emit(&mut st, history, events);
+        let waits = st.ended_waits();
+        drop(st);
+        // The agent's waiting tasks wake with the lock released.
+        drop(waits);
         answer
     }
 
@@ -334,15 +385,40 @@ impl TurnOutput for SessionHub {
         self.agent_input(|turns| turns.delta(turn_id, delta))
     }
 
-    /// See [`Turns::permission_request`].
-    fn turn_permission_request(
+    /// See [`Turns::permission_request`]; the answer is routed to the returned receiver
+    /// (see [`SessionHub::respond_permission`]).
+    fn turn_ask_permission(
         &self,
         turn_id: &TurnId,
-        request_id: &RequestId,
+        request_id: Option<&str>,
         tool: &str,
         input: Value,
-    ) -> Result<(), TurnEnded> {
-        self.agent_input(|turns| turns.permission_request(turn_id, request_id, tool, input))
+    ) -> Result<(RequestId, oneshot::Receiver<Decision>), TurnEnded> {
+        let mut st = self.lock();
+        let st = &mut *st;
+        let Some(waits) = st.waits.as_mut().filter(|w| w.turn_id == *turn_id) else {
+            return Err(TurnEnded);
+        };
+        let request_id = match request_id {
+            Some(id) => RequestId::from(id),
+            // `t1.p1`, `t1.p2`, …: unique in the session, since turn ids are.
+            None => {
+                waits.allocated += 1;
+                RequestId::from(format!("{turn_id}.p{}", waits.allocated))
+            }
+        };
+        let Step {
+            answer,
+            history,
+            events,
+        } = st
+            .turns
+            .permission_request(turn_id, &request_id, tool, input);
+        answer?;
+        let (tx, rx) = oneshot::channel();
+        waits.asked.push((request_id.clone(), tx));
+        self.record_and_emit(st, history, events);
+        Ok((request_id, rx))
     }
 
     /// `session.error` of the running turn `turn_id`.

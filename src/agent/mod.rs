@@ -2,9 +2,10 @@
 //!
 //! - [`AgentProfile`] — the [`crate::server::TextProfile`] a [`crate::server::WsTransport`]
 //!   attaches: handshake, method dispatch through the catalog, session binding per connection.
-//! - [`ProtocolSession`] / [`TurnSink`] — the agent of one session, narrow enough for an agent
-//!   in another process: start, abort, permission answers in; deltas, prompts, errors and the
-//!   end of the turn out.
+//! - [`ProtocolSession`] / [`TurnSink`] — the agent of one session: for each turn the prompt
+//!   and a sink on which it streams deltas, awaits permission decisions
+//!   ([`TurnSink::ask_permission`]) and awaits the turn's cancellation
+//!   ([`TurnSink::cancelled`]). The carrier allocates the ids and routes the answers.
 //! - [`SessionDirectory`] / [`SessionBinder`] — the host's sessions (`sessions.list`,
 //!   `sessions.start`) and which one a new connection is bound to; [`InMemoryDirectory`] and
 //!   [`DefaultBinder`] are the defaults.
@@ -26,7 +27,7 @@
 //! use carrier::server::{CarrierConfig, WsTransport};
 //!
 //! let agent = EmbeddedAgent::default().with_demo_delay(Duration::from_millis(1));
-//! let transport = WsTransport::new(CarrierConfig { port: 0, ..Default::default() })?;
+//! let transport = WsTransport::new(CarrierConfig::default().with_port(0))?;
 //! transport.attach(AgentProfile::embedded(agent));
 //! transport.start().await?;
 //! # Ok(()) }
@@ -54,6 +55,12 @@ mod session;
 mod turn;
 mod usage;
 
+// The wire's types that this module's signatures take or return.
+pub use crate::protocol::events::DriverInfo;
+/// A client's answer to a permission prompt, as [`TurnSink::ask_permission`] yields it.
+pub use crate::protocol::methods::Decision;
+pub use crate::protocol::version::VersionPair;
+
 pub use bridge::{Bridge, BridgeError, BridgeFrame, BridgeSendError};
 pub use directory::{
     AgentFactory, DefaultBinder, InMemoryDirectory, SessionBinder, SessionDirectory, SessionEntry,
@@ -64,5 +71,5 @@ pub use memory::{SessionMemory, DEFAULT_MAX_SESSION_BYTES, ENTRY_OVERHEAD};
 pub use profile::{AgentProfile, AgentProfileBuilder};
 pub use record::RingConfig;
 pub use session::{AgentAnswer, AgentCallError, HostError, ProtocolSession, TurnStart};
-pub use turn::{TurnEnded, TurnSink};
+pub use turn::{PendingPermission, TurnEnded, TurnSink};
 pub use usage::{NoUsage, SessionUsage, TurnRecord, UsageReporter};

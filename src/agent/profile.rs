@@ -24,7 +24,7 @@ use crate::server::{Attachment, CarrierContext, Connection, Gauge, TextProfile, 
 /// use carrier::agent::{AgentProfile, EmbeddedAgent};
 /// use carrier::server::{CarrierConfig, WsTransport};
 ///
-/// let transport = WsTransport::new(CarrierConfig { port: 0, ..Default::default() }).unwrap();
+/// let transport = WsTransport::new(CarrierConfig::default().with_port(0)).unwrap();
 /// transport.attach(AgentProfile::embedded(EmbeddedAgent::default()));
 /// ```
 #[derive(Clone)]

@@ -19,12 +19,18 @@ use crate::protocol::resume::{Replay, ResumeRing};
 
 /// Bounds of a session's resume ring (SPEC default: 1024 events or 4 MiB).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RingConfig {
     /// Events held.
     pub max_events: usize,
     /// Encoded bytes held.
     pub max_bytes: usize,
 }
+
+crate::setters::with_setters!(RingConfig {
+    max_events => with_max_events: usize,
+    max_bytes => with_max_bytes: usize,
+});
 
 impl Default for RingConfig {
     fn default() -> Self {

@@ -1,17 +1,21 @@
 //! [`ProtocolSession`]: the agent behind one session, as the carrier drives it.
 //!
-//! The trait is deliberately narrow so that an agent in another process (`--agent-cmd`) can
-//! implement it by forwarding: the carrier tells the agent to start a turn, to abort one, and
-//! that a permission prompt was answered; the agent reports output through the turn's
-//! [`TurnSink`]. Everything else is the carrier's job, not the agent's: choosing `turn_id`s,
-//! numbering events (`seq`), the resume ring, fan-out to connections, history, `busy` and
-//! `not_found` answers, emitting `session.permission_resolved`, and the driver identity.
+//! One method is required, [`ProtocolSession::start_turn`]: the agent gets the prompt and the
+//! turn's [`TurnSink`], on which it streams output, awaits permission decisions
+//! ([`TurnSink::ask_permission`]) and awaits the turn's cancellation
+//! ([`TurnSink::cancelled`]), so an agent is one async task per turn with no bookkeeping of
+//! request or turn ids. The other callbacks have defaults. Everything else is the carrier's
+//! job, not the agent's: choosing `turn_id`s and request ids, numbering events (`seq`), the
+//! resume ring, fan-out to connections, history, `busy` and `not_found` answers, emitting
+//! `session.permission_resolved`, and the driver identity.
 
 use std::future::Future;
 use std::pin::Pin;
 
 use serde_json::{Map, Value};
 
+#[cfg(doc)]
+use super::turn::PendingPermission;
 use super::turn::TurnSink;
 use crate::protocol::events::DriverInfo;
 use crate::protocol::methods::Decision;
@@ -34,8 +38,9 @@ impl HostError {
     }
 }
 
-/// Everything an agent needs to run one turn.
+/// Everything an agent needs to run one turn (destructure it with `..`: fields may be added).
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct TurnStart {
     /// Chosen by the carrier, unique within the session.
     pub turn_id: String,
@@ -72,20 +77,52 @@ pub type AgentAnswer = Pin<Box<dyn Future<Output = Result<Value, AgentCallError>
 /// Calls come from connection tasks and must not block: an agent spawns its work (or forwards
 /// it to a process) and returns. The carrier never calls `start_turn` while a turn of the same
 /// session is running.
+///
+/// ```no_run
+/// use carrier::agent::{HostError, ProtocolSession, TurnStart};
+///
+/// /// Streams the prompt back, word by word.
+/// struct Echo;
+///
+/// impl ProtocolSession for Echo {
+///     fn start_turn(&self, turn: TurnStart) -> Result<(), HostError> {
+///         let TurnStart { prompt, sink, .. } = turn;
+///         tokio::spawn(async move {
+///             let work = async {
+///                 for word in prompt.split_inclusive(' ') {
+///                     sink.delta(word)?;
+///                 }
+///                 sink.complete(&prompt)
+///             };
+///             // An abort (or the host stopping) ends the turn: stop working on it.
+///             tokio::select! {
+///                 _ = work => {}
+///                 () = sink.cancelled() => {}
+///             }
+///         });
+///         Ok(())
+///     }
+/// }
+/// ```
 pub trait ProtocolSession: Send + Sync + 'static {
     /// Starts a turn. Output, permission prompts and the end of the turn go through
     /// `turn.sink`; the turn runs until [`TurnSink::complete`] or [`TurnSink::finish`] (or
-    /// until the carrier ends it on abort). An `Err` ends the turn at once with
-    /// `session.error` and an aborted `session.turn_completed`.
+    /// until the carrier ends it on abort, which resolves [`TurnSink::cancelled`]). An `Err`
+    /// ends the turn at once with `session.error` and an aborted `session.turn_completed`.
     fn start_turn(&self, turn: TurnStart) -> Result<(), HostError>;
 
-    /// The carrier has ended `turn_id` because a client aborted it (the aborted
-    /// `turn_completed` is already sent). Stop working on it; its sink no longer accepts output.
-    fn abort_turn(&self, turn_id: &str);
+    /// The carrier has ended `turn_id` because a client aborted it or the host is stopping
+    /// (the aborted `turn_completed` is already sent and the turn's
+    /// [`TurnSink::cancelled`] has resolved). Called before any later turn starts, so an agent
+    /// that forwards turns elsewhere can pass the abort on in order. Default: nothing (an
+    /// agent awaiting `cancelled()` needs nothing more).
+    fn abort_turn(&self, _turn_id: &str) {}
 
     /// A client answered the permission prompt `request_id` of `turn_id` (the carrier has
-    /// already emitted `session.permission_resolved`).
-    fn permission_decided(&self, turn_id: &str, request_id: &str, decision: Decision);
+    /// already emitted `session.permission_resolved` and resolved the prompt's
+    /// [`PendingPermission`]). Default: nothing (an agent awaiting the prompt needs nothing
+    /// more).
+    fn permission_decided(&self, _turn_id: &str, _request_id: &str, _decision: Decision) {}
 
     /// Serves `session.history {limit}` itself (e.g. forwarded to an agent process). The
     /// default, `None`, lets the carrier answer from its own record of prompts and replies.

@@ -30,7 +30,7 @@ impl Token {
         &self.0
     }
 
-    /// Whether `presented` is this token, compared in constant time ([`tokens_equal`]).
+    /// Whether `presented` is this token, compared in constant time.
     pub fn matches(&self, presented: &str) -> bool {
         tokens_equal(&self.0, presented)
     }

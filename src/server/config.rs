@@ -7,6 +7,7 @@ use crate::protocol::Role;
 
 /// Every limit of SPEC sections 3, 5 and 8. All are published in the handshake result.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Limits {
     /// Soft limit on one text message: larger ones are answered `too_large`, the socket stays open.
     pub max_text_bytes: usize,
@@ -42,6 +43,22 @@ pub struct Limits {
     /// more is cut at a character boundary and marked `truncated`.
     pub max_reply_bytes: usize,
 }
+
+crate::setters::with_setters!(Limits {
+    max_text_bytes => with_max_text_bytes: usize,
+    max_message_bytes => with_max_message_bytes: usize,
+    max_inbound_bytes => with_max_inbound_bytes: usize,
+    max_connections => with_max_connections: usize,
+    queue_bytes => with_queue_bytes: usize,
+    handshake_timeout => with_handshake_timeout: Duration,
+    ping_interval => with_ping_interval: Duration,
+    pong_timeout => with_pong_timeout: Duration,
+    stop_grace => with_stop_grace: Duration,
+    header_timeout => with_header_timeout: Duration,
+    max_title_bytes => with_max_title_bytes: usize,
+    max_sessions => with_max_sessions: usize,
+    max_reply_bytes => with_max_reply_bytes: usize,
+});
 
 impl Default for Limits {
     fn default() -> Self {
@@ -96,6 +113,7 @@ pub enum Auth {
 
 /// How a carrier listens and whom it admits.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CarrierConfig {
     /// First port to try on 127.0.0.1 (0: let the OS choose). Default 7070.
     pub port: u16,
@@ -116,6 +134,18 @@ pub struct CarrierConfig {
     /// Message, queue and timing limits.
     pub limits: Limits,
 }
+
+crate::setters::with_setters!(CarrierConfig {
+    port => with_port: u16,
+    max_retries => with_max_retries: u16,
+    auth => with_auth: Auth,
+    role => with_role: Role,
+    allowed_hosts => with_allowed_hosts: Vec<String>,
+    allowed_origins => with_allowed_origins: Vec<String>,
+    driver_id => with_driver_id: String,
+    surface => with_surface: String,
+    limits => with_limits: Limits,
+});
 
 impl Default for CarrierConfig {
     fn default() -> Self {

@@ -50,8 +50,20 @@ struct ConnectionInner {
 }
 
 impl Connection {
-    /// A connection handle over an outbound path.
+    /// A connection handle over an outbound path. Public only with the `testing` feature
+    /// (benches build connections without sockets); the carrier makes every other one.
+    #[cfg(feature = "testing")]
     pub fn new(id: ConnectionId, role: Role, outbound: Outbound) -> Self {
+        Self::with_outbound(id, role, outbound)
+    }
+
+    /// See [`Connection::new`].
+    #[cfg(not(feature = "testing"))]
+    pub(crate) fn new(id: ConnectionId, role: Role, outbound: Outbound) -> Self {
+        Self::with_outbound(id, role, outbound)
+    }
+
+    fn with_outbound(id: ConnectionId, role: Role, outbound: Outbound) -> Self {
         Connection {
             inner: Arc::new(ConnectionInner {
                 id,
@@ -73,8 +85,16 @@ impl Connection {
         self.inner.role
     }
 
-    /// The outbound path (byte counter, failure state).
+    /// The outbound path (byte counter, failure state). Public only with the `testing`
+    /// feature.
+    #[cfg(feature = "testing")]
     pub fn outbound(&self) -> &Outbound {
+        &self.inner.outbound
+    }
+
+    /// See the public form (feature `testing`).
+    #[cfg(not(feature = "testing"))]
+    pub(crate) fn outbound(&self) -> &Outbound {
         &self.inner.outbound
     }
 

@@ -81,7 +81,7 @@ impl RuntimeFileOptions {
 /// use carrier::server::{CarrierConfig, WsTransport};
 /// use carrier::agent::{AgentProfile, EmbeddedAgent};
 ///
-/// let transport = WsTransport::new(CarrierConfig { port: 0, ..Default::default() })?;
+/// let transport = WsTransport::new(CarrierConfig::default().with_port(0))?;
 /// transport.attach(AgentProfile::embedded(EmbeddedAgent::default()));
 /// transport.start().await?;
 /// println!("ws://127.0.0.1:{}/?token={}", transport.bound_port().unwrap_or(0), transport.resolved_token().unwrap_or_default());
@@ -329,6 +329,14 @@ impl WsTransport {
     /// The port bound by the last `start()`, while running.
     pub fn bound_port(&self) -> Option<u16> {
         self.state().port
+    }
+
+    /// The WebSocket URL of the running listener, `ws://127.0.0.1:PORT/`, while running. The
+    /// token is not in it (a URL ends up in logs): a client adds `?token=` with
+    /// [`WsTransport::resolved_token`] or sends it in a header.
+    pub fn url(&self) -> Option<String> {
+        self.bound_port()
+            .map(|port| format!("ws://127.0.0.1:{port}/"))
     }
 
     /// The token connections must present (configured or minted); `None` in open mode.

@@ -47,13 +47,11 @@ pub const DELAY: Duration = Duration::from_millis(2);
 
 /// A config for tests: port 0, a fixed token, named driver and surface, a 5 s handshake timeout.
 pub fn config() -> CarrierConfig {
-    let mut config = CarrierConfig {
-        port: 0,
-        auth: carrier::server::Auth::Token("test-token".into()),
-        driver_id: "host-driver".into(),
-        surface: "test-surface".into(),
-        ..Default::default()
-    };
+    let mut config = CarrierConfig::default()
+        .with_port(0)
+        .with_auth(carrier::server::Auth::Token("test-token".into()))
+        .with_driver_id("host-driver".into())
+        .with_surface("test-surface".into());
     config.limits.handshake_timeout = Duration::from_secs(5);
     config
 }

@@ -63,7 +63,7 @@
 //! use carrier::server::{CarrierConfig, WsTransport};
 //!
 //! let agent = AgentProcess::start(AgentProcessConfig::from_command_line("python3 agent.py")?).await?;
-//! let transport = WsTransport::new(CarrierConfig { port: 0, ..Default::default() })?;
+//! let transport = WsTransport::new(CarrierConfig::default().with_port(0))?;
 //! transport.attach(agent.profile());
 //! transport.start().await?;
 //! // …
@@ -85,6 +85,8 @@ mod turns;
 
 use std::sync::Arc;
 
+/// The agent's name and version from its handshake ([`AgentProcess::agent_info`]).
+pub use crate::protocol::methods::AppInfo;
 pub use config::{
     AgentProcessConfig, DEFAULT_LINE_QUEUE, DEFAULT_MAX_LINE_BYTES,
     DEFAULT_MAX_RESTARTS_PER_MINUTE, DEFAULT_REQUEST_TIMEOUT,
@@ -95,7 +97,6 @@ use super::directory::{SessionDirectory, SessionEntry};
 use super::profile::AgentProfile;
 use super::session::{HostError, ProtocolSession};
 use crate::protocol::ids::SessionId;
-use crate::protocol::methods::AppInfo;
 use session::ProcessSession;
 use supervisor::Supervisor;
 

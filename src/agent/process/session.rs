@@ -3,10 +3,14 @@
 //!
 //! - `start_turn` → `session.submit {prompt, turn_id, driver, options?}` (restarting the child
 //!   first when it is not running);
-//! - `abort_turn` → `session.abort {turn_id}`; `permission_decided` →
-//!   `session.permission.respond {request_id, decision}`. The hub has already answered the
-//!   client and emitted the events these cause, so only a failure matters: a child that does
-//!   not answer a permission answer in time ends the turn with `agent_timeout`;
+//! - `abort_turn` → `session.abort {turn_id}` (this callback rather than the sink's
+//!   `cancelled()`, so the abort reaches the child before any later submit does); a child's
+//!   permission prompt is asked on the turn's sink under the child's id, and its answer →
+//!   `session.permission.respond {request_id, decision}`
+//!   ([`Supervisor::forward_decision`]; not once the child was told to abort the turn). The
+//!   hub has already answered the client and emitted the events these cause, so only a
+//!   failure matters: a child that does not answer a permission answer in time ends the turn
+//!   with `agent_timeout`;
 //! - `history` / `status` are forwarded reads: the child's answer (the carrier validates it
 //!   against the method's result type), or the carrier's own record when the child answers
 //!   `method_not_found`, exits first, or is not running, or `internal`
@@ -21,8 +25,9 @@ use serde_json::Value;
 use super::codec::{self, AbortToChild, HistoryToChild, PermissionToChild};
 use super::supervisor::{Outcome, Supervisor};
 use crate::agent::session::{AgentAnswer, AgentCallError, HostError, ProtocolSession, TurnStart};
+use crate::agent::turn::PendingPermission;
 use crate::protocol::ids::{RequestId, SessionId, TurnId};
-use crate::protocol::methods::{Decision, Empty};
+use crate::protocol::methods::Empty;
 
 /// The session of an agent process (see the module docs).
 pub(crate) struct ProcessSession {
@@ -65,41 +70,6 @@ impl ProtocolSession for ProcessSession {
             });
     }
 
-    fn permission_decided(&self, turn_id: &str, request_id: &str, decision: Decision) {
-        let Some(link) = self.sup.running() else {
-            return;
-        };
-        let request_id = RequestId::from(request_id);
-        let params = PermissionToChild {
-            request_id: &request_id,
-            decision,
-        };
-        let turn_id = TurnId::from(turn_id);
-        self.sup.send_detached(
-            &link,
-            "session.permission.respond",
-            &params,
-            move |sup, outcome| match outcome {
-                Outcome::TimedOut => {
-                    if let Some(turn) = sup.take_turn(&turn_id) {
-                        let message = format!(
-                            "the agent process did not answer session.permission.respond \
-                             within {} ms",
-                            sup.timeout_ms()
-                        );
-                        let _ = turn.sink.fail("agent_timeout", &message);
-                    }
-                }
-                Outcome::Answered(Err(e)) => tracing::warn!(
-                    code = codec::error_code(&e),
-                    message = codec::error_message(&e),
-                    "the agent process refused a permission answer"
-                ),
-                Outcome::Answered(Ok(_)) | Outcome::Gone => {}
-            },
-        );
-    }
-
     fn history(&self, limit: Option<u32>) -> Option<AgentAnswer> {
         Some(read(
             &self.sup,
@@ -121,6 +91,60 @@ impl ProtocolSession for ProcessSession {
 
     fn shutdown(&self) {
         self.sup.kill_current();
+    }
+}
+
+impl Supervisor {
+    /// Passes the client's answer to the child's permission prompt `pending` (of `turn_id`)
+    /// back to the child, on a task that ends with the answer or the turn.
+    pub(crate) fn forward_decision(self: &Arc<Self>, turn_id: TurnId, pending: PendingPermission) {
+        let sup = self.clone();
+        tokio::spawn(async move {
+            let request_id = pending.request_id().map(RequestId::from);
+            let (Some(request_id), Ok(decision)) = (request_id, pending.await) else {
+                return;
+            };
+            // A turn the child was already told to abort (a client that answered, then aborted
+            // at once) needs no answer.
+            if sup
+                .lock()
+                .turn
+                .as_ref()
+                .is_none_or(|t| t.turn_id != turn_id)
+            {
+                return;
+            }
+            let Some(link) = sup.running() else {
+                return;
+            };
+            let params = PermissionToChild {
+                request_id: &request_id,
+                decision,
+            };
+            sup.send_detached(
+                &link,
+                "session.permission.respond",
+                &params,
+                move |sup, outcome| match outcome {
+                    Outcome::TimedOut => {
+                        if let Some(turn) = sup.take_turn(&turn_id) {
+                            let message = format!(
+                                "the agent process did not answer session.permission.respond \
+                                 within {} ms",
+                                sup.timeout_ms()
+                            );
+                            let _ = turn.sink.fail("agent_timeout", &message);
+                        }
+                    }
+                    Outcome::Answered(Err(e)) => tracing::warn!(
+                        code = codec::error_code(&e),
+                        message = codec::error_message(&e),
+                        "the agent process refused a permission answer"
+                    ),
+                    Outcome::Answered(Ok(_)) | Outcome::Gone => {}
+                },
+            );
+        });
     }
 }
 

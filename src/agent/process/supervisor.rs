@@ -304,7 +304,7 @@ impl Supervisor {
     }
 
     /// A validated session event from child `generation`, for the turn that child works on.
-    fn route_event(&self, generation: u64, event: SessionEvent) {
+    fn route_event(self: &Arc<Self>, generation: u64, event: SessionEvent) {
         let current = {
             let st = self.lock();
             st.turn
@@ -319,9 +319,12 @@ impl Supervisor {
             );
             return;
         };
-        turns::deliver(&turn_id, &sink, event, || {
+        let asked = turns::deliver(&turn_id, &sink, event, || {
             self.take_turn(&turn_id);
         });
+        if let Some(pending) = asked {
+            self.forward_decision(turn_id, pending);
+        }
     }
 
     fn on_exit(&self, generation: u64, description: &str) {

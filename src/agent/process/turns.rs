@@ -4,9 +4,10 @@
 //! The hub already emitted `turn_started` (with the host's driver) and answered `{turn_id}`
 //! before the submit reaches the child; it emits `permission_resolved` itself. A child's own
 //! `turn_started` or `permission_resolved` is therefore dropped, as is any event of a turn
-//! that is not the running one.
+//! that is not the running one. A child's `permission_request` is asked on the sink under the
+//! child's own request id; the supervisor passes the answer back to the child.
 
-use crate::agent::turn::TurnSink;
+use crate::agent::turn::{PendingPermission, TurnSink};
 use crate::protocol::events::SessionEvent;
 use crate::protocol::ids::TurnId;
 
@@ -20,8 +21,14 @@ pub(crate) struct ActiveTurn {
 
 /// Delivers a validated session event of the child to the running turn `turn_id` through its
 /// `sink`. `take` forgets the turn; it runs before the turn's `turn_completed` is delivered, so
-/// nothing more of the child reaches a turn that has ended.
-pub(crate) fn deliver(turn_id: &TurnId, sink: &TurnSink, event: SessionEvent, take: impl FnOnce()) {
+/// nothing more of the child reaches a turn that has ended. A permission prompt that was sent
+/// is returned: its answer goes back to the child.
+pub(crate) fn deliver(
+    turn_id: &TurnId,
+    sink: &TurnSink,
+    event: SessionEvent,
+    take: impl FnOnce(),
+) -> Option<PendingPermission> {
     let name = event.name();
     let ours = |id: &str| turn_id == id;
     let delivered = match event {
@@ -30,11 +37,15 @@ pub(crate) fn deliver(turn_id: &TurnId, sink: &TurnSink, event: SessionEvent, ta
                 event = name,
                 "agent process event dropped: the carrier emits it"
             );
-            return;
+            return None;
         }
         SessionEvent::TextDelta(e) if ours(&e.turn_id) => sink.delta(&e.delta),
         SessionEvent::PermissionRequest(e) if ours(&e.turn_id) => {
-            sink.permission_request(&e.request_id, &e.tool, e.input)
+            let pending = sink.ask_permission_as(&e.request_id, &e.tool, e.input);
+            if pending.request_id().is_some() {
+                return Some(pending);
+            }
+            Err(crate::agent::TurnEnded)
         }
         SessionEvent::Error(e) => match e.turn_id.as_deref() {
             Some(id) if ours(id) => sink.error(&e.code, &e.message),
@@ -56,11 +67,13 @@ pub(crate) fn deliver(turn_id: &TurnId, sink: &TurnSink, event: SessionEvent, ta
             "agent process event dropped: the turn has ended"
         );
     }
+    None
 }
 
-fn drop_other_turn(name: &str) {
+fn drop_other_turn(name: &str) -> Option<PendingPermission> {
     tracing::info!(
         event = name,
         "agent process event dropped: not the running turn"
     );
+    None
 }

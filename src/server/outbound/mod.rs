@@ -25,8 +25,10 @@ mod pong;
 mod queue;
 
 pub use error::{DeliveryError, FailReason};
+pub use item::MessageKind;
+#[cfg(feature = "testing")]
+pub use item::ITEM_OVERHEAD;
 pub(crate) use item::{BulkFrame, OutItem};
-pub use item::{MessageKind, ITEM_OVERHEAD};
 pub use queue::Outbound;
 
 #[cfg(test)]

@@ -100,11 +100,13 @@ impl Outbound {
     }
 
     /// Bytes currently held for this connection (queued plus being written).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))] // read by tests only
     pub fn queued_bytes(&self) -> usize {
         self.inner.bytes.load(Ordering::Acquire)
     }
 
     /// The byte budget.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))] // read by tests only
     pub fn budget(&self) -> usize {
         self.inner.budget
     }

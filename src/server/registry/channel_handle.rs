@@ -309,6 +309,23 @@ impl ChannelHandle {
         })
     }
 
+    /// Sends an event to one connection (the targeted form of [`ChannelHandle::send_event`]).
+    /// Returns the frame's seq.
+    pub fn send_event_to(
+        &self,
+        connection: ConnectionId,
+        event: &str,
+        payload: Value,
+    ) -> Result<u32, ChannelError> {
+        self.send_to(
+            connection,
+            FrameBody::Event {
+                event: event.to_string(),
+                payload,
+            },
+        )
+    }
+
     /// Broadcasts opaque bytes (shared, not copied, per receiver).
     pub fn send_binary(&self, payload: Bytes) -> Result<u32, ChannelError> {
         self.broadcast(FrameBody::Binary(payload))
