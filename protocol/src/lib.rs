@@ -30,6 +30,7 @@
 
 pub mod catalog;
 pub mod channel;
+pub mod channel_info;
 pub mod channel_frame;
 pub mod close;
 pub mod envelope;
