@@ -120,7 +120,7 @@ fn answers_to_other_ids_and_stale_attempts_are_not_the_handshake() {
     let (second, _) = m.socket_opened();
     let stale = first["id"].as_str().unwrap();
     assert!(m
-        .handshake_answered(stale, Ok(result("s", "e", json!({}), json!([]))))
+        .handshake_answered(stale, Ok(result("s", "e", json!({"outcome": "new"}), json!([]))))
         .is_none());
     assert!(!m.handshake_timed_out(attempt), "an old attempt's timer");
     assert!(m.awaits(second["id"].as_str().unwrap()));
@@ -145,7 +145,7 @@ fn an_error_an_unreadable_result_or_an_incompatible_server_fails_the_handshake()
     ));
     let (_, step) = handshake(&mut m, json!({"protocol_version": "1.0"}));
     assert!(matches!(step, HandshakeStep::Failed(ClientError::MalformedResponse { .. })));
-    let mut two = result("s", "e", json!({}), json!([]));
+    let mut two = result("s", "e", json!({"outcome": "new"}), json!([]));
     two["protocol_version"] = json!("2.0");
     two["min_compatible_protocol"] = json!("2.0");
     let (_, step) = handshake(&mut m, two);
@@ -159,7 +159,7 @@ fn an_error_an_unreadable_result_or_an_incompatible_server_fails_the_handshake()
 #[test]
 fn a_server_of_another_minor_is_skewed_whatever_its_flag_says() {
     let mut m = machine();
-    let mut other = result("s", "e", json!({}), json!([]));
+    let mut other = result("s", "e", json!({"outcome": "new"}), json!([]));
     let minor = if PROTOCOL_VERSION.minor == 0 { 9 } else { 0 };
     other["protocol_version"] = json!(ProtocolVersion::new(1, minor).to_string());
     other["version_skew"] = json!(false);
@@ -173,20 +173,20 @@ fn a_server_of_another_minor_is_skewed_whatever_its_flag_says() {
 #[test]
 fn each_channel_numbers_its_own_frames_from_zero_on_every_connection() {
     let mut m = machine();
-    ready(&mut m, result("s", "e", json!({}), channels()));
+    ready(&mut m, result("s", "e", json!({"outcome": "new"}), channels()));
     assert_eq!(send(&mut m, "m", FrameKind::Event("say"), 5), ChannelGo::Send { seq: 0 });
     assert_eq!(send(&mut m, "old", FrameKind::Binary, 5), ChannelGo::Send { seq: 0 });
     assert_eq!(send(&mut m, "m", FrameKind::Event("say"), 5), ChannelGo::Send { seq: 1 });
     assert_eq!(send(&mut m, "old", FrameKind::Event("x"), 5), ChannelGo::Send { seq: 1 });
     m.socket_closed();
-    ready(&mut m, result("s", "e", json!({}), channels()));
+    ready(&mut m, result("s", "e", json!({"outcome": "new"}), channels()));
     assert_eq!(send(&mut m, "m", FrameKind::Event("say"), 5), ChannelGo::Send { seq: 0 });
 }
 
 #[test]
 fn frames_the_descriptor_does_not_allow_are_refused_and_take_no_seq() {
     let mut m = machine();
-    ready(&mut m, result("s", "e", json!({}), channels()));
+    ready(&mut m, result("s", "e", json!({"outcome": "new"}), channels()));
     let refused = |m: &mut ConnectionMachine, channel: &str, kind| match m
         .channel_frame(channel, kind, 1)
     {
@@ -205,7 +205,7 @@ fn frames_the_descriptor_does_not_allow_are_refused_and_take_no_seq() {
 #[test]
 fn bulk_credit_is_spent_up_to_the_limit_then_waits_for_a_grant() {
     let mut m = machine();
-    ready(&mut m, result("s", "e", json!({}), channels()));
+    ready(&mut m, result("s", "e", json!({"outcome": "new"}), channels()));
     assert_eq!(m.credit("e"), Some(100));
     assert_eq!(send(&mut m, "e", FrameKind::Binary, 60), ChannelGo::Send { seq: 0 });
     assert_eq!(send(&mut m, "e", FrameKind::Binary, 40), ChannelGo::Send { seq: 1 });
@@ -223,7 +223,7 @@ fn bulk_credit_is_spent_up_to_the_limit_then_waits_for_a_grant() {
 #[test]
 fn a_frame_larger_than_the_whole_credit_is_refused_at_once() {
     let mut m = machine();
-    ready(&mut m, result("s", "e", json!({}), channels()));
+    ready(&mut m, result("s", "e", json!({"outcome": "new"}), channels()));
     assert!(matches!(
         m.channel_frame("e", FrameKind::Binary, 101),
         Err(ClientError::Channel(ChannelError::OverCredit { bytes: 101, credit: 100, .. }))
@@ -234,7 +234,7 @@ fn a_frame_larger_than_the_whole_credit_is_refused_at_once() {
 #[test]
 fn without_credit_in_the_descriptor_nothing_is_counted() {
     let mut m = machine();
-    ready(&mut m, result("s", "e", json!({}), channels()));
+    ready(&mut m, result("s", "e", json!({"outcome": "new"}), channels()));
     assert_eq!(m.credit("old"), None);
     assert_eq!(send(&mut m, "old", FrameKind::Binary, 10 << 20), ChannelGo::Send { seq: 0 });
     assert!(!m.credit_granted("old", 5), "a grant for an uncounted channel is ignored");
@@ -245,11 +245,11 @@ fn without_credit_in_the_descriptor_nothing_is_counted() {
 #[test]
 fn credit_starts_over_from_the_descriptor_on_a_new_connection() {
     let mut m = machine();
-    ready(&mut m, result("s", "e", json!({}), channels()));
+    ready(&mut m, result("s", "e", json!({"outcome": "new"}), channels()));
     assert_eq!(send(&mut m, "e", FrameKind::Binary, 100), ChannelGo::Send { seq: 0 });
     m.socket_closed();
     assert!(!m.credit_granted("e", 5), "no connection, no credit");
-    ready(&mut m, result("s", "e", json!({}), channels()));
+    ready(&mut m, result("s", "e", json!({"outcome": "new"}), channels()));
     assert_eq!(m.credit("e"), Some(100));
 }
 
@@ -258,9 +258,9 @@ fn responses_are_read_and_everything_else_is_not() {
     let (id, outcome) = read_response(br#"{"id":"a","result":{"x":1}}"#).unwrap();
     assert_eq!((id.as_str(), outcome.unwrap()), ("a", json!({"x": 1})));
     let (_, outcome) = read_response(br#"{"id":"b","error":{"code":"busy","message":"m"}}"#).unwrap();
-    assert_eq!(outcome.unwrap_err().code, ErrorCode::Busy.into());
+    assert_eq!(outcome.unwrap_err().code, super::super::ReceivedErrorCode::from(ErrorCode::Busy));
     let (_, outcome) = read_response(br#"{"id":"c","error":7}"#).unwrap();
-    assert_eq!(outcome.unwrap_err().code, ErrorCode::ProtocolError.into());
+    assert_eq!(outcome.unwrap_err().code, super::super::ReceivedErrorCode::from(ErrorCode::ProtocolError));
     for other in [
         &br#"{"event":"x","payload":{}}"#[..],
         br#"{"id":"d","method":"m","params":{}}"#,
