@@ -58,7 +58,9 @@ async fn stub(channels: Value) -> (u16, oneshot::Receiver<Stub>) {
             "limits": {"max_message_bytes": 16 << 20},
             "resume": {"outcome": "new"},
         }});
-        ws.send(Message::text(reply.to_string())).await.expect("reply");
+        ws.send(Message::text(reply.to_string()))
+            .await
+            .expect("reply");
         let _ = tx.send(ws);
     });
     (port, rx)
@@ -123,8 +125,15 @@ async fn past_the_outbound_budget_try_sends_fail_async_sends_wait_and_nothing_is
         ),
         "{full}"
     );
-    assert!(transport.queued_bytes() <= BUDGET, "{}", transport.queued_bytes());
-    assert!(transport.queued_bytes() + CHUNK + 300 > BUDGET, "refused only when full");
+    assert!(
+        transport.queued_bytes() <= BUDGET,
+        "{}",
+        transport.queued_bytes()
+    );
+    assert!(
+        transport.queued_bytes() + CHUNK + 300 > BUDGET,
+        "refused only when full"
+    );
 
     // An async send waits for room instead.
     let waiting = {
@@ -161,7 +170,11 @@ async fn bulk_sends_stay_within_credit_and_wait_for_a_grant() {
     let (client, _transport) = connect(port, 8 << 20).await;
     let mut ws = stub_socket.await.expect("the stub's socket");
     assert_eq!(client.channel_credit("up"), Some(CREDIT));
-    assert_eq!(client.channel_credit("old"), None, "no credit in the descriptor");
+    assert_eq!(
+        client.channel_credit("old"),
+        None,
+        "no credit in the descriptor"
+    );
 
     // What the stub receives, checked against what it granted, frame by frame.
     let (frames_tx, mut frames) = mpsc::unbounded_channel();
@@ -191,7 +204,13 @@ async fn bulk_sends_stay_within_credit_and_wait_for_a_grant() {
 
     for seq in 0..3u32 {
         let sent = client.send_channel_binary("up", Bytes::from(vec![1u8; CHUNK]));
-        assert_eq!(tokio::time::timeout(WAIT, sent).await.expect("in time").expect("sent"), seq);
+        assert_eq!(
+            tokio::time::timeout(WAIT, sent)
+                .await
+                .expect("in time")
+                .expect("sent"),
+            seq
+        );
     }
     assert_eq!(client.channel_credit("up"), Some(CREDIT - 3 * CHUNK as u64));
     // The fourth frame does not fit in what is left: a try fails, an async send waits.
@@ -199,27 +218,45 @@ async fn bulk_sends_stay_within_credit_and_wait_for_a_grant() {
         .try_send_channel_binary("up", Bytes::from(vec![1u8; CHUNK]))
         .expect_err("too little credit");
     assert!(
-        matches!(refused, ClientError::Channel(ChannelError::AwaitingCredit { left: 10_000, .. })),
+        matches!(
+            refused,
+            ClientError::Channel(ChannelError::AwaitingCredit { left: 10_000, .. })
+        ),
         "{refused}"
     );
     let mut fourth = Box::pin(client.send_channel_binary("up", Bytes::from(vec![1u8; CHUNK])));
-    assert!((&mut fourth).now_or_never().is_none(), "it waits for credit");
+    assert!(
+        (&mut fourth).now_or_never().is_none(),
+        "it waits for credit"
+    );
     // A frame larger than all the credit could never go: refused at once.
     let oversized = client
         .send_channel_binary("up", Bytes::from(vec![0u8; CREDIT as usize + 1]))
         .await
         .expect_err("over the whole credit");
-    assert!(matches!(oversized, ClientError::Channel(ChannelError::OverCredit { .. })));
+    assert!(matches!(
+        oversized,
+        ClientError::Channel(ChannelError::OverCredit { .. })
+    ));
     // The grant lets it go.
     grants_tx.send(25_000).expect("reader alive");
-    let seq = tokio::time::timeout(WAIT, fourth).await.expect("granted in time").expect("sent");
+    let seq = tokio::time::timeout(WAIT, fourth)
+        .await
+        .expect("granted in time")
+        .expect("sent");
     assert_eq!(seq, 3);
     assert_eq!(client.channel_credit("up"), Some(5_000));
 
     // Without credit in the descriptor, a bulk channel is paced by TCP only.
     for seq in 0..10u32 {
         let sent = client.send_channel_binary("old", Bytes::from(vec![2u8; CHUNK]));
-        assert_eq!(tokio::time::timeout(WAIT, sent).await.expect("in time").expect("sent"), seq);
+        assert_eq!(
+            tokio::time::timeout(WAIT, sent)
+                .await
+                .expect("in time")
+                .expect("sent"),
+            seq
+        );
     }
     let mut seen = Vec::new();
     while seen.len() < 14 {

@@ -50,8 +50,14 @@ async fn typed_calls_and_a_turn_whose_permission_prompt_is_answered_with_respond
     let server = Server::start().await;
     let client = connected(&server).await;
 
-    client.call::<def::SystemPing>(Empty {}).await.expect("ping");
-    let role = client.call::<def::SurfaceRole>(Empty {}).await.expect("role");
+    client
+        .call::<def::SystemPing>(Empty {})
+        .await
+        .expect("ping");
+    let role = client
+        .call::<def::SurfaceRole>(Empty {})
+        .await
+        .expect("role");
     assert_eq!(role.role.as_str(), "drive");
 
     let mut events = client.events();
@@ -65,7 +71,10 @@ async fn typed_calls_and_a_turn_whose_permission_prompt_is_answered_with_respond
                 tool,
                 ..
             } => {
-                assert_eq!((turn_id.as_str(), tool.as_str()), (turn.as_str(), "demo.tool"));
+                assert_eq!(
+                    (turn_id.as_str(), tool.as_str()),
+                    (turn.as_str(), "demo.tool")
+                );
                 client
                     .respond(request_id, Decision::Allow)
                     .await

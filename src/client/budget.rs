@@ -72,9 +72,9 @@ impl OutboundBudget {
             Ok(permit) => Ok(Room {
                 permit: Some(permit),
             }),
-            Err(TryAcquireError::NoPermits) => Err(TransportError::BufferFull {
-                budget: self.bytes,
-            }),
+            Err(TryAcquireError::NoPermits) => {
+                Err(TransportError::BufferFull { budget: self.bytes })
+            }
             Err(TryAcquireError::Closed) => Err(TransportError::NotConnected),
         }
     }

@@ -55,10 +55,10 @@ impl Default for ClientOptions {
     }
 }
 
-/// A `{name, version}` pair, as the server names itself: the protocol's [`AppInfo`].
-pub use crate::protocol::methods::AppInfo as PeerInfo;
 /// A channel as the handshake describes it (with a bulk channel's `credit`).
 pub use crate::protocol::channel_info::ChannelInfo;
+/// A `{name, version}` pair, as the server names itself: the protocol's [`AppInfo`].
+pub use crate::protocol::methods::AppInfo as PeerInfo;
 /// The `system.handshake` result as the client reads it: the protocol's tolerant reader.
 pub use crate::protocol::methods::HandshakeInfo;
 
@@ -272,12 +272,11 @@ impl Client {
         M::Params: Serialize,
     {
         let method = M::METHOD.name();
-        let params = serde_json::to_value(&params).map_err(|error| {
-            ClientError::MalformedResponse {
+        let params =
+            serde_json::to_value(&params).map_err(|error| ClientError::MalformedResponse {
                 method: method.to_owned(),
                 reason: format!("cannot serialize the params: {error}"),
-            }
-        })?;
+            })?;
         let result = self.request(method, params).await?;
         serde_json::from_value(result).map_err(|error| ClientError::MalformedResponse {
             method: method.to_owned(),

@@ -136,7 +136,9 @@ impl Outgoing<'_> {
                 channel_frame::encode(channel, seq, &FrameBody::EventBytes(body.clone()))
             }
         };
-        encoded.map(join).map_err(|error| encode_error(channel, error))
+        encoded
+            .map(join)
+            .map_err(|error| encode_error(channel, error))
     }
 }
 
@@ -182,7 +184,11 @@ impl Client {
 
     /// Sends an opaque binary frame on `channel`, numbered with the channel's next `seq`
     /// (returned). Waits like [`send_channel_event`](Client::send_channel_event).
-    pub async fn send_channel_binary(&self, channel: &str, body: Bytes) -> Result<u32, ClientError> {
+    pub async fn send_channel_binary(
+        &self,
+        channel: &str,
+        body: Bytes,
+    ) -> Result<u32, ClientError> {
         self.send_channel(channel, Outgoing::Binary(body)).await
     }
 
@@ -196,7 +202,10 @@ impl Client {
         payload: &Value,
     ) -> Result<u32, ClientError> {
         let frame = event_frame(channel, event, payload)?;
-        let room = self.inner.transport.try_reserve(MAX_HEAD + frame.body_len())?;
+        let room = self
+            .inner
+            .transport
+            .try_reserve(MAX_HEAD + frame.body_len())?;
         self.send_now(channel, &frame, room)?
             .ok_or_else(|| self.awaiting_credit(channel))
     }
@@ -205,7 +214,10 @@ impl Client {
     /// [`try_send_channel_event`](Client::try_send_channel_event) does.
     pub fn try_send_channel_binary(&self, channel: &str, body: Bytes) -> Result<u32, ClientError> {
         let frame = Outgoing::Binary(body);
-        let room = self.inner.transport.try_reserve(MAX_HEAD + frame.body_len())?;
+        let room = self
+            .inner
+            .transport
+            .try_reserve(MAX_HEAD + frame.body_len())?;
         self.send_now(channel, &frame, room)?
             .ok_or_else(|| self.awaiting_credit(channel))
     }

@@ -102,7 +102,6 @@ fn dial_error(options: &WsOptions, error: DialError) -> TransportError {
     }
 }
 
-
 /// The HTTP/1 upgrade request. Written here rather than with `fastwebsockets::handshake::client`
 /// so connection errors go to `tracing` instead of being printed on stderr.
 async fn upgrade(
@@ -197,5 +196,4 @@ mod tests {
         assert!(bytes.is_empty(), "the listener received {bytes:?}");
         assert_eq!(transport.last_listener(), None);
     }
-
 }

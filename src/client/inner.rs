@@ -14,8 +14,8 @@ use tokio::runtime::Handle;
 use tokio::sync::{oneshot, watch, Notify};
 
 use super::backlog::{Backlog, BacklogSender};
-use super::channels::{ChannelMessage, ChannelRoutes};
 use super::calls::ClientOptions;
+use super::channels::{ChannelMessage, ChannelRoutes};
 use super::error::ClientError;
 use super::events::{ClientEvent, HistoryEntry, ResumeOutcome, SessionEvent, SessionEventKind};
 use super::machine::{wire_error, ConnectionMachine, HandshakeStep};

@@ -149,7 +149,9 @@ impl ConnectionMachine {
 
     /// Whether `id` is the handshake awaited on the current socket.
     pub fn awaits(&self, id: &str) -> bool {
-        self.awaiting.as_ref().is_some_and(|(awaited, _)| awaited == id)
+        self.awaiting
+            .as_ref()
+            .is_some_and(|(awaited, _)| awaited == id)
     }
 
     /// The handshake of `attempt` timed out, if it is still the one awaited; `true` then, and
@@ -174,10 +176,12 @@ impl ConnectionMachine {
         let (_, asked_to_resume) = self.awaiting.take()?;
         let result = match answer {
             Ok(result) => result,
-            Err(error) => return Some(self.failed(ClientError::Remote {
-                method: HANDSHAKE.into(),
-                error,
-            })),
+            Err(error) => {
+                return Some(self.failed(ClientError::Remote {
+                    method: HANDSHAKE.into(),
+                    error,
+                }))
+            }
         };
         let mut info: HandshakeInfo = match serde_json::from_value(result) {
             Ok(info) => info,
@@ -204,9 +208,9 @@ impl ConnectionMachine {
                 }))
             }
         };
-        let outcome =
-            self.cursor
-                .bind(asked_to_resume, info.resume, &info.session_id, &info.epoch);
+        let outcome = self
+            .cursor
+            .bind(asked_to_resume, info.resume, &info.session_id, &info.epoch);
         self.lanes = info
             .channels
             .iter()
@@ -263,7 +267,10 @@ impl ConnectionMachine {
         if !self.ready {
             return Err(ClientError::NotConnected);
         }
-        let descriptor = self.handshake.as_ref().and_then(|info| info.channel(channel));
+        let descriptor = self
+            .handshake
+            .as_ref()
+            .and_then(|info| info.channel(channel));
         let unknown = || ChannelError::Unknown {
             channel: channel.to_owned(),
         };
@@ -303,7 +310,11 @@ impl ConnectionMachine {
     /// `channel.credit` granted `bytes` more on `channel`; `false` when it names no counted
     /// channel of this connection (ignored).
     pub fn credit_granted(&mut self, channel: &str, bytes: u64) -> bool {
-        match self.lanes.get_mut(channel).and_then(|lane| lane.credit.as_mut()) {
+        match self
+            .lanes
+            .get_mut(channel)
+            .and_then(|lane| lane.credit.as_mut())
+        {
             Some(left) => {
                 *left = left.saturating_add(bytes);
                 true

@@ -287,8 +287,7 @@ pub trait Transport: Send + Sync {
     /// default parses it back and calls [`send`](Transport::send).
     fn send_text_in(&self, text: String, room: Room) -> Result<(), TransportError> {
         drop(room);
-        let frame: Value =
-            serde_json::from_str(&text).map_err(|_| TransportError::NotAnObject)?;
+        let frame: Value = serde_json::from_str(&text).map_err(|_| TransportError::NotAnObject)?;
         self.send(&frame)
     }
 

@@ -265,4 +265,3 @@ impl Transport for WsClientTransport {
         self.inner.pace_inbound(backlog);
     }
 }
-

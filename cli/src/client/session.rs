@@ -15,7 +15,7 @@ use tokio::sync::mpsc::{self, UnboundedReceiver};
 use super::failure::{explain, Failure};
 use super::target::{tokenless_warning, Target};
 
-fn options(target: &Target, role: Option<Role>) -> Result<WsOptions, ClientError> {
+pub(crate) fn options(target: &Target, role: Option<Role>) -> Result<WsOptions, ClientError> {
     let mut options = WsOptions::new(&target.url);
     if let Some(token) = &target.token {
         options = options.token(token);
