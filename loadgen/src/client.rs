@@ -18,8 +18,8 @@ use serde::Deserialize;
 // Every mode dials through the carrier client's one dialer (owner check, upgrade), and the
 // carrier modes start with the client's own handshake (SPEC section 4).
 use carrier::client::{
-    dial, read_response, ConnectionMachine, DialedSocket, HandshakeStep, PeerInfo,
-    TransportError, WsOptions,
+    dial, read_response, ConnectionMachine, DialedSocket, HandshakeStep, PeerInfo, TransportError,
+    WsOptions,
 };
 use carrier::discovery::listener::DialError;
 
@@ -115,7 +115,8 @@ impl BenchSocket {
     pub(crate) async fn carrier_handshake(&mut self) -> Result<(), LoadError> {
         let mut machine = machine();
         let (frame, _) = machine.socket_opened();
-        self.send(OpCode::Text, frame.to_string().as_bytes()).await?;
+        self.send(OpCode::Text, frame.to_string().as_bytes())
+            .await?;
         loop {
             let msg = self.recv().await?;
             if msg.opcode != OpCode::Text {

@@ -25,13 +25,14 @@ use tokio::task::JoinHandle;
 use super::backlog::Backlog;
 use super::backoff::Backoff;
 use super::budget::{OutboundBudget, Room};
-use super::socket::{Connector, Inbound, Outbound, Socket, SocketReader, SocketWriter};
+use super::socket::{
+    control, echo_code, write_all, Connector, Inbound, Outbound, Queued, Socket, SocketReader,
+};
 use super::subscribers::{lock, Subscribers};
 use super::transport::{
     BinaryHandler, CloseInfo, ConnectionState, MessageHandler, StateHandler, Subscription,
     Transport, TransportError,
 };
-use crate::protocol::close::CloseCode;
 
 /// A [`Transport`] that reconnects after unexpected breaks.
 ///
@@ -77,10 +78,6 @@ struct Running {
     stop: oneshot::Sender<()>,
     supervisor: JoinHandle<()>,
 }
-
-/// A message in a socket's queue with the room it holds (none for pongs and closes: control
-/// frames are small and must not wait behind data).
-type Queued = (Outbound, Room);
 
 /// An installed socket: its read half and the handles of its writer task.
 struct Live {
@@ -480,60 +477,5 @@ impl<C: Connector> Shared<C> {
                 "dropped an inbound text frame that is not JSON"
             ),
         }
-    }
-}
-
-/// The code to echo for a peer's close: its own, unless it is one a peer may not send (the
-/// protocol's rule: reserved, unassigned, 1005/1006/1015, or outside the valid ranges).
-fn echo_code(info: Option<&CloseInfo>) -> u16 {
-    match info.map(|info| CloseCode(info.code)) {
-        Some(code) if code.may_be_sent() => code.as_u16(),
-        _ => CloseCode::NORMAL.as_u16(),
-    }
-}
-
-/// The socket's single writer: drains the queue in order until a close is written, the queue is
-/// dropped, or a write fails.
-async fn write_all(
-    mut writer: Box<dyn SocketWriter>,
-    mut pending: mpsc::UnboundedReceiver<Queued>,
-) -> Result<(), TransportError> {
-    while let Some((message, room)) = pending.recv().await {
-        let closing = matches!(message, Outbound::Close(_));
-        writer.write(message).await?;
-        // Written: its bytes leave the budget.
-        drop(room);
-        if closing {
-            break;
-        }
-    }
-    Ok(())
-}
-
-/// A control frame: it holds no room.
-fn control(message: Outbound) -> Queued {
-    (message, Room::unbounded())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn close(code: u16) -> CloseInfo {
-        CloseInfo {
-            code,
-            reason: String::new(),
-        }
-    }
-
-    #[test]
-    fn a_close_is_echoed_with_its_code_unless_that_code_must_not_be_sent() {
-        assert_eq!(echo_code(Some(&close(1001))), 1001);
-        assert_eq!(echo_code(Some(&close(1008))), 1008);
-        assert_eq!(echo_code(Some(&close(4000))), 4000);
-        for reserved in [1004, 1005, 1006, 1015, 1016, 2000, 2999, 999, 5000] {
-            assert_eq!(echo_code(Some(&close(reserved))), 1000, "{reserved}");
-        }
-        assert_eq!(echo_code(None), 1000);
     }
 }

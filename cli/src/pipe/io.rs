@@ -44,18 +44,17 @@ fn read_stdin(
     }
 }
 
-/// Starts [`read_stdin`] on its own thread; the receiver gets its chunks, the oneshot its
-/// outcome.
+/// What the stdin thread hands over: its chunks, and its outcome once it ends.
+pub(super) type Stdin = (
+    mpsc::Receiver<Bytes>,
+    oneshot::Receiver<Result<(), Failure>>,
+);
+
+/// Starts [`read_stdin`] on its own thread.
 pub(super) fn spawn_stdin(
     input: impl Read + Send + 'static,
     chunk: usize,
-) -> Result<
-    (
-        mpsc::Receiver<Bytes>,
-        oneshot::Receiver<Result<(), Failure>>,
-    ),
-    Failure,
-> {
+) -> Result<Stdin, Failure> {
     let (chunks_tx, chunks) = mpsc::channel(1);
     let (done_tx, done) = oneshot::channel();
     std::thread::Builder::new()
