@@ -1,34 +1,11 @@
 //! The outbound buffer's bound, in bytes: a frame is queued only with [`Room`] for its bytes,
 //! and the room comes back when the socket's writer has written it (or the socket is gone).
 
-use std::fmt;
 use std::sync::Arc;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
+use tokio::sync::{Semaphore, TryAcquireError};
 
-use super::transport::TransportError;
-
-/// Room for one frame in a connection's outbound buffer. It travels with the frame through the
-/// queue and is given back when the frame has been written or dropped.
-#[must_use = "room not used for a frame is given back at once"]
-pub struct Room {
-    permit: Option<OwnedSemaphorePermit>,
-}
-
-impl Room {
-    /// Room from a transport that does not bound its buffer.
-    pub fn unbounded() -> Room {
-        Room { permit: None }
-    }
-}
-
-impl fmt::Debug for Room {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Room")
-            .field("bytes", &self.permit.as_ref().map(|p| p.num_permits()))
-            .finish()
-    }
-}
+use super::transport::{Room, TransportError};
 
 /// The byte budget of one transport's outbound buffer (shared by its successive sockets: a
 /// socket's queued frames hold their room until they are written or the socket is dropped).
@@ -61,17 +38,13 @@ impl OutboundBudget {
             .acquire_many_owned(self.cost(len))
             .await
             .map_err(|_| TransportError::NotConnected)?;
-        Ok(Room {
-            permit: Some(permit),
-        })
+        Ok(Room::held(permit))
     }
 
     /// Room for `len` bytes now, or [`TransportError::BufferFull`].
     pub(crate) fn try_reserve(&self, len: usize) -> Result<Room, TransportError> {
         match Arc::clone(&self.room).try_acquire_many_owned(self.cost(len)) {
-            Ok(permit) => Ok(Room {
-                permit: Some(permit),
-            }),
+            Ok(permit) => Ok(Room::held(permit)),
             Err(TryAcquireError::NoPermits) => {
                 Err(TransportError::BufferFull { budget: self.bytes })
             }

@@ -1,5 +1,6 @@
 //! [`Client`]: the agent protocol over any [`Transport`] — typed calls, session events as a
-//! stream, and the session kept across reconnects. Its channel API is in `channels`.
+//! stream, and the session kept across reconnects. Its channel API is in `channels`, its
+//! setup in `settings`.
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -12,48 +13,17 @@ use tokio::runtime::Handle;
 use tokio::sync::{watch, Notify};
 
 use super::backlog::{backlog_stream, Backlog, BacklogStream};
-use super::channels::ChannelRoutes;
 use super::error::ClientError;
 use super::events::{ClientEvent, Decision};
 use super::inner::{Core, Inner, Phase};
 use super::machine::ConnectionMachine;
 use super::resume::ResumePoint;
+use super::routes::ChannelRoutes;
+use super::settings::ClientOptions;
 use super::subscribers::{lock, Subscribers};
 use super::transport::{ConnectionState, Subscription, Transport};
 use crate::protocol::catalog::{def, MethodDef};
 use crate::protocol::methods::{AppInfo, PermissionRespondParams, SubmitParams};
-
-/// The name this client announces in its handshake.
-pub const CLIENT_NAME: &str = "carrier-cli";
-
-/// How a [`Client`] introduces itself, how long it waits, and how much it holds for its
-/// streams.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientOptions {
-    /// `client.name` in the handshake.
-    pub name: String,
-    /// `client.version` in the handshake (an app version; never compared).
-    pub version: String,
-    /// How long a request waits for its answer (including waiting out a reconnect).
-    pub request_timeout: Duration,
-    /// How long a handshake may take before the client gives up and disconnects.
-    pub handshake_timeout: Duration,
-    /// Bytes the client's streams ([`Client::events`], [`Client::channel`]) may hold unread
-    /// before the transport stops reading the socket until they are read (default 16 MiB).
-    pub inbound_backlog: usize,
-}
-
-impl Default for ClientOptions {
-    fn default() -> ClientOptions {
-        ClientOptions {
-            name: CLIENT_NAME.to_owned(),
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            request_timeout: Duration::from_secs(30),
-            handshake_timeout: Duration::from_secs(10),
-            inbound_backlog: 16 << 20,
-        }
-    }
-}
 
 /// A channel as the handshake describes it (with a bulk channel's `credit`).
 pub use crate::protocol::channel_info::ChannelInfo;

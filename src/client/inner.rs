@@ -14,11 +14,11 @@ use tokio::runtime::Handle;
 use tokio::sync::{oneshot, watch, Notify};
 
 use super::backlog::{Backlog, BacklogSender};
-use super::calls::ClientOptions;
-use super::channels::{ChannelMessage, ChannelRoutes};
 use super::error::ClientError;
 use super::events::{ClientEvent, HistoryEntry, ResumeOutcome, SessionEvent, SessionEventKind};
 use super::machine::{wire_error, ConnectionMachine, HandshakeStep};
+use super::routes::{ChannelMessage, ChannelRoutes};
+use super::settings::ClientOptions;
 use super::subscribers::{lock, Subscribers};
 use super::transport::{ConnectionState, Subscription, Transport, TransportError};
 

@@ -375,5 +375,4 @@ pub(crate) fn wire_error(error: Value) -> WireError {
 }
 
 #[cfg(test)]
-#[path = "machine_tests.rs"]
 mod tests;

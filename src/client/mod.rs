@@ -92,7 +92,9 @@ mod probe;
 mod reconnect;
 mod requests;
 mod resume;
+mod routes;
 mod server_frames;
+mod settings;
 mod socket;
 mod subscribers;
 #[cfg(feature = "testing")]
@@ -103,12 +105,8 @@ mod ws;
 
 pub use backlog::{Backlog, BacklogStream};
 pub use backoff::Backoff;
-pub use budget::Room;
-pub use calls::{
-    ChannelInfo, Client, ClientOptions, EventHandler, EventStream, HandshakeInfo, PeerInfo,
-    CLIENT_NAME,
-};
-pub use channels::{ChannelMessage, ChannelStream};
+
+pub use calls::{ChannelInfo, Client, EventHandler, EventStream, HandshakeInfo, PeerInfo};
 pub use dialer::{dial, Dialed, DialedSocket};
 pub use error::{ChannelError, ClientError, EffectState, ErrorCode, ReceivedErrorCode, WireError};
 pub use events::{
@@ -120,12 +118,14 @@ pub use options::{TokenPlacement, WsOptions};
 pub use probe::{probe_health, Health, Probe};
 pub use reconnect::{ReconnectingTransport, DEFAULT_OUTBOUND_BUDGET};
 pub use resume::ResumePoint;
+pub use routes::{ChannelMessage, ChannelStream};
+pub use settings::{ClientOptions, CLIENT_NAME};
 // The checks every frame from a server passes (masking, reserved bits, opcodes); the load
 // generator reads its raw sockets through them.
 pub use server_frames::{ServerFrameError, ServerFrames, ServerMessage};
 pub use socket::{Connector, Inbound, Outbound, Socket, SocketReader, SocketWriter};
 pub use transport::{
-    BinaryHandler, CloseInfo, ConnectionState, MessageHandler, StateHandler, Subscription,
+    BinaryHandler, CloseInfo, ConnectionState, MessageHandler, Room, StateHandler, Subscription,
     Transport, TransportError,
 };
 // Whose listener a dial reached, and the refusals' details.

@@ -24,11 +24,12 @@ use tokio::task::JoinHandle;
 
 use super::backlog::Backlog;
 use super::backoff::Backoff;
-use super::budget::{OutboundBudget, Room};
+use super::budget::OutboundBudget;
 use super::socket::{
     control, echo_code, write_all, Connector, Inbound, Outbound, Queued, Socket, SocketReader,
 };
 use super::subscribers::{lock, Subscribers};
+use super::transport::Room;
 use super::transport::{
     BinaryHandler, CloseInfo, ConnectionState, MessageHandler, StateHandler, Subscription,
     Transport, TransportError,

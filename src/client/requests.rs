@@ -82,7 +82,7 @@ impl Inner {
         method: &str,
         params: &Value,
         text: String,
-        room: super::budget::Room,
+        room: super::transport::Room,
     ) -> Result<Option<Sent>, ClientError> {
         let mut core = lock(&self.core);
         if !core.machine.is_ready() {

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
-use super::budget::Room;
+use super::transport::Room;
 use super::transport::{CloseInfo, TransportError};
 use crate::protocol::close::CloseCode;
 

@@ -8,8 +8,9 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use tokio::sync::OwnedSemaphorePermit;
+
 use super::backlog::Backlog;
-use super::budget::Room;
 use crate::discovery::listener::{ForeignListener, UnattributedListener};
 
 /// Where a connection stands, as seen by its owner.
@@ -80,6 +81,35 @@ impl fmt::Display for CloseInfo {
         } else {
             write!(f, "close {} ({})", self.code, self.reason)
         }
+    }
+}
+
+/// Room for one frame in a connection's outbound buffer. It travels with the frame through the
+/// queue and is given back when the frame has been written or dropped.
+#[must_use = "room not used for a frame is given back at once"]
+pub struct Room {
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Room {
+    /// Room from a transport that does not bound its buffer.
+    pub fn unbounded() -> Room {
+        Room { permit: None }
+    }
+
+    /// Room held from a bounded buffer until dropped.
+    pub(crate) fn held(permit: OwnedSemaphorePermit) -> Room {
+        Room {
+            permit: Some(permit),
+        }
+    }
+}
+
+impl fmt::Debug for Room {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Room")
+            .field("bytes", &self.permit.as_ref().map(|p| p.num_permits()))
+            .finish()
     }
 }
 

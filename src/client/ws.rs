@@ -19,12 +19,12 @@ use serde_json::Value;
 use tokio::io::{ReadHalf, WriteHalf};
 
 use super::backlog::Backlog;
-use super::budget::Room;
 use super::dialer::dial;
 use super::options::WsOptions;
 use super::reconnect::ReconnectingTransport;
 use super::server_frames::{ServerFrames, ServerMessage};
 use super::socket::{Connector, Inbound, Outbound, Socket, SocketReader, SocketWriter};
+use super::transport::Room;
 use super::transport::{
     BinaryHandler, CloseInfo, ConnectionState, MessageHandler, StateHandler, Subscription,
     Transport, TransportError,
