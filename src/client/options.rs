@@ -24,7 +24,7 @@ pub enum TokenPlacement {
     Subprotocol,
 }
 
-/// Where and how [`WsClientTransport`] connects.
+/// Where and how [`WsClientTransport`](super::WsClientTransport) connects.
 #[derive(Clone)]
 pub struct WsOptions {
     url: String,
@@ -90,7 +90,7 @@ impl WsOptions {
     /// Also talks to a listener of another user, or one whose owner cannot be found out — but
     /// **without the token**: it goes only to a listener of this user, whatever this option
     /// says. For an `--open` carrier of someone else, named on purpose. Which kind of listener
-    /// the last dial reached: [`WsClientTransport::last_listener`].
+    /// the last dial reached: [`WsClientTransport::last_listener`](super::WsClientTransport::last_listener).
     pub fn any_owner(mut self) -> WsOptions {
         self.owner_check = self.owner_check.with_policy(OwnerPolicy::AnyOwner);
         self

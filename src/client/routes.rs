@@ -38,7 +38,7 @@ pub enum ChannelMessage {
     },
 }
 
-/// A channel's inbound frames, in order: see [`Client::channel`].
+/// A channel's inbound frames, in order: see [`Client::channel`](super::Client::channel).
 pub type ChannelStream = BacklogStream<ChannelMessage>;
 
 /// The streams of each channel.

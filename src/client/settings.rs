@@ -5,7 +5,7 @@ use std::time::Duration;
 /// The name this client announces in its handshake.
 pub const CLIENT_NAME: &str = "carrier-cli";
 
-/// How a [`Client`] introduces itself, how long it waits, and how much it holds for its
+/// How a [`Client`](super::Client) introduces itself, how long it waits, and how much it holds for its
 /// streams.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientOptions {
@@ -17,7 +17,7 @@ pub struct ClientOptions {
     pub request_timeout: Duration,
     /// How long a handshake may take before the client gives up and disconnects.
     pub handshake_timeout: Duration,
-    /// Bytes the client's streams ([`Client::events`], [`Client::channel`]) may hold unread
+    /// Bytes the client's streams ([`Client::events`](super::Client::events), [`Client::channel`](super::Client::channel)) may hold unread
     /// before the transport stops reading the socket until they are read (default 16 MiB).
     pub inbound_backlog: usize,
 }
