@@ -229,11 +229,15 @@ impl Inner {
             }
         };
         let mut core = lock(&self.core);
-        if let Some(step) = core.machine.handshake_answered(id, outcome.clone()) {
+        if core.machine.awaits(id) {
+            let step = core.machine.handshake_answered(id, outcome);
             drop(core);
             return match step {
-                HandshakeStep::Ready { info, outcome } => self.ready(info.version_skew, outcome),
-                HandshakeStep::Failed(error) => self.fail_handshake(error),
+                Some(HandshakeStep::Ready { info, outcome }) => {
+                    self.ready(info.version_skew, outcome)
+                }
+                Some(HandshakeStep::Failed(error)) => self.fail_handshake(error),
+                None => {}
             };
         }
         let Some(Pending { method, reply }) = core.pending.remove(id) else {
