@@ -274,3 +274,71 @@ async fn bulk_sends_stay_within_credit_and_wait_for_a_grant() {
     client.disconnect().await;
     let _ = tokio::time::timeout(WAIT, reader).await;
 }
+
+#[tokio::test]
+async fn an_unread_channel_stream_pauses_reading_at_the_backlog_and_loses_nothing() {
+    const BACKLOG: usize = 256 << 10;
+    const CHUNK: usize = 64 << 10;
+    const FRAMES: u32 = 400; // 25 MiB: more than loopback's socket buffers hold
+    let (port, stub_socket) =
+        stub(json!([{"name": "b", "events": [], "binary": true, "delivery": "reliable"}])).await;
+    let options = WsOptions::new(format!("ws://127.0.0.1:{port}/"));
+    let transport = Arc::new(WsClientTransport::new(options));
+    let client = Client::with_options(
+        Arc::clone(&transport) as Arc<dyn Transport>,
+        carrier::client::ClientOptions {
+            inbound_backlog: BACKLOG,
+            ..Default::default()
+        },
+    );
+    tokio::time::timeout(WAIT, client.connect())
+        .await
+        .expect("connect settles")
+        .expect("connected");
+    let mut frames = client.channel("b");
+    let mut ws = stub_socket.await.expect("the stub's socket");
+    let writer = tokio::spawn(async move {
+        for seq in 0..FRAMES {
+            let frame = channel_frame::encode_binary("b", seq, Bytes::from(vec![3u8; CHUNK]))
+                .expect("encode")
+                .to_vec();
+            ws.send(Message::binary(frame)).await.expect("send");
+        }
+        ws
+    });
+    // Nobody reads the stream: what it holds grows to the backlog and one message past it.
+    let one_message = CHUNK + 64;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while client.inbound_held() <= BACKLOG {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the backlog never filled"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let held = client.inbound_held();
+    assert!(held <= BACKLOG + one_message, "{held}");
+    // It stays there: the transport stopped reading (the stub's writes back up in TCP).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(client.inbound_held(), held, "reading paused");
+    assert!(!writer.is_finished(), "the server is held back by TCP");
+    // Reading the stream lets everything through, in order, nothing lost.
+    for expected in 0..FRAMES {
+        let message = tokio::time::timeout(WAIT, frames.next())
+            .await
+            .expect("a frame in time")
+            .expect("the client is alive");
+        match message {
+            carrier::client::ChannelMessage::Binary { seq, body } => {
+                assert_eq!((seq, body.len()), (expected, CHUNK));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(client.inbound_held() <= BACKLOG + one_message);
+    }
+    let _ws = tokio::time::timeout(WAIT, writer)
+        .await
+        .expect("the stub finished")
+        .expect("task");
+    client.disconnect().await;
+}

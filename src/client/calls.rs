@@ -307,6 +307,12 @@ impl Client {
         rx
     }
 
+    /// Bytes received for this client's streams and not yet read from them. Once it passes
+    /// [`ClientOptions::inbound_backlog`] the connection stops reading until it drops again.
+    pub fn inbound_held(&self) -> usize {
+        self.inner.backlog.held()
+    }
+
     /// Registers a handler for the same events as [`events`](Client::events). Handlers run on
     /// the transport's task and must not block.
     pub fn on_event(&self, handler: EventHandler) -> Subscription {
