@@ -120,9 +120,6 @@ pub use reconnect::{ReconnectingTransport, DEFAULT_OUTBOUND_BUDGET};
 pub use resume::ResumePoint;
 pub use routes::{ChannelMessage, ChannelStream};
 pub use settings::{ClientOptions, CLIENT_NAME};
-// The checks every frame from a server passes (masking, reserved bits, opcodes); the load
-// generator reads its raw sockets through them.
-pub use server_frames::{ServerFrameError, ServerFrames, ServerMessage};
 pub use socket::{Connector, Inbound, Outbound, Socket, SocketReader, SocketWriter};
 pub use transport::{
     BinaryHandler, CloseInfo, ConnectionState, MessageHandler, Room, StateHandler, Subscription,
