@@ -23,7 +23,7 @@ pub struct ChannelInfo {
     pub delivery: Option<DeliveryClass>,
     /// For a bulk channel on a server with `bulk_credit`: the bytes of frame bodies this
     /// connection may send on it before it hears `channel.credit`. `None` from a 1.0 server:
-    /// no credit is counted.
+    /// no credit is counted (nor is it where the handshake's `features` lack `bulk_credit`).
     #[serde(default)]
     pub credit: Option<u64>,
 }

@@ -23,6 +23,8 @@ use crate::protocol::version::{
 };
 
 const HANDSHAKE: &str = "system.handshake";
+/// The feature that makes a client count bulk credit (protocol 1.1).
+const BULK_CREDIT: &str = "bulk_credit";
 
 /// What a handshake answer amounted to.
 #[derive(Debug, Clone, PartialEq)]
@@ -211,10 +213,14 @@ impl ConnectionMachine {
         let outcome = self
             .cursor
             .bind(asked_to_resume, info.resume, &info.session_id, &info.epoch);
+        // Credit is counted only where the server says this connection has `bulk_credit`
+        // (it announced 1.1 and so did this client): a server that grants nothing must never
+        // leave a send waiting.
+        let credit = info.features.get(BULK_CREDIT) == Some(&true);
         self.lanes = info
             .channels
             .iter()
-            .map(|channel| (channel.name.clone(), lane(channel)))
+            .map(|channel| (channel.name.clone(), lane(channel, credit)))
             .collect();
         self.handshake = Some(info.clone());
         self.ready = true;
@@ -329,9 +335,9 @@ impl ConnectionMachine {
     }
 }
 
-fn lane(channel: &ChannelInfo) -> Lane {
+fn lane(channel: &ChannelInfo, credit_on: bool) -> Lane {
     // Only a bulk channel whose descriptor carries `credit` (a 1.1 server) is counted.
-    let credit = channel.credit.filter(|_| channel.is_bulk());
+    let credit = channel.credit.filter(|_| credit_on && channel.is_bulk());
     Lane {
         next_seq: 0,
         credit,

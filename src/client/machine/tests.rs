@@ -16,7 +16,7 @@ fn result(session: &str, epoch: &str, resume: Value, channels: Value) -> Value {
         "role": "drive",
         "session_id": session,
         "epoch": epoch,
-        "features": {},
+        "features": {"bulk_credit": true},
         "channels": channels,
         "limits": {"max_message_bytes": 1000},
         "resume": resume,
@@ -338,6 +338,16 @@ fn without_credit_in_the_descriptor_nothing_is_counted() {
     );
     assert!(!m.credit_granted("m", 5));
     assert!(!m.credit_granted("nope", 5));
+}
+
+#[test]
+fn credit_in_a_descriptor_is_not_counted_unless_the_connection_has_bulk_credit() {
+    let mut m = machine();
+    let mut answer = result("s", "e", json!({"outcome": "new"}), channels());
+    answer["features"] = json!({"bulk_credit": false});
+    ready(&mut m, answer);
+    assert_eq!(m.credit("e"), None);
+    assert_eq!(send(&mut m, "e", FrameKind::Binary, 1 << 20), ChannelGo::Send { seq: 0 });
 }
 
 #[test]
