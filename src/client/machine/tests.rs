@@ -347,7 +347,10 @@ fn credit_in_a_descriptor_is_not_counted_unless_the_connection_has_bulk_credit()
     answer["features"] = json!({"bulk_credit": false});
     ready(&mut m, answer);
     assert_eq!(m.credit("e"), None);
-    assert_eq!(send(&mut m, "e", FrameKind::Binary, 1 << 20), ChannelGo::Send { seq: 0 });
+    assert_eq!(
+        send(&mut m, "e", FrameKind::Binary, 1 << 20),
+        ChannelGo::Send { seq: 0 }
+    );
 }
 
 #[test]
