@@ -105,7 +105,6 @@ mod ws;
 
 pub use backlog::{Backlog, BacklogStream};
 pub use backoff::Backoff;
-
 pub use calls::{ChannelInfo, Client, EventHandler, EventStream, HandshakeInfo, PeerInfo};
 pub use dialer::{dial, Dialed, DialedSocket};
 pub use error::{ChannelError, ClientError, EffectState, ErrorCode, ReceivedErrorCode, WireError};
