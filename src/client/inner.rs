@@ -20,7 +20,7 @@ use super::machine::{wire_error, ConnectionMachine, HandshakeStep};
 use super::routes::{ChannelMessage, ChannelRoutes};
 use super::settings::ClientOptions;
 use super::subscribers::{lock, Subscribers};
-use super::transport::{ConnectionState, Subscription, Transport, TransportError};
+use super::transport::{ConnectionState, Room, Subscription, Transport, TransportError};
 
 /// Where the client is in its connection's life. `Closed` keeps the reason, so requests and
 /// `connect` can report why (a refusal, a failed handshake) instead of a bare "not connected".
@@ -110,8 +110,12 @@ impl Inner {
         self.credit.notify_waiters();
         self.phase.send_replace(Phase::Handshaking);
         self.set_state(ConnectionState::Connecting);
-        // Control traffic: the handshake goes first on an empty queue, so it never waits.
-        if let Err(error) = self.transport.send(&frame) {
+        // The handshake takes no room: it is small, and frames an old socket still holds
+        // room for (its writer finishing a close) must not keep it from going out.
+        if let Err(error) = self
+            .transport
+            .send_text_in(frame.to_string(), Room::unbounded())
+        {
             // The transport reports the break itself; the next `connected` starts over.
             tracing::debug!(%error, "could not send the handshake");
             return;
