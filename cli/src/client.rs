@@ -28,7 +28,7 @@ mod doctor;
 pub(crate) mod failure;
 mod fields;
 mod send;
-mod session;
+pub(crate) mod session;
 mod status;
 pub(crate) mod target;
 

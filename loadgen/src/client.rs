@@ -6,35 +6,22 @@
 //! the caller's message untouched for the next send. That copy is client-side work and the
 //! same for every server.
 
-use std::future::Future;
 use std::time::Duration;
 
 use super::target::Target;
 use super::LoadError;
 use bytes::Bytes;
-use fastwebsockets::{FragmentCollector, Frame, OpCode, Payload, WebSocket, WebSocketError};
-use http_body_util::Empty;
-use hyper::header::{CONNECTION, HOST, UPGRADE};
+use fastwebsockets::{FragmentCollector, Frame, OpCode, Payload, WebSocketError};
 use hyper::upgrade::Upgraded;
-use hyper::Request;
 use hyper_util::rt::TokioIo;
 use serde::Deserialize;
-// The `rpc`, `channel` and `fanout` modes announce what this build speaks (SPEC section 4).
-use carrier::discovery::listener::{DialError, OwnerCheck};
-use carrier::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
-
-/// Runs hyper's client connection task (it ends once the upgrade completes) on tokio.
-struct SpawnExecutor;
-
-impl<Fut> hyper::rt::Executor<Fut> for SpawnExecutor
-where
-    Fut: Future + Send + 'static,
-    Fut::Output: Send + 'static,
-{
-    fn execute(&self, fut: Fut) {
-        tokio::spawn(fut);
-    }
-}
+// Every mode dials through the carrier client's one dialer (owner check, upgrade), and the
+// carrier modes start with the client's own handshake (SPEC section 4).
+use carrier::client::{
+    dial, read_response, ConnectionMachine, DialedSocket, HandshakeStep, PeerInfo, TransportError,
+    WsOptions,
+};
+use carrier::discovery::listener::DialError;
 
 /// A received data message: its opcode and payload.
 pub(crate) struct Message {
@@ -123,9 +110,29 @@ impl BenchSocket {
         }
     }
 
-    /// The carrier's `system.handshake` (SPEC section 4), as every carrier client starts.
+    /// The carrier's `system.handshake`, as the carrier client starts: the frame and the
+    /// judgement of the answer are the client's [`ConnectionMachine`]'s.
     pub(crate) async fn carrier_handshake(&mut self) -> Result<(), LoadError> {
-        self.request("hs", handshake_frame("hs").as_bytes()).await
+        let mut machine = machine();
+        let (frame, _) = machine.socket_opened();
+        self.send(OpCode::Text, frame.to_string().as_bytes())
+            .await?;
+        loop {
+            let msg = self.recv().await?;
+            if msg.opcode != OpCode::Text {
+                continue;
+            }
+            let Some((id, answer)) = read_response(&msg.payload) else {
+                continue;
+            };
+            match machine.handshake_answered(&id, answer) {
+                Some(HandshakeStep::Ready { .. }) => return Ok(()),
+                Some(HandshakeStep::Failed(error)) => {
+                    return Err(LoadError::Rejected(error.to_string()))
+                }
+                None => continue,
+            }
+        }
     }
 
     /// Sends a normal close and waits briefly for the server's answer.
@@ -149,60 +156,40 @@ impl BenchSocket {
     }
 }
 
-/// A TCP connection to `target` upgraded to a WebSocket (TCP_NODELAY on), within `timeout`.
-pub(crate) async fn upgrade(
-    target: &Target,
-    timeout: Duration,
-) -> Result<WebSocket<TokioIo<Upgraded>>, LoadError> {
-    let connect = async {
-        // The upgrade carries the token: only to a listener of this user.
-        let tcp = OwnerCheck::own_user()
-            .connect(target.addr)
-            .await
-            .map_err(|error| match error {
-                DialError::Connect { addr, reason } => {
-                    LoadError::Connect(format!("{addr}: {reason}"))
-                }
-                refused => LoadError::Listener(refused),
-            })?
-            .stream;
-        tcp.set_nodelay(true)
-            .map_err(|e| LoadError::Connect(e.to_string()))?;
-        let req = Request::builder()
-            .method("GET")
-            .uri(target.path_and_query.as_str())
-            .header(HOST, target.host_header.as_str())
-            .header(UPGRADE, "websocket")
-            .header(CONNECTION, "upgrade")
-            .header(
-                "Sec-WebSocket-Key",
-                fastwebsockets::handshake::generate_key(),
-            )
-            .header("Sec-WebSocket-Version", "13")
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| LoadError::Connect(e.to_string()))?;
-        let (ws, _) = fastwebsockets::handshake::client(&SpawnExecutor, req, tcp)
-            .await
-            .map_err(|e| LoadError::Connect(e.to_string()))?;
-        Ok::<_, LoadError>(ws)
-    };
-    tokio::time::timeout(timeout, connect)
-        .await
-        .map_err(|_| LoadError::Connect("timed out".into()))?
+/// A TCP connection to `target` upgraded to a WebSocket (TCP_NODELAY on), within `timeout`,
+/// through the carrier client's dialer: the listener's owner is checked before the upgrade
+/// (which carries the token) is written.
+pub(crate) async fn upgrade(target: &Target, timeout: Duration) -> Result<DialedSocket, LoadError> {
+    let mut options = WsOptions::new(&target.url).connect_timeout(timeout);
+    if let Some(token) = &target.token {
+        options = options.token(token);
+    }
+    match dial(&options, |_| {}).await {
+        Ok(dialed) => Ok(dialed.socket),
+        Err(TransportError::ForeignListener(refusal)) => {
+            Err(LoadError::Listener(DialError::Foreign(refusal)))
+        }
+        Err(TransportError::UnattributedListener(refusal)) => {
+            Err(LoadError::Listener(DialError::Unattributed(refusal)))
+        }
+        Err(error) => Err(LoadError::Connect(error.to_string())),
+    }
 }
 
-/// The `system.handshake` request every carrier client starts with (SPEC section 4).
-pub(crate) fn handshake_frame(id: &str) -> String {
-    serde_json::json!({
-        "id": id,
-        "method": "system.handshake",
-        "params": {
-            "protocol_version": PROTOCOL_VERSION,
-            "min_compatible_protocol": MIN_COMPATIBLE_PROTOCOL,
-            "client": {"name": "carrier-bench", "version": env!("CARGO_PKG_VERSION")},
-        }
+/// The client machine a load connection starts with (it names itself `carrier-bench`).
+fn machine() -> ConnectionMachine {
+    ConnectionMachine::new(PeerInfo {
+        name: "carrier-bench".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
     })
-    .to_string()
+}
+
+/// The `system.handshake` request every carrier client starts with, from the client's
+/// machine, and its id.
+pub(crate) fn handshake_frame() -> (String, String) {
+    let (frame, _) = machine().socket_opened();
+    let id = frame["id"].as_str().unwrap_or_default().to_owned();
+    (id, frame.to_string())
 }
 
 /// `Some(result)` when `text` is the response to `id`; `None` for anything else (events,

@@ -284,8 +284,9 @@ async fn measure(
     // The handshake is the first request; its response comes through the ping slot.
     {
         let (tx, rx) = oneshot::channel();
-        *shared.ping.lock().unwrap_or_else(|e| e.into_inner()) = Some(("hs".into(), tx));
-        send(write, OpCode::Text, handshake_frame("hs").into_bytes()).await?;
+        let (id, frame) = handshake_frame();
+        *shared.ping.lock().unwrap_or_else(|e| e.into_inner()) = Some((id, tx));
+        send(write, OpCode::Text, frame.into_bytes()).await?;
         rx.await.map_err(|_| LoadError::Closed(None))??;
     }
     let mut n = 0u64;

@@ -29,6 +29,10 @@ pub struct Target {
     pub host_header: String,
     /// Path and query of the upgrade request, with the token appended when one was given.
     pub path_and_query: String,
+    /// The URL as given (the dialer resolves it again).
+    pub url: String,
+    /// The token, sent by the dialer only to a listener of this user.
+    pub token: Option<String>,
 }
 
 impl Target {
@@ -71,6 +75,8 @@ impl Target {
             addr: SocketAddr::new(ip, port),
             host_header: format!("{host}:{port}"),
             path_and_query,
+            url: url.to_owned(),
+            token: token.map(str::to_owned),
         })
     }
 }

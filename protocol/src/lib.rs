@@ -33,6 +33,7 @@
 pub mod catalog;
 pub mod channel;
 pub mod channel_frame;
+pub mod channel_info;
 pub mod close;
 pub mod envelope;
 pub mod error;

@@ -159,9 +159,9 @@ pub struct HandshakeResult {
 
 /// The `system.handshake` result as a client reads it: the tolerant reader of
 /// [`HandshakeResult`]. The versions are parsed strictly (a server announcing `"01.0"` fails
-/// the handshake, as a client announcing it does on the server); what a client only shows or
-/// passes on (`channels`, `limits`) stays JSON, and what an older server may leave out has a
-/// default.
+/// the handshake, as a client announcing it does on the server); the channels are typed
+/// ([`ChannelInfo`](crate::channel_info::ChannelInfo)), what a client only shows or passes on
+/// (`limits`) stays JSON, and what an older server may leave out has a default.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct HandshakeInfo {
     /// The protocol version the server speaks.
@@ -182,9 +182,9 @@ pub struct HandshakeInfo {
     /// Feature → available, for this connection's protocol.
     #[serde(default)]
     pub features: BTreeMap<String, bool>,
-    /// The declared channel descriptors.
+    /// The declared channels, typed (a bulk channel's inbound `credit` included).
     #[serde(default)]
-    pub channels: Vec<Value>,
+    pub channels: Vec<crate::channel_info::ChannelInfo>,
     /// The server's limits (message sizes, timeouts …).
     #[serde(default)]
     pub limits: Value,

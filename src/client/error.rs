@@ -74,6 +74,62 @@ pub enum ClientError {
     /// reconnect); it cannot be requested directly.
     #[error("`system.handshake` is sent by the client itself; call Client::connect")]
     ReservedMethod,
+    /// A channel frame was refused before it was sent.
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
+}
+
+/// Why a channel frame was not sent (nothing went out).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChannelError {
+    /// The server declared no channel of that name in the handshake.
+    #[error("the server has no channel `{channel}`")]
+    Unknown {
+        /// The channel named.
+        channel: String,
+    },
+    /// The channel does not accept opaque binary frames.
+    #[error("channel `{channel}` accepts no binary frames")]
+    BinaryRefused {
+        /// The channel named.
+        channel: String,
+    },
+    /// The channel does not declare this event.
+    #[error("channel `{channel}` declares no event `{event}`")]
+    EventNotDeclared {
+        /// The channel named.
+        channel: String,
+        /// The event named.
+        event: String,
+    },
+    /// A bulk frame's body is larger than all the credit the server ever grants at once on
+    /// this channel: it could never be sent. Send it in smaller frames.
+    #[error("a {bytes}-byte frame on bulk channel `{channel}` exceeds its credit of {credit} bytes; send smaller frames")]
+    OverCredit {
+        /// The channel named.
+        channel: String,
+        /// The frame body's size.
+        bytes: u64,
+        /// The channel's credit in the handshake.
+        credit: u64,
+    },
+    /// A bulk channel has too little credit left for the frame and the send was not to wait.
+    #[error("bulk channel `{channel}` has {left} bytes of credit left, too few for this frame")]
+    AwaitingCredit {
+        /// The channel named.
+        channel: String,
+        /// Credit left.
+        left: u64,
+    },
+    /// The frame could not be encoded (e.g. a name over 255 bytes).
+    #[error("cannot encode a frame for channel `{channel}`: {reason}")]
+    Encode {
+        /// The channel named.
+        channel: String,
+        /// What the codec said.
+        reason: String,
+    },
 }
 
 impl ClientError {
@@ -102,6 +158,7 @@ impl ClientError {
             | ClientError::NotConnected
             | ClientError::Refused { .. }
             | ClientError::Transport(_)
+            | ClientError::Channel(_)
             | ClientError::ReservedMethod => EffectState::None,
         }
     }

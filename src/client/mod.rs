@@ -9,41 +9,60 @@
 //! 2. [`ReconnectingTransport`] — a `Transport` over any [`Connector`], with the reconnect policy
 //!    ([`Backoff`]: 1 s → 2 s → 4 s → 8 s → 16 s → 30 s, capped; no retry after close 1008).
 //!    [`WsClientTransport`] is this over a WebSocket.
-//! 3. [`Client`] — the handshake layer over any `Transport`: `system.handshake` first, requests
-//!    correlated by id with timeouts, typed errors ([`ClientError`] carries the wire error
-//!    object), local `unsupported_feature` preflight, typed session events, and resume after a
-//!    reconnect with duplicate dropping and a history refetch on `gap`/`reset`.
+//! 3. [`Client`] — the handshake layer over any `Transport`: `system.handshake` first, typed
+//!    calls from the catalog ([`Client::call`]), typed errors ([`ClientError`] carries the wire
+//!    error object), local `unsupported_feature` preflight, session events and each channel's
+//!    frames as streams, channel sends that number their own `seq` and respect bulk credit,
+//!    and resume after a reconnect with duplicate dropping and a history refetch on
+//!    `gap`/`reset`. Its decisions are a pure state machine, [`ConnectionMachine`].
+//!
+//! [`dial`] is the one dialer under all of it (loopback only, the listener's owner checked
+//! before the token goes out); tools that drive the raw socket for speed dial through it too.
 //!
 //! # A whole turn
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use carrier::client::{Client, ClientEvent, SessionEventKind, WsClientTransport, WsOptions};
-//! use serde_json::json;
-//! use tokio::sync::mpsc;
+//! use carrier::client::{Client, ClientEvent, Decision, SessionEventKind, WsClientTransport, WsOptions};
+//! use futures_util::StreamExt;
 //!
 //! # async fn run() -> Result<(), carrier::client::ClientError> {
 //! let transport = WsClientTransport::new(WsOptions::new("ws://127.0.0.1:7070/").token("…"));
 //! let client = Client::new(Arc::new(transport));
-//!
-//! // Handlers run on the transport's task: hand events to your own task.
-//! let (events, mut inbox) = mpsc::unbounded_channel();
-//! let _subscription = client.on_event(Box::new(move |event: &ClientEvent| {
-//!     let _ = events.send(event.clone());
-//! }));
-//!
+//! let mut events = client.events();
 //! client.connect().await?;
-//! let submitted = client.request("session.submit", json!({"prompt": "hello"})).await?;
-//! let turn = submitted["turn_id"].as_str().unwrap_or_default().to_owned();
-//! while let Some(event) = inbox.recv().await {
+//! let turn = client.submit("/tool ls").await?;
+//! while let Some(event) = events.next().await {
 //!     let ClientEvent::Session(event) = event else { continue };
 //!     match event.kind {
+//!         SessionEventKind::PermissionRequest { request_id, .. } => {
+//!             client.respond(request_id, Decision::Allow).await?;
+//!         }
 //!         SessionEventKind::TextDelta { turn_id, delta } if turn_id == turn => print!("{delta}"),
 //!         SessionEventKind::TurnCompleted { turn_id, .. } if turn_id == turn => break,
 //!         _ => {}
 //!     }
 //! }
 //! client.disconnect().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Channels
+//!
+//! ```no_run
+//! # async fn run(client: carrier::client::Client) -> Result<(), carrier::client::ClientError> {
+//! use bytes::Bytes;
+//! use carrier::client::ChannelMessage;
+//! use futures_util::StreamExt;
+//!
+//! let mut echo = client.channel("mic");
+//! let seq = client.send_channel_binary("mic", Bytes::from_static(b"pcm")).await?; // 0, 1, 2 …
+//! client.send_channel_event("mic", "level", &serde_json::json!({"db": -20})).await?;
+//! if let Some(ChannelMessage::Binary { body, .. }) = echo.next().await {
+//!     assert_eq!(&body[..], b"pcm");
+//! }
+//! # let _ = seq;
 //! # Ok(())
 //! # }
 //! ```
@@ -56,15 +75,27 @@
 //! the real carrier: a server restart (`reset`), a connection cut mid-turn (`resumed`, no event
 //! lost or repeated), a skewed and an incompatible server.
 
+mod backlog;
 mod backoff;
+mod budget;
+mod calls;
+mod channels;
+mod dialer;
 mod error;
 mod events;
 mod features;
-mod handshake;
+mod inner;
+mod lowat;
+mod machine;
+mod options;
 mod probe;
 mod reconnect;
+mod requests;
 mod resume;
+mod routes;
 mod server_frames;
+mod settings;
+mod socket;
 mod subscribers;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
@@ -72,23 +103,25 @@ pub mod testing;
 mod transport;
 mod ws;
 
+pub use backlog::{Backlog, BacklogStream};
 pub use backoff::Backoff;
-pub use error::{ClientError, EffectState, ErrorCode, ReceivedErrorCode, WireError};
+pub use calls::{ChannelInfo, Client, EventHandler, EventStream, HandshakeInfo, PeerInfo};
+pub use dialer::{dial, Dialed, DialedSocket};
+pub use error::{ChannelError, ClientError, EffectState, ErrorCode, ReceivedErrorCode, WireError};
 pub use events::{
     ClientEvent, Decision, HistoryEntry, ResumeOutcome, SessionEvent, SessionEventKind,
 };
 pub use features::{feature_for_method, preflight, FeatureRequirement};
-pub use handshake::{Client, ClientOptions, EventHandler, HandshakeInfo, PeerInfo, CLIENT_NAME};
+pub use machine::{read_response, ChannelGo, ConnectionMachine, FrameKind, HandshakeStep};
+pub use options::{TokenPlacement, WsOptions};
 pub use probe::{probe_health, Health, Probe};
-pub use reconnect::{
-    Connector, Inbound, Outbound, ReconnectingTransport, Socket, SocketReader, SocketWriter,
-};
+pub use reconnect::{ReconnectingTransport, DEFAULT_OUTBOUND_BUDGET};
 pub use resume::ResumePoint;
-// What `carrier pipe` reads its socket with until it dials through this client.
-#[doc(hidden)]
-pub use server_frames::{ServerFrameError, ServerFrames, ServerMessage};
+pub use routes::{ChannelMessage, ChannelStream};
+pub use settings::{ClientOptions, CLIENT_NAME};
+pub use socket::{Connector, Inbound, Outbound, Socket, SocketReader, SocketWriter};
 pub use transport::{
-    BinaryHandler, CloseInfo, ConnectionState, MessageHandler, StateHandler, Subscription,
+    BinaryHandler, CloseInfo, ConnectionState, MessageHandler, Room, StateHandler, Subscription,
     Transport, TransportError,
 };
 // Whose listener a dial reached, and the refusals' details.
@@ -97,4 +130,4 @@ pub use crate::discovery::listener::{ForeignListener, Listener, UnattributedList
 pub use crate::protocol::version::{
     ProtocolVersion, Side, Verdict, VersionPair, MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION,
 };
-pub use ws::{TokenPlacement, WsClientTransport, WsConnector, WsOptions};
+pub use ws::{WsClientTransport, WsConnector};

@@ -6,8 +6,10 @@
 //! implement [`Connector`] to get it.
 //!
 //! Per open socket there is exactly one writer task, which owns the socket's write half and
-//! drains an unbounded queue; `send` only pushes onto that queue, so it is synchronous and frames
-//! leave in the order they were sent. One supervisor task per `connect()` reads inbound frames,
+//! drains its queue; `send` only pushes onto that queue, so it is synchronous and frames leave
+//! in the order they were sent. The queue is bounded in bytes ([`OutboundBudget`]): every text
+//! or binary frame holds room for its bytes until it is written, and a send without room fails
+//! (or, through [`Transport::reserve`], waits). One supervisor task per `connect()` reads inbound frames,
 //! notices breaks and runs the reconnect loop.
 
 use std::sync::{Arc, Mutex};
@@ -20,65 +22,18 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use super::backlog::Backlog;
 use super::backoff::Backoff;
+use super::budget::OutboundBudget;
+use super::socket::{
+    control, echo_code, write_all, Connector, Inbound, Outbound, Queued, Socket, SocketReader,
+};
 use super::subscribers::{lock, Subscribers};
+use super::transport::Room;
 use super::transport::{
     BinaryHandler, CloseInfo, ConnectionState, MessageHandler, StateHandler, Subscription,
     Transport, TransportError,
 };
-use crate::protocol::close::CloseCode;
-
-/// One message handed to a socket's write half.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outbound {
-    /// A text frame (one serialized JSON object).
-    Text(String),
-    /// A binary frame.
-    Binary(Bytes),
-    /// The answer to an inbound ping, with its payload.
-    Pong(Bytes),
-    /// A close frame; nothing is written after it.
-    Close(CloseInfo),
-}
-
-/// One message read from a socket's read half.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Inbound {
-    /// A whole (reassembled) text message.
-    Text(Bytes),
-    /// A whole (reassembled) binary message.
-    Binary(Bytes),
-    /// A ping; the transport answers it with [`Outbound::Pong`].
-    Ping(Bytes),
-    /// The peer closed the socket, with its code and reason when it sent one.
-    Close(Option<CloseInfo>),
-}
-
-/// The read half of an open socket.
-pub trait SocketReader: Send + 'static {
-    /// The next inbound message. An error means the socket is broken.
-    fn read(&mut self) -> BoxFuture<'_, Result<Inbound, TransportError>>;
-}
-
-/// The write half of an open socket, owned by the socket's single writer task.
-pub trait SocketWriter: Send + 'static {
-    /// Writes (and flushes) one message. An error means the socket is broken.
-    fn write(&mut self, message: Outbound) -> BoxFuture<'_, Result<(), TransportError>>;
-}
-
-/// An open socket, split in its two halves.
-pub struct Socket {
-    /// Where inbound messages come from.
-    pub reader: Box<dyn SocketReader>,
-    /// Where outbound messages go.
-    pub writer: Box<dyn SocketWriter>,
-}
-
-/// Opens sockets: called once by `connect()` and again for every reconnect attempt.
-pub trait Connector: Send + Sync + 'static {
-    /// Dials once. No retries here; the caller owns the retry policy.
-    fn connect(&self) -> BoxFuture<'_, Result<Socket, TransportError>>;
-}
 
 /// A [`Transport`] that reconnects after unexpected breaks.
 ///
@@ -90,6 +45,12 @@ pub trait Connector: Send + Sync + 'static {
 /// - A peer close with 1008 (unauthorized, role refused) ends in `disconnected` with no retry;
 ///   [`last_close`](Transport::last_close) tells why.
 /// - `disconnect()` (or dropping the transport) sends close 1000 and stops everything.
+/// - The outbound queue holds at most [`DEFAULT_OUTBOUND_BUDGET`] bytes of frames (see
+///   [`with_outbound_budget`](Self::with_outbound_budget)); a `send` past it fails with
+///   [`TransportError::BufferFull`], and [`Transport::reserve`] waits for room instead.
+/// - [`without_reconnect`](Self::without_reconnect) makes a break final: state `disconnected`,
+///   the reason in [`last_close`](Transport::last_close) or
+///   [`last_error`](Transport::last_error).
 pub struct ReconnectingTransport<C: Connector> {
     shared: Arc<Shared<C>>,
 }
@@ -103,8 +64,12 @@ struct Shared<C> {
     // The open socket's queue; `None` whenever no socket is open, which is what makes `send`
     // fail instead of queueing into a dead socket. Cleared before `connecting` is reported and
     // set before `connected` is reported.
-    outbound: Mutex<Option<mpsc::UnboundedSender<Outbound>>>,
+    outbound: Mutex<Option<mpsc::UnboundedSender<Queued>>>,
+    budget: OutboundBudget,
+    reconnect: bool,
+    backlog: Mutex<Option<Arc<Backlog>>>,
     last_close: Mutex<Option<CloseInfo>>,
+    last_error: Mutex<Option<TransportError>>,
     running: Mutex<Option<Running>>,
     // Serializes connect/disconnect so two callers cannot start two supervisors.
     lifecycle: tokio::sync::Mutex<()>,
@@ -118,7 +83,7 @@ struct Running {
 /// An installed socket: its read half and the handles of its writer task.
 struct Live {
     reader: Box<dyn SocketReader>,
-    queue: mpsc::UnboundedSender<Outbound>,
+    queue: mpsc::UnboundedSender<Queued>,
     writer: JoinHandle<Result<(), TransportError>>,
 }
 
@@ -132,9 +97,41 @@ enum End {
 /// How long `disconnect()` waits for the close frame to be written.
 const CLOSE_FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// The default bound of the outbound queue: 8 MiB of frames not yet written.
+pub const DEFAULT_OUTBOUND_BUDGET: usize = 8 << 20;
+
 impl<C: Connector> ReconnectingTransport<C> {
-    /// A disconnected transport that will open sockets with `connector`.
+    /// A disconnected transport that will open sockets with `connector`, reconnecting after
+    /// breaks, with an outbound queue of [`DEFAULT_OUTBOUND_BUDGET`] bytes.
     pub fn new(connector: C) -> Self {
+        Self::build(connector, DEFAULT_OUTBOUND_BUDGET)
+    }
+
+    /// The same transport with an outbound queue of at most `bytes` (at least 1; a frame
+    /// larger than the whole budget is sent once the queue is empty). Configure before the
+    /// transport is shared.
+    pub fn with_outbound_budget(mut self, bytes: usize) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.budget = OutboundBudget::new(bytes);
+        }
+        self
+    }
+
+    /// The same transport, but a break is final (for one-shot tools such as a pipe).
+    /// Configure before the transport is shared.
+    pub fn without_reconnect(mut self) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.reconnect = false;
+        }
+        self
+    }
+
+    /// Bytes queued and not yet written.
+    pub fn queued_bytes(&self) -> usize {
+        self.shared.budget.queued()
+    }
+
+    fn build(connector: C, budget: usize) -> Self {
         ReconnectingTransport {
             shared: Arc::new(Shared {
                 connector,
@@ -143,7 +140,11 @@ impl<C: Connector> ReconnectingTransport<C> {
                 message_handlers: Subscribers::new(),
                 binary_handlers: Subscribers::new(),
                 outbound: Mutex::new(None),
+                budget: OutboundBudget::new(budget),
+                reconnect: true,
+                backlog: Mutex::new(None),
                 last_close: Mutex::new(None),
+                last_error: Mutex::new(None),
                 running: Mutex::new(None),
                 lifecycle: tokio::sync::Mutex::new(()),
             }),
@@ -184,7 +185,8 @@ impl<C: Connector> Transport for ReconnectingTransport<C> {
             return Err(TransportError::NotAnObject);
         }
         let text = serde_json::to_string(frame).map_err(|e| TransportError::Io(e.to_string()))?;
-        self.shared.enqueue(Outbound::Text(text))
+        let room = self.shared.budget.try_reserve(text.len())?;
+        self.shared.enqueue(Outbound::Text(text), room)
     }
 
     fn on_message(&self, handler: MessageHandler) -> Subscription {
@@ -198,7 +200,8 @@ impl<C: Connector> Transport for ReconnectingTransport<C> {
     }
 
     fn send_binary(&self, frame: Bytes) -> Result<(), TransportError> {
-        self.shared.enqueue(Outbound::Binary(frame))
+        let room = self.shared.budget.try_reserve(frame.len())?;
+        self.shared.enqueue(Outbound::Binary(frame), room)
     }
 
     fn on_binary(&self, handler: BinaryHandler) -> Subscription {
@@ -207,6 +210,30 @@ impl<C: Connector> Transport for ReconnectingTransport<C> {
 
     fn last_close(&self) -> Option<CloseInfo> {
         lock(&self.shared.last_close).clone()
+    }
+
+    fn last_error(&self) -> Option<TransportError> {
+        lock(&self.shared.last_error).clone()
+    }
+
+    fn reserve(&self, bytes: usize) -> BoxFuture<'_, Result<Room, TransportError>> {
+        Box::pin(self.shared.budget.reserve(bytes))
+    }
+
+    fn try_reserve(&self, bytes: usize) -> Result<Room, TransportError> {
+        self.shared.budget.try_reserve(bytes)
+    }
+
+    fn send_text_in(&self, text: String, room: Room) -> Result<(), TransportError> {
+        self.shared.enqueue(Outbound::Text(text), room)
+    }
+
+    fn send_binary_in(&self, frame: Bytes, room: Room) -> Result<(), TransportError> {
+        self.shared.enqueue(Outbound::Binary(frame), room)
+    }
+
+    fn pace_inbound(&self, backlog: Arc<Backlog>) {
+        *lock(&self.shared.backlog) = Some(backlog);
     }
 }
 
@@ -223,6 +250,7 @@ impl<C: Connector> Shared<C> {
             *running = None;
         }
         *lock(&self.last_close) = None;
+        *lock(&self.last_error) = None;
         self.set_state(ConnectionState::Connecting);
         let socket = match self.connector.connect().await {
             Ok(socket) => socket,
@@ -252,10 +280,10 @@ impl<C: Connector> Shared<C> {
         self.set_state(ConnectionState::Disconnected);
     }
 
-    fn enqueue(&self, message: Outbound) -> Result<(), TransportError> {
+    fn enqueue(&self, message: Outbound, room: Room) -> Result<(), TransportError> {
         match lock(&self.outbound).as_ref() {
             Some(queue) => queue
-                .send(message)
+                .send((message, room))
                 .map_err(|_| TransportError::NotConnected),
             None => Err(TransportError::NotConnected),
         }
@@ -295,20 +323,20 @@ impl<C: Connector> Shared<C> {
             *lock(&self.outbound) = None;
             match end {
                 End::Stopped => {
-                    let _ = live.queue.send(Outbound::Close(CloseInfo {
+                    let _ = live.queue.send(control(Outbound::Close(CloseInfo {
                         code: 1000,
                         reason: String::new(),
-                    }));
+                    })));
                     drop(live.queue);
                     let _ = tokio::time::timeout(CLOSE_FLUSH_TIMEOUT, live.writer).await;
                     return;
                 }
                 End::Closed(info) => {
                     // Echo the close (RFC 6455 section 5.5.1); best effort, the peer may be gone.
-                    let _ = live.queue.send(Outbound::Close(CloseInfo {
+                    let _ = live.queue.send(control(Outbound::Close(CloseInfo {
                         code: echo_code(info.as_ref()),
                         reason: String::new(),
-                    }));
+                    })));
                     // The writer ends after the echo; bound it so a peer that stopped reading
                     // cannot keep the old socket open.
                     let mut writer = live.writer;
@@ -323,7 +351,7 @@ impl<C: Connector> Shared<C> {
                     let refused = info.as_ref().is_some_and(CloseInfo::is_refusal);
                     tracing::info!(close = ?info, "peer closed the connection");
                     *lock(&self.last_close) = info;
-                    if refused {
+                    if refused || !self.reconnect {
                         self.set_state(ConnectionState::Disconnected);
                         return;
                     }
@@ -335,6 +363,11 @@ impl<C: Connector> Shared<C> {
                     let Live { reader, writer, .. } = live;
                     writer.abort();
                     drop(reader);
+                    *lock(&self.last_error) = Some(error);
+                    if !self.reconnect {
+                        self.set_state(ConnectionState::Disconnected);
+                        return;
+                    }
                 }
             }
             self.set_state(ConnectionState::Connecting);
@@ -358,6 +391,7 @@ impl<C: Connector> Shared<C> {
                 }
             };
             *lock(&self.last_close) = None;
+            *lock(&self.last_error) = None;
             self.set_state(ConnectionState::Connected);
         }
     }
@@ -373,17 +407,33 @@ impl<C: Connector> Shared<C> {
                     if let Some(end) = self.deliver(live, read) {
                         return end;
                     }
+                    // The application's streams are over their budget: read on once it has
+                    // caught up (a write failure still ends the socket meanwhile).
+                    let backlog = lock(&self.backlog).clone();
+                    if let Some(backlog) = backlog {
+                        tokio::select! {
+                            biased;
+                            () = backlog.room() => {}
+                            written = &mut live.writer => return self.writer_ended(live, written),
+                        }
+                    }
                 }
-                written = &mut live.writer => {
-                    let error = match written {
-                        Ok(Err(error)) => error,
-                        Ok(Ok(())) => TransportError::Io("the writer stopped".into()),
-                        Err(error) => TransportError::Io(format!("the writer task failed: {error}")),
-                    };
-                    return self.drain_after_write_failure(live, error);
-                }
+                written = &mut live.writer => return self.writer_ended(live, written),
             }
         }
+    }
+
+    fn writer_ended(
+        &self,
+        live: &mut Live,
+        written: Result<Result<(), TransportError>, tokio::task::JoinError>,
+    ) -> End {
+        let error = match written {
+            Ok(Err(error)) => error,
+            Ok(Ok(())) => TransportError::Io("the writer stopped".into()),
+            Err(error) => TransportError::Io(format!("the writer task failed: {error}")),
+        };
+        self.drain_after_write_failure(live, error)
     }
 
     /// Handles one read; `Some` when the socket ended.
@@ -392,7 +442,7 @@ impl<C: Connector> Shared<C> {
             Ok(Inbound::Text(text)) => self.deliver_text(&text),
             Ok(Inbound::Binary(payload)) => self.binary_handlers.emit(&payload),
             Ok(Inbound::Ping(payload)) => {
-                let _ = live.queue.send(Outbound::Pong(payload));
+                let _ = live.queue.send(control(Outbound::Pong(payload)));
             }
             Ok(Inbound::Close(info)) => return Some(End::Closed(info)),
             Err(error) => return Some(End::Broken(error)),
@@ -428,53 +478,5 @@ impl<C: Connector> Shared<C> {
                 "dropped an inbound text frame that is not JSON"
             ),
         }
-    }
-}
-
-/// The code to echo for a peer's close: its own, unless it is one a peer may not send (the
-/// protocol's rule: reserved, unassigned, 1005/1006/1015, or outside the valid ranges).
-fn echo_code(info: Option<&CloseInfo>) -> u16 {
-    match info.map(|info| CloseCode(info.code)) {
-        Some(code) if code.may_be_sent() => code.as_u16(),
-        _ => CloseCode::NORMAL.as_u16(),
-    }
-}
-
-/// The socket's single writer: drains the queue in order until a close is written, the queue is
-/// dropped, or a write fails.
-async fn write_all(
-    mut writer: Box<dyn SocketWriter>,
-    mut pending: mpsc::UnboundedReceiver<Outbound>,
-) -> Result<(), TransportError> {
-    while let Some(message) = pending.recv().await {
-        let closing = matches!(message, Outbound::Close(_));
-        writer.write(message).await?;
-        if closing {
-            break;
-        }
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn close(code: u16) -> CloseInfo {
-        CloseInfo {
-            code,
-            reason: String::new(),
-        }
-    }
-
-    #[test]
-    fn a_close_is_echoed_with_its_code_unless_that_code_must_not_be_sent() {
-        assert_eq!(echo_code(Some(&close(1001))), 1001);
-        assert_eq!(echo_code(Some(&close(1008))), 1008);
-        assert_eq!(echo_code(Some(&close(4000))), 4000);
-        for reserved in [1004, 1005, 1006, 1015, 1016, 2000, 2999, 999, 5000] {
-            assert_eq!(echo_code(Some(&close(reserved))), 1000, "{reserved}");
-        }
-        assert_eq!(echo_code(None), 1000);
     }
 }

@@ -14,7 +14,7 @@ use tokio::io::AsyncRead;
 
 /// One complete message or control frame from the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ServerMessage {
+pub(crate) enum ServerMessage {
     /// A text message, valid UTF-8.
     Text(Bytes),
     /// A binary message.
@@ -29,7 +29,7 @@ pub enum ServerMessage {
 
 /// Why the server's frames cannot be read on.
 #[derive(Debug, thiserror::Error)]
-pub enum ServerFrameError {
+pub(crate) enum ServerFrameError {
     /// The server sent a frame that RFC 6455 forbids a server to send.
     #[error("the server broke the WebSocket protocol: {0}")]
     Violation(&'static str),
@@ -60,7 +60,7 @@ struct Partial {
 
 /// Reads messages off the read half of a client WebSocket. Set the read half's auto-pong and
 /// auto-close off: the caller answers pings and closes through its own writer.
-pub struct ServerFrames<R> {
+pub(crate) struct ServerFrames<R> {
     read: WebSocketRead<R>,
     max_message_bytes: usize,
     partial: Option<Partial>,
@@ -69,7 +69,7 @@ pub struct ServerFrames<R> {
 impl<R: AsyncRead + Unpin> ServerFrames<R> {
     /// Messages of at most `max_message_bytes` (one frame announcing more is refused before it
     /// is read, as is a fragment that would take the message past it).
-    pub fn new(mut read: WebSocketRead<R>, max_message_bytes: usize) -> Self {
+    pub(crate) fn new(mut read: WebSocketRead<R>, max_message_bytes: usize) -> Self {
         // fastwebsockets refuses a frame whose length is >= its limit.
         read.set_max_message_size(max_message_bytes.saturating_add(1));
         ServerFrames {
@@ -79,15 +79,8 @@ impl<R: AsyncRead + Unpin> ServerFrames<R> {
         }
     }
 
-    /// Changes the cap for the messages still to come.
-    pub fn set_max_message_bytes(&mut self, max_message_bytes: usize) {
-        self.read
-            .set_max_message_size(max_message_bytes.saturating_add(1));
-        self.max_message_bytes = max_message_bytes;
-    }
-
     /// The next message or control frame.
-    pub async fn next(&mut self) -> Result<ServerMessage, ServerFrameError> {
+    pub(crate) async fn next(&mut self) -> Result<ServerMessage, ServerFrameError> {
         loop {
             // With auto-pong and auto-close off the read half owes no replies of its own.
             let frame = self

@@ -14,7 +14,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::reconnect::{Connector, Inbound, Outbound, Socket, SocketReader, SocketWriter};
+use super::socket::{Connector, Inbound, Outbound, Socket, SocketReader, SocketWriter};
 use super::subscribers::lock;
 use super::transport::{CloseInfo, TransportError};
 

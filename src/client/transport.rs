@@ -2,11 +2,15 @@
 //! its frames (SPEC section 11). The contract is documented on [`Transport`].
 
 use std::fmt;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::backlog::Backlog;
 use crate::discovery::listener::{ForeignListener, UnattributedListener};
 
 /// Where a connection stands, as seen by its owner.
@@ -80,6 +84,35 @@ impl fmt::Display for CloseInfo {
     }
 }
 
+/// Room for one frame in a connection's outbound buffer. It travels with the frame through the
+/// queue and is given back when the frame has been written or dropped.
+#[must_use = "room not used for a frame is given back at once"]
+pub struct Room {
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Room {
+    /// Room from a transport that does not bound its buffer.
+    pub fn unbounded() -> Room {
+        Room { permit: None }
+    }
+
+    /// Room held from a bounded buffer until dropped.
+    pub(crate) fn held(permit: OwnedSemaphorePermit) -> Room {
+        Room {
+            permit: Some(permit),
+        }
+    }
+}
+
+impl fmt::Debug for Room {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Room")
+            .field("bytes", &self.permit.as_ref().map(|p| p.num_permits()))
+            .finish()
+    }
+}
+
 /// Why a transport operation failed. Cloneable so one failure can be reported to many waiters.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TransportError {
@@ -87,6 +120,13 @@ pub enum TransportError {
     /// after `disconnect`).
     #[error("not connected")]
     NotConnected,
+    /// The connection's outbound buffer is full: nothing was queued. Wait for room with the
+    /// async sends, or try again later.
+    #[error("the outbound buffer is full ({budget} bytes queued and not yet written)")]
+    BufferFull {
+        /// The buffer's budget in bytes.
+        budget: usize,
+    },
     /// Every text frame is one JSON object (SPEC section 4); anything else is refused before
     /// it reaches the wire.
     #[error("a text frame must be a JSON object")]
@@ -220,7 +260,8 @@ pub trait Transport: Send + Sync {
     fn disconnect(&self) -> BoxFuture<'_, ()>;
 
     /// Queues exactly one text frame. Fails with [`TransportError::NotConnected`] when no socket
-    /// is open and with [`TransportError::NotAnObject`] when `frame` is not a JSON object.
+    /// is open, with [`TransportError::NotAnObject`] when `frame` is not a JSON object, and with
+    /// [`TransportError::BufferFull`] when the outbound buffer has no room for it.
     ///
     /// It must not call any handler before returning (callers may hold locks), and a transport
     /// must report leaving `connected` before it accepts frames for a new socket, so a caller
@@ -251,5 +292,45 @@ pub trait Transport: Send + Sync {
     /// The handshake layer uses it to tell "refused (1008)" from "lost".
     fn last_close(&self) -> Option<CloseInfo> {
         None
+    }
+
+    /// Why the connection last broke without a close frame (a read or write error, a frame no
+    /// server may send), if it did; cleared by the next `connect`.
+    fn last_error(&self) -> Option<TransportError> {
+        None
+    }
+
+    /// Waits for room for a frame of `bytes` in the outbound buffer. Transports without a
+    /// bounded buffer keep the default, which never waits.
+    fn reserve(&self, bytes: usize) -> BoxFuture<'_, Result<Room, TransportError>> {
+        let _ = bytes;
+        Box::pin(std::future::ready(Ok(Room::unbounded())))
+    }
+
+    /// Room for a frame of `bytes` now, or [`TransportError::BufferFull`].
+    fn try_reserve(&self, bytes: usize) -> Result<Room, TransportError> {
+        let _ = bytes;
+        Ok(Room::unbounded())
+    }
+
+    /// Queues one text frame already serialized (one JSON object) in reserved `room`. The
+    /// default parses it back and calls [`send`](Transport::send).
+    fn send_text_in(&self, text: String, room: Room) -> Result<(), TransportError> {
+        drop(room);
+        let frame: Value = serde_json::from_str(&text).map_err(|_| TransportError::NotAnObject)?;
+        self.send(&frame)
+    }
+
+    /// Queues one binary frame in reserved `room`. The default calls
+    /// [`send_binary`](Transport::send_binary).
+    fn send_binary_in(&self, frame: Bytes, room: Room) -> Result<(), TransportError> {
+        drop(room);
+        self.send_binary(frame)
+    }
+
+    /// Pauses reading after each inbound message while `backlog` is over its budget (the
+    /// handshake layer's streams). The default ignores it.
+    fn pace_inbound(&self, backlog: Arc<Backlog>) {
+        drop(backlog);
     }
 }

@@ -221,18 +221,10 @@ impl<O: Write, E: Write> Console<'_, O, E> {
         match line {
             Line::Quit => return Ok(Flow::Quit),
             Line::Help => self.note(CONSOLE_HELP),
-            Line::Prompt(prompt) => {
-                match self
-                    .client
-                    .request("session.submit", json!({ "prompt": prompt }))
-                    .await
-                {
-                    Ok(result) => {
-                        self.our_turn = string_field(&result, "turn_id").map(str::to_owned)
-                    }
-                    Err(error) => self.report(&error),
-                }
-            }
+            Line::Prompt(prompt) => match self.client.submit(prompt).await {
+                Ok(turn) => self.our_turn = Some(turn),
+                Err(error) => self.report(&error),
+            },
             Line::Answer(decision) => match self.permission.take() {
                 Some((request_id, _)) => self.answer(&request_id, decision).await,
                 None => self.note("[no permission request is pending]"),
@@ -408,13 +400,7 @@ impl<O: Write, E: Write> Console<'_, O, E> {
     }
 
     async fn answer(&mut self, request_id: &str, decision: Decision) {
-        let answered = self
-            .client
-            .request(
-                "session.permission.respond",
-                json!({ "request_id": request_id, "decision": decision }),
-            )
-            .await;
+        let answered = self.client.respond(request_id, decision).await;
         if let Err(error) = answered {
             self.report(&error);
         }

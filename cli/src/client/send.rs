@@ -4,13 +4,11 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use carrier::client::{ClientEvent, Decision, ResumeOutcome, SessionEventKind};
-use serde_json::json;
 
 use carrier::discovery::RuntimeDir;
 
 use super::args::SendArgs;
 use super::failure::{explain, Failure};
-use super::fields::string_field;
 use super::session::{closed_for_good, open};
 use super::target::{resolve_target, Target};
 
@@ -43,14 +41,11 @@ async fn send_turn(
         Decision::Deny
     };
     let mut session = open(target, None, err).await?;
-    let submitted = session
+    let turn = session
         .client
-        .request("session.submit", json!({ "prompt": prompt }))
+        .submit(prompt)
         .await
         .map_err(|error| explain(&target.url, &error))?;
-    let turn = string_field(&submitted, "turn_id")
-        .ok_or_else(|| Failure::runtime("the server's submit result has no turn_id"))?
-        .to_owned();
     // What reached stdout, so text lost to a reconnect gap can be completed from the final text.
     let mut printed = String::new();
     let finish = |printed: &str, text: &str, out: &mut dyn Write| {
@@ -83,10 +78,7 @@ async fn send_turn(
                             );
                             session
                                 .client
-                                .request(
-                                    "session.permission.respond",
-                                    json!({ "request_id": request_id, "decision": decision }),
-                                )
+                                .respond(request_id, decision)
                                 .await
                                 .map_err(|error| explain(&target.url, &error))?;
                         }

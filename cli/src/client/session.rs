@@ -5,7 +5,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use carrier::client::{
-    Client, ClientError, ClientEvent, ConnectionState, HandshakeInfo, Subscription,
+    Client, ClientError, ConnectionState, EventStream, HandshakeInfo, Subscription,
     WsClientTransport, WsOptions,
 };
 use carrier::discovery::listener::OwnerPolicy;
@@ -15,7 +15,7 @@ use tokio::sync::mpsc::{self, UnboundedReceiver};
 use super::failure::{explain, Failure};
 use super::target::{tokenless_warning, Target};
 
-fn options(target: &Target, role: Option<Role>) -> Result<WsOptions, ClientError> {
+pub(crate) fn options(target: &Target, role: Option<Role>) -> Result<WsOptions, ClientError> {
     let mut options = WsOptions::new(&target.url);
     if let Some(token) = &target.token {
         options = options.token(token);
@@ -30,14 +30,14 @@ fn options(target: &Target, role: Option<Role>) -> Result<WsOptions, ClientError
     Ok(options)
 }
 
-/// A connected client and its event and state feeds (handlers only forward into channels, so
-/// every decision is made on the command's own task).
+/// A connected client and its event stream and state feed (the state handler only forwards
+/// into a channel, so every decision is made on the command's own task).
 pub(crate) struct Session {
     pub(crate) client: Client,
     pub(crate) info: HandshakeInfo,
-    pub(crate) events: UnboundedReceiver<ClientEvent>,
+    pub(crate) events: EventStream,
     pub(crate) states: UnboundedReceiver<ConnectionState>,
-    _subscriptions: [Subscription; 2],
+    _subscription: Subscription,
 }
 
 /// Opens a session with `target`; a listener `--any-owner` reached without the token is named
@@ -80,23 +80,18 @@ pub(crate) async fn open_own(
 
 async fn open_session(transport: Arc<WsClientTransport>) -> Result<Session, ClientError> {
     let client = Client::new(transport);
-    let (event_tx, events) = mpsc::unbounded_channel();
+    let events = client.events();
     let (state_tx, states) = mpsc::unbounded_channel();
-    let subscriptions = [
-        client.on_event(Box::new(move |event| {
-            let _ = event_tx.send(event.clone());
-        })),
-        client.on_state_change(Box::new(move |state| {
-            let _ = state_tx.send(state);
-        })),
-    ];
+    let subscription = client.on_state_change(Box::new(move |state| {
+        let _ = state_tx.send(state);
+    }));
     let info = client.connect().await?;
     Ok(Session {
         client,
         info,
         events,
         states,
-        _subscriptions: subscriptions,
+        _subscription: subscription,
     })
 }
 

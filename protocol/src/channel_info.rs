@@ -1,0 +1,90 @@
+//! A channel as a client reads it from the handshake result (or `channels.list`): the
+//! descriptor's wire fields, read tolerantly, with the inbound `credit` of a bulk channel that
+//! protocol 1.1 (`bulk_credit`) adds.
+
+use serde::{Deserialize, Deserializer};
+
+use crate::channel::DeliveryClass;
+
+/// One declared channel as the server describes it to a client.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[non_exhaustive]
+pub struct ChannelInfo {
+    /// The channel's name.
+    pub name: String,
+    /// The event names it carries; `["*"]` declares any event.
+    #[serde(default)]
+    pub events: Vec<String>,
+    /// Whether it accepts opaque binary frames.
+    #[serde(default)]
+    pub binary: bool,
+    /// Its outbound delivery class; a class this build does not know reads as `None`.
+    #[serde(default = "reliable", deserialize_with = "lenient_delivery")]
+    pub delivery: Option<DeliveryClass>,
+    /// For a bulk channel on a server with `bulk_credit`: the bytes of frame bodies this
+    /// connection may send on it before it hears `channel.credit`. `None` from a 1.0 server:
+    /// no credit is counted (nor is it where the handshake's `features` lack `bulk_credit`).
+    #[serde(default)]
+    pub credit: Option<u64>,
+}
+
+impl ChannelInfo {
+    /// Whether `event` is declared on the channel.
+    pub fn declares(&self, event: &str) -> bool {
+        self.events.iter().any(|e| e == "*" || e == event)
+    }
+
+    /// Whether it is a bulk channel.
+    pub fn is_bulk(&self) -> bool {
+        self.delivery == Some(DeliveryClass::Bulk)
+    }
+}
+
+fn reliable() -> Option<DeliveryClass> {
+    Some(DeliveryClass::Reliable)
+}
+
+fn lenient_delivery<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<DeliveryClass>, D::Error> {
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value(value).ok())
+}
+
+impl crate::methods::HandshakeInfo {
+    /// The declared channel called `name`, if the server has one.
+    pub fn channel(&self, name: &str) -> Option<&ChannelInfo> {
+        self.channels.iter().find(|channel| channel.name == name)
+    }
+
+    /// `limits.max_message_bytes`: the largest message the server accepts, when it says.
+    pub fn max_message_bytes(&self) -> Option<usize> {
+        self.limits
+            .get("max_message_bytes")
+            .and_then(serde_json::Value::as_u64)
+            .and_then(|max| usize::try_from(max).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn descriptors_are_read_tolerantly() {
+        let bulk: ChannelInfo = serde_json::from_value(json!({
+            "name": "e", "events": ["*"], "binary": true, "delivery": "bulk", "credit": 1048576
+        }))
+        .unwrap();
+        assert!(bulk.is_bulk() && bulk.declares("x") && bulk.binary);
+        assert_eq!(bulk.credit, Some(1 << 20));
+        let old: ChannelInfo = serde_json::from_value(json!({"name": "m"})).unwrap();
+        assert_eq!(old.delivery, Some(DeliveryClass::Reliable));
+        assert_eq!(old.credit, None);
+        assert!(!old.binary && !old.declares("x"));
+        let future: ChannelInfo =
+            serde_json::from_value(json!({"name": "f", "delivery": "teleport"})).unwrap();
+        assert_eq!(future.delivery, None);
+    }
+}

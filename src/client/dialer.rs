@@ -1,0 +1,199 @@
+//! The one dialer of the project's clients: TCP connect to a loopback `ws://` URL, the
+//! listener's owner checked before anything is written (a listener of another user is refused
+//! with [`TransportError::ForeignListener`], or reached without the token when
+//! [`WsOptions::any_owner`] says so), then the HTTP/1 upgrade with the token and role.
+//!
+//! [`dial`] hands over the upgraded socket; [`WsClientTransport`](super::WsClientTransport)
+//! dials through it, and so do tools that drive the raw socket for speed (the load generator).
+//! Nobody else writes an upgrade.
+
+use bytes::Bytes;
+use fastwebsockets::WebSocket;
+use http_body_util::Empty;
+use hyper::header::{CONNECTION, HOST, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL, UPGRADE};
+use hyper::upgrade::Upgraded;
+use hyper::{Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use super::options::{Target, TokenPlacement, WsOptions};
+use super::transport::TransportError;
+use crate::discovery::listener::{DialError, Listener};
+
+/// An upgraded client WebSocket, as [`dial`] hands it over.
+pub type DialedSocket = WebSocket<TokioIo<Upgraded>>;
+
+/// What one successful dial produced.
+pub struct Dialed {
+    /// The upgraded socket (client role: it masks what it sends).
+    pub socket: DialedSocket,
+    /// Whose listener it reached. Anything but [`Listener::Own`] / [`Listener::Unchecked`] was
+    /// reached without the token.
+    pub listener: Listener,
+}
+
+impl std::fmt::Debug for Dialed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dialed")
+            .field("listener", &self.listener)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Dials once, within the options' connect timeout: resolve the URL (loopback only), connect,
+/// check the listener's owner, upgrade. `listener_seen` is told whose listener was reached as
+/// soon as that is known (also when the upgrade then fails).
+pub async fn dial(
+    options: &WsOptions,
+    listener_seen: impl FnOnce(&Listener),
+) -> Result<Dialed, TransportError> {
+    let target = Target::resolve(options)?;
+    let addr = target.addr;
+    let upgrade = async {
+        let checked = options
+            .owner_check()
+            .connect(addr)
+            .await
+            .map_err(|error| dial_error(options, error))?;
+        let token = match &checked.listener {
+            listener if listener.may_receive_token() => options.token_value(),
+            listener => {
+                tracing::info!(%addr, ?listener, "talking to a listener that is not this user's, without the token");
+                None
+            }
+        };
+        listener_seen(&checked.listener);
+        let stream = checked.stream;
+        let _ = stream.set_nodelay(true);
+        super::lowat::limit_unsent(&stream);
+        let socket = upgrade(stream, &target, token, options).await?;
+        Ok(Dialed {
+            socket,
+            listener: checked.listener,
+        })
+    };
+    tokio::time::timeout(options.timeout(), upgrade)
+        .await
+        .map_err(|_| TransportError::Connect {
+            addr: addr.to_string(),
+            reason: format!("timed out after {:?}", options.timeout()),
+        })?
+}
+
+/// A refused dial as the transport reports it.
+fn dial_error(options: &WsOptions, error: DialError) -> TransportError {
+    match error {
+        DialError::Foreign(refusal) => {
+            tracing::debug!(%refusal, "refused another user's listener");
+            TransportError::ForeignListener(refusal)
+        }
+        DialError::Unattributed(refusal) => {
+            tracing::debug!(%refusal, "refused a listener that cannot be attributed");
+            TransportError::UnattributedListener(refusal)
+        }
+        DialError::Connect { addr, reason } => TransportError::Connect {
+            addr: addr.to_string(),
+            reason,
+        },
+        DialError::NotLoopback { addr } => TransportError::InvalidUrl {
+            url: options.url().to_owned(),
+            reason: format!("{addr} is not a loopback address"),
+        },
+    }
+}
+
+/// The HTTP/1 upgrade request. Written here rather than with `fastwebsockets::handshake::client`
+/// so connection errors go to `tracing` instead of being printed on stderr.
+async fn upgrade(
+    stream: TcpStream,
+    target: &Target,
+    token: Option<&str>,
+    options: &WsOptions,
+) -> Result<DialedSocket, TransportError> {
+    let failed = |reason: String| TransportError::Connect {
+        addr: target.addr.to_string(),
+        reason,
+    };
+    let mut request = Request::builder()
+        .method("GET")
+        .uri(target.path_and_query(token, options))
+        .header(HOST, target.authority.as_str())
+        .header(UPGRADE, "websocket")
+        .header(CONNECTION, "upgrade")
+        .header(SEC_WEBSOCKET_KEY, fastwebsockets::handshake::generate_key())
+        .header("Sec-WebSocket-Version", "13");
+    if let (Some(token), TokenPlacement::Subprotocol) = (token, options.placement()) {
+        request = request.header(SEC_WEBSOCKET_PROTOCOL, token);
+    }
+    let request = request
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| failed(format!("cannot build the upgrade request: {e}")))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.with_upgrades().await {
+            tracing::debug!(%error, "upgrade connection ended with an error");
+        }
+    });
+    let mut response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+        return Err(TransportError::UpgradeRejected {
+            status: response.status().as_u16(),
+        });
+    }
+    let upgraded = hyper::upgrade::on(&mut response)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    Ok(WebSocket::after_handshake(
+        TokioIo::new(upgraded),
+        fastwebsockets::Role::Client,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::{Transport, WsClientTransport};
+    use super::*;
+    use crate::discovery::listener::SocketTables;
+
+    /// A same-user listener that records what reaches it; the check is made to fail by reading
+    /// the socket tables from an empty directory.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_port_that_cannot_be_attributed_is_refused_with_a_typed_error_and_gets_nothing() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let received = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut bytes = Vec::new();
+            let _ = socket.read_to_end(&mut bytes).await;
+            bytes
+        });
+        let nowhere = tempfile::tempdir().expect("tempdir");
+        let options = WsOptions::new(format!("ws://{addr}/"))
+            .token("the-token")
+            .socket_tables(SocketTables::in_dir(nowhere.path()));
+        let transport = WsClientTransport::new(options);
+        let error = transport.connect().await.expect_err("refused");
+        let TransportError::UnattributedListener(refusal) = &error else {
+            panic!("not an attribution refusal: {error:?}");
+        };
+        assert_eq!(refusal.addr, addr);
+        assert!(!error.to_string().contains('\n'), "{error}");
+        let bytes = tokio::time::timeout(Duration::from_secs(10), received)
+            .await
+            .expect("the refused connection was closed")
+            .expect("listener task");
+        assert!(bytes.is_empty(), "the listener received {bytes:?}");
+        assert_eq!(transport.last_listener(), None);
+    }
+}
