@@ -7,12 +7,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use dashmap::DashSet;
+use dashmap::{DashMap, DashSet};
 use tokio::sync::mpsc;
 
+use super::credit::{CreditLedger, Taken};
 use crate::protocol::channel::ChannelDescriptor;
 use crate::protocol::channel_frame::EventBytes;
-use crate::server::handle::ConnectionId;
+use crate::server::handle::{Connection, ConnectionId};
 
 /// Default per-connection budget of a lossy channel's queued frames.
 pub const DEFAULT_LOSSY_BUDGET: usize = 1 << 20;
@@ -66,6 +67,8 @@ pub(super) struct ChannelEntry {
     pub(super) sink: Mutex<Option<Arc<Sink>>>,
     /// Connections that have sent on this channel: told when they disconnect.
     pub(super) senders: DashSet<ConnectionId>,
+    /// A bulk channel's inbound credit, per connection that has credit and has sent on it.
+    pub(super) ledgers: DashMap<ConnectionId, Arc<CreditLedger>>,
 }
 
 /// The rest of a delivery to a full inbound stream: the reader awaits it before reading on.
@@ -84,6 +87,39 @@ impl ChannelEntry {
             closed: AtomicBool::new(false),
             sink: Mutex::new(None),
             senders: DashSet::new(),
+            ledgers: DashMap::new(),
+        }
+    }
+
+    /// The credit ledger of `conn` on this (bulk) channel, made on its first frame.
+    pub(super) fn ledger(&self, conn: &Connection) -> Arc<CreditLedger> {
+        self.ledgers
+            .entry(conn.id())
+            .or_insert_with(|| {
+                Arc::new(CreditLedger::new(
+                    self.name.clone(),
+                    self.descriptor.bulk_window,
+                    conn.clone(),
+                ))
+            })
+            .clone()
+    }
+
+    /// Delivers a bulk frame of a connection with credit, never with backpressure: its credit
+    /// (already spent) bounds what waits in `ledger` for a full stream.
+    pub(super) fn deliver_credited(&self, ledger: &Arc<CreditLedger>, msg: Inbound, bytes: usize) {
+        match self.current_sink().as_deref() {
+            Some(Sink::Handler(h)) => {
+                h(msg);
+                ledger.consumed(bytes);
+            }
+            Some(Sink::Stream(tx)) => match ledger.deliver(tx, msg, bytes) {
+                Taken::Consumed | Taken::Waiting => {}
+            },
+            None => {
+                tracing::debug!(channel = %self.name, "inbound frame with no handler");
+                ledger.consumed(bytes);
+            }
         }
     }
 
@@ -108,6 +144,18 @@ impl ChannelEntry {
             None => tracing::debug!(channel = %self.name, "inbound frame with no handler"),
         }
         None
+    }
+
+    /// Tells the host that a connection ended: after its frames still waiting for credit, if
+    /// any; otherwise at once.
+    pub(super) fn disconnected(&self, msg: Inbound) {
+        let msg = match self.ledgers.remove(&msg.connection) {
+            Some((_, ledger)) => ledger.disconnected(msg),
+            None => Some(msg),
+        };
+        if let Some(msg) = msg {
+            self.deliver_now(msg);
+        }
     }
 
     /// Delivers without waiting (disconnect notices come from synchronous cleanup).

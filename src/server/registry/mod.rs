@@ -8,9 +8,11 @@
 //! - `entry` — one registered channel and its inbound sink ([`Inbound`]).
 //! - `map` — the channels by name and the receiving connections.
 //! - `router` — inbound frames to their channel, or a refusal for the connection to answer.
+//! - `credit` — inbound credit on bulk channels: frames buffered for the host, grants back.
 //! - `channel_handle` — the host's sends ([`ChannelHandle`]).
 
 mod channel_handle;
+mod credit;
 mod entry;
 mod error;
 mod map;
@@ -110,7 +112,7 @@ impl ChannelRegistry {
             .collect();
         for entry in entries {
             if entry.senders.remove(&id).is_some() {
-                entry.deliver_now(Inbound {
+                entry.disconnected(Inbound {
                     connection: id,
                     seq: 0,
                     body: InboundBody::Disconnected,
