@@ -149,12 +149,6 @@ impl CreditLedger {
             let _ = self.conn.send_text(text);
         }
     }
-
-    /// Bytes of frame bodies waiting here (tests and metrics).
-    #[cfg(test)]
-    pub(super) fn waiting_bytes(&self) -> usize {
-        self.lock().waiting.iter().map(|(_, n)| n).sum()
-    }
 }
 
 /// Hands a ledger's waiting frames to the host's stream, in order, until none is left.
