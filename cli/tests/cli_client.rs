@@ -597,7 +597,7 @@ async fn status_json_prints_the_status_and_url_as_one_line() {
     assert_eq!(out.lines().count(), 1);
     let status: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(status["url"], url.as_str());
-    assert_eq!(status["protocol_version"], "1.0");
+    assert_eq!(status["protocol_version"], "1.1");
     assert_eq!(status["channels"], json!(["mic"]));
 }
 
