@@ -57,7 +57,7 @@ fn masked<'a>(opcode: OpCode, key: [u8; 4], payload: &'a mut [u8]) -> Frame<'a> 
 impl BenchSocket {
     /// Opens a TCP connection and performs the WebSocket upgrade, within `timeout`.
     pub(crate) async fn connect(target: &Target, timeout: Duration) -> Result<Self, LoadError> {
-        let mut ws = upgrade(target, timeout).await?;
+        let mut ws = upgrade(target, timeout, None).await?;
         // Payloads are masked here, in a scratch buffer (module docs). fastwebsockets would
         // then send its automatic pong and close replies unmasked, so this client answers
         // pings and closes itself ([`BenchSocket::recv`]).
@@ -153,6 +153,7 @@ impl BenchSocket {
 pub(crate) async fn upgrade(
     target: &Target,
     timeout: Duration,
+    unsent_lowat: Option<u32>,
 ) -> Result<WebSocket<TokioIo<Upgraded>>, LoadError> {
     let connect = async {
         // The upgrade carries the token: only to a listener of this user.
@@ -168,6 +169,14 @@ pub(crate) async fn upgrade(
             .stream;
         tcp.set_nodelay(true)
             .map_err(|e| LoadError::Connect(e.to_string()))?;
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if let Some(lowat) = unsent_lowat {
+            socket2::SockRef::from(&tcp)
+                .set_tcp_notsent_lowat(lowat)
+                .map_err(|e| LoadError::Connect(e.to_string()))?;
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let _ = unsent_lowat;
         let req = Request::builder()
             .method("GET")
             .uri(target.path_and_query.as_str())

@@ -39,6 +39,9 @@ use carrier::protocol::channel_frame;
 
 /// Pings measured on each connection before the transfer starts.
 pub const IDLE_PINGS: usize = 1000;
+/// Unsent bytes the transfer's socket may hold (`TCP_NOTSENT_LOWAT`), as the carrier keeps on
+/// its own connections with bulk traffic.
+pub(crate) const UNSENT_LOWAT: u32 = 128 * 1024;
 /// The pause between one ping's response and the next ping.
 pub(crate) const PING_GAP: Duration = Duration::from_millis(1);
 
@@ -300,7 +303,9 @@ async fn connection(plan: Plan, target: Target) -> ConnResult {
 }
 
 async fn drive(plan: &Plan, target: &Target, r: &mut ConnResult) -> Result<(), LoadError> {
-    let ws = upgrade(target, plan.connect_timeout).await?;
+    // As the project's clients do on a connection that sends bulk data: a ping written after
+    // the transfer's frames waits behind at most this much of them in the socket.
+    let ws = upgrade(target, plan.connect_timeout, Some(UNSENT_LOWAT)).await?;
     let (read, write) = ws.split(tokio::io::split);
     let read = FragmentCollectorRead::new(read);
     let write: Write = Arc::new(Mutex::new(write));
