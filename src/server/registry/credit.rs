@@ -1,5 +1,5 @@
-//! Inbound credit on bulk channels (protocol 1.1, feature `bulk_credit`; docs/ and the README's
-//! "Bulk channels").
+//! Inbound credit on bulk channels (protocol 1.1, feature `bulk_credit`; the README's "Inbound
+//! credit").
 //!
 //! A connection that announced protocol 1.1 or later may send `credit` bytes of frame bodies on
 //! each bulk channel (the channel's bulk window) before it hears more. Its bulk frames are never
@@ -50,14 +50,6 @@ struct LedgerState {
     forwarding: bool,
 }
 
-/// What the ledger did with a frame handed to [`CreditLedger::deliver`].
-pub(super) enum Taken {
-    /// The host has it (or it was dropped for want of a host).
-    Consumed,
-    /// It waits here; a task hands it to `tx` in order.
-    Waiting,
-}
-
 impl CreditLedger {
     pub(super) fn new(channel: Arc<str>, credit: usize, conn: Connection) -> Self {
         CreditLedger {
@@ -94,14 +86,14 @@ impl CreditLedger {
         tx: &mpsc::Sender<Inbound>,
         msg: Inbound,
         bytes: usize,
-    ) -> Taken {
+    ) {
         let mut st = self.lock();
         if st.waiting.is_empty() && !st.forwarding {
             match tx.try_send(msg) {
                 Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {
                     drop(st);
                     self.consumed(bytes);
-                    return Taken::Consumed;
+                    return;
                 }
                 Err(mpsc::error::TrySendError::Full(msg)) => st.waiting.push_back((msg, bytes)),
             }
@@ -112,7 +104,6 @@ impl CreditLedger {
             st.forwarding = true;
             tokio::spawn(forward(self.clone(), tx.clone()));
         }
-        Taken::Waiting
     }
 
     /// The connection ended: its disconnect notice goes to the host after the frames still

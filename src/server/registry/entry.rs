@@ -10,7 +10,7 @@ use bytes::Bytes;
 use dashmap::{DashMap, DashSet};
 use tokio::sync::mpsc;
 
-use super::credit::{CreditLedger, Taken};
+use super::credit::CreditLedger;
 use crate::protocol::channel::ChannelDescriptor;
 use crate::protocol::channel_frame::EventBytes;
 use crate::server::handle::{Connection, ConnectionId};
@@ -113,9 +113,7 @@ impl ChannelEntry {
                 h(msg);
                 ledger.consumed(bytes);
             }
-            Some(Sink::Stream(tx)) => match ledger.deliver(tx, msg, bytes) {
-                Taken::Consumed | Taken::Waiting => {}
-            },
+            Some(Sink::Stream(tx)) => ledger.deliver(tx, msg, bytes),
             None => {
                 tracing::debug!(channel = %self.name, "inbound frame with no handler");
                 ledger.consumed(bytes);
