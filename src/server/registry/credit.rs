@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::mpsc;
 
-use super::entry::{Inbound, InboundBody};
+use super::message::{Inbound, InboundBody};
 use crate::protocol::envelope::encode_event;
 use crate::protocol::events::ChannelCredit;
 use crate::server::handle::Connection;

@@ -6,42 +6,16 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
 use dashmap::{DashMap, DashSet};
 use tokio::sync::mpsc;
 
 use super::credit::CreditLedger;
+use super::message::Inbound;
 use crate::protocol::channel::ChannelDescriptor;
-use crate::protocol::channel_frame::EventBytes;
 use crate::server::handle::{Connection, ConnectionId};
 
 /// Default per-connection budget of a lossy channel's queued frames.
 pub const DEFAULT_LOSSY_BUDGET: usize = 1 << 20;
-
-/// What a client sent on a channel, or that it went away.
-#[derive(Debug, Clone, PartialEq)]
-pub enum InboundBody {
-    /// Opaque bytes: a slice of the received message, not a copy.
-    Binary(Bytes),
-    /// A declared event: its name and its body's bytes as received (the payload is parsed on
-    /// request, [`EventBytes::payload`]). Forward it unchanged with [`FrameBody::EventBytes`].
-    ///
-    /// [`FrameBody::EventBytes`]: crate::protocol::channel_frame::FrameBody::EventBytes
-    Event(EventBytes),
-    /// The connection, which had sent on this channel, has ended.
-    Disconnected,
-}
-
-/// One inbound channel message with the connection it came from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Inbound {
-    /// The sending connection.
-    pub connection: ConnectionId,
-    /// The client's own seq for this channel (0 for `Disconnected`).
-    pub seq: u32,
-    /// What arrived.
-    pub body: InboundBody,
-}
 
 pub(super) type Handler = Arc<dyn Fn(Inbound) + Send + Sync>;
 

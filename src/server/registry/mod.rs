@@ -5,7 +5,8 @@
 //! `Bytes` is reference-counted, never copied per receiver. Inbound binary payloads reach the
 //! handler as a slice of the received message.
 //!
-//! - `entry` — one registered channel and its inbound sink ([`Inbound`]).
+//! - `entry` — one registered channel and its inbound sink.
+//! - `message` — what a channel hands its host ([`Inbound`]).
 //! - `map` — the channels by name and the receiving connections.
 //! - `router` — inbound frames to their channel, or a refusal for the connection to answer.
 //! - `credit` — inbound credit on bulk channels: frames buffered for the host, grants back.
@@ -16,6 +17,7 @@ mod credit;
 mod entry;
 mod error;
 mod map;
+mod message;
 mod router;
 
 use std::sync::Arc;
@@ -26,9 +28,10 @@ pub(crate) use crate::protocol::channel::ChannelDescriptor;
 pub use channel_handle::ChannelHandle;
 pub(crate) use entry::Backpressure;
 use entry::ChannelEntry;
-pub use entry::{Inbound, InboundBody, DEFAULT_LOSSY_BUDGET};
+pub use entry::DEFAULT_LOSSY_BUDGET;
 pub use error::ChannelError;
 use map::ChannelMap;
+pub use message::{Inbound, InboundBody};
 pub(crate) use router::{ChannelRefusal, RouteCache};
 
 use crate::protocol::channel_frame;
