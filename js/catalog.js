@@ -5,7 +5,7 @@
 // The protocol's tables as plain data for `client.js`, which re-exports them.
 
 /** Protocol version this client speaks. */
-export const PROTOCOL_VERSION = "1.0";
+export const PROTOCOL_VERSION = "1.1";
 /** Oldest server protocol this client still works with. */
 export const MIN_COMPATIBLE_PROTOCOL = "1.0";
 /** Version reported in the handshake's `client` field (the package's version). */
@@ -45,4 +45,5 @@ export const FEATURE_PROTOCOLS = Object.freeze({
   "usage.session": "1.0",
   "usage.personal": "1.0",
   "usage.stored": "1.0",
+  bulk_credit: "1.1",
 });

@@ -104,4 +104,12 @@ export declare class CarrierClient {
   sendChannelEvent(channel: string, event: string, payload?: unknown): number;
   /** Sends opaque bytes on a binary channel; returns the seq it carried. */
   sendChannelBinary(channel: string, bytes: Uint8Array | ArrayBuffer | ArrayBufferView): number;
+  /**
+   * Sends opaque bytes on a bulk channel within its credit (protocol 1.1): waits until the
+   * credit covers them, never sends past it, keeps the order of sends. Against a server that
+   * gave no credit (1.0) it sends at once. Resolves with the seq the frame carried.
+   */
+  sendChannelBulk(channel: string, bytes: Uint8Array | ArrayBuffer | ArrayBufferView): Promise<number>;
+  /** Bytes this client may send on a bulk channel now; `null` when the server gave no credit there. */
+  creditOf(channel: string): number | null;
 }

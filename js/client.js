@@ -136,6 +136,13 @@ export class CarrierClient {
   #pending = new Map();
   /** Next outbound seq per channel; numbering restarts on every new connection. */
   #channelSeq = new Map();
+  /**
+   * Inbound credit per bulk channel (protocol 1.1, `bulk_credit`): bytes of frame bodies this
+   * client may still send, the channel's whole credit, and the bulk sends waiting for more, in
+   * order. Filled from the handshake's descriptors, so empty against a server that gives none.
+   * @type {Map<string, {available: number, limit: number, waiting: Array<{frame: any, size: number, resolve: Function, reject: Function}>}>}
+   */
+  #credit = new Map();
 
   #eventHandlers = new Set();
   #stateHandlers = new Set();
@@ -335,7 +342,9 @@ export class CarrierClient {
    *   unencodable frame
    */
   sendChannelEvent(channel, event, payload) {
-    return this.#sendChannelFrame({ kind: "event", channel, event, payload });
+    const frame = { kind: "event", channel, event, payload };
+    if (this.#credit.has(channel)) this.#spendNow(frame, bodySize(frame));
+    return this.#sendChannelFrame(frame);
   }
 
   /**
@@ -347,7 +356,54 @@ export class CarrierClient {
    *   unencodable frame
    */
   sendChannelBinary(channel, bytes) {
-    return this.#sendChannelFrame({ kind: "binary", channel, payload: asBytes(bytes) });
+    const frame = { kind: "binary", channel, payload: asBytes(bytes) };
+    this.#spendNow(frame, frame.payload.byteLength);
+    return this.#sendChannelFrame(frame);
+  }
+
+  /**
+   * Sends opaque bytes on a `bulk` channel, within the channel's credit: against a server that
+   * gave this connection credit (protocol 1.1), waits until the credit covers the bytes, and
+   * never sends past it; sends keep their order. Against a server that gives none (1.0), sends
+   * at once, paced by the socket as any other frame.
+   * @param {string} channel
+   * @param {Uint8Array | ArrayBuffer | ArrayBufferView} bytes
+   * @returns {Promise<number>} the seq the frame carried, once it was sent
+   * @throws {CarrierError} `not_connected`, `forbidden`; `too_large` when the bytes exceed the
+   *   channel's whole credit (they could never be sent: split them); `connection_closed` when
+   *   the pipe broke while the send waited for credit (nothing was sent)
+   */
+  sendChannelBulk(channel, bytes) {
+    const frame = { kind: "binary", channel, payload: asBytes(bytes) };
+    const size = frame.payload.byteLength;
+    const credit = this.#credit.get(channel);
+    try {
+      if (!credit) return Promise.resolve(this.#sendChannelFrame(frame));
+      this.#checkSendable(channel);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (size > credit.limit) {
+      return Promise.reject(
+        new CarrierError("too_large", `a bulk frame of ${size} bytes is over channel ${channel}'s whole credit of ${credit.limit} bytes: send it in smaller frames`, {
+          data: { limit: credit.limit, size },
+          effectState: "none",
+        }),
+      );
+    }
+    return new Promise((resolve, reject) => {
+      credit.waiting.push({ frame, size, resolve, reject });
+      this.#drainCredit(credit);
+    });
+  }
+
+  /**
+   * Bytes this client may send on `channel` now, or `null` when the server gave it no credit there.
+   * @param {string} channel
+   * @returns {number | null}
+   */
+  creditOf(channel) {
+    return this.#credit.get(channel)?.available ?? null;
   }
 
   // -- connection lifecycle ------------------------------------------------------------------
@@ -375,6 +431,7 @@ export class CarrierClient {
     const closed = this.#closedError();
     this.#clearHandshake();
     this.#rejectPending(closed);
+    this.#rejectBulk(closed);
     if (state === "connecting" && this.#established) {
       // The transport redials; the next `connected` resumes the session.
       this.#setState("connecting");
@@ -431,6 +488,7 @@ export class CarrierClient {
     // Only a resumed (or gapped) session continues the old seq numbering.
     if (!(sameSession && (outcome === "resumed" || outcome === "gap"))) this.#lastSeq = 0;
     this.#handshakeResult = result;
+    this.#resetCredit(result.channels);
     this.#sessionId = typeof result.session_id === "string" ? result.session_id : null;
     this.#epoch = typeof result.epoch === "string" ? result.epoch : null;
     this.#established = true;
@@ -465,6 +523,7 @@ export class CarrierClient {
     this.#handshakeStarted = false;
     this.#clearHandshake();
     this.#rejectPending(error);
+    this.#rejectBulk(error);
     const waiter = this.#connectWaiter;
     this.#connectWaiter = null;
     waiter?.reject(error);
@@ -627,6 +686,9 @@ export class CarrierClient {
   }
 
   #onEventFrame(frame) {
+    if (frame.event === "channel.credit" && isObject(frame.payload)) {
+      this.#grant(frame.payload.channel, frame.payload.bytes);
+    }
     if (typeof frame.seq === "number") {
       // Session events: replays after a resume may repeat what was already delivered.
       if (frame.seq <= this.#lastSeq) return;
@@ -650,6 +712,71 @@ export class CarrierClient {
 
   // -- channels ------------------------------------------------------------------------------
 
+  /** Throws what a send on `channel` would throw now (`not_connected`, `forbidden`). */
+  #checkSendable(channel) {
+    if (!this.#isReady()) {
+      throw new CarrierError("not_connected", `cannot send on channel ${channel}: not connected`, {
+        effectState: "none",
+      });
+    }
+    const refused = this.#roleGuard(`sending on channel ${channel}`, "drive");
+    if (refused) throw refused;
+  }
+
+  /** The credit of each bulk channel the handshake result gives some (none from a 1.0 server). */
+  #resetCredit(channels) {
+    const previous = this.#credit;
+    this.#credit = new Map();
+    for (const c of Array.isArray(channels) ? channels : []) {
+      if (isObject(c) && typeof c.name === "string" && Number.isSafeInteger(c.credit) && c.credit >= 0) {
+        this.#credit.set(c.name, { available: c.credit, limit: c.credit, waiting: [] });
+      }
+    }
+    // Sends still waiting were rejected when the pipe broke; none is carried over.
+    for (const credit of previous.values()) credit.waiting.length = 0;
+  }
+
+  /** A `channel.credit` grant: more bytes, and the sends it lets go, in order. */
+  #grant(channel, bytes) {
+    const credit = typeof channel === "string" ? this.#credit.get(channel) : undefined;
+    if (!credit || !Number.isSafeInteger(bytes) || bytes <= 0) return;
+    credit.available += bytes;
+    this.#drainCredit(credit);
+  }
+
+  #drainCredit(credit) {
+    while (credit.waiting.length > 0 && credit.available >= credit.waiting[0].size) {
+      const next = /** @type {any} */ (credit.waiting.shift());
+      credit.available -= next.size;
+      try {
+        next.resolve(this.#sendChannelFrame(next.frame));
+      } catch (err) {
+        next.reject(err);
+      }
+    }
+  }
+
+  /** A synchronous send on a channel with credit: spends it, or throws when it does not cover the frame. */
+  #spendNow(frame, size) {
+    const credit = this.#credit.get(frame.channel);
+    if (!credit) return;
+    this.#checkSendable(frame.channel);
+    if (credit.waiting.length > 0 || credit.available < size) {
+      throw new CarrierError("credit_exhausted", `channel ${frame.channel} has ${credit.available} bytes of credit for a frame of ${size} (use sendChannelBulk, which waits for credit)`, {
+        data: { available: credit.available, size },
+        effectState: "none",
+      });
+    }
+    credit.available -= size;
+  }
+
+  #rejectBulk(error) {
+    for (const credit of this.#credit.values()) {
+      const waiting = credit.waiting.splice(0);
+      for (const w of waiting) w.reject(error);
+    }
+  }
+
   #sendChannelFrame(frame) {
     if (!this.#isReady()) {
       throw new CarrierError("not_connected", `cannot send on channel ${frame.channel}: not connected`, {
@@ -669,6 +796,12 @@ export class CarrierClient {
 // ---------------------------------------------------------------------------------------------
 // Small helpers
 // ---------------------------------------------------------------------------------------------
+
+/** Bytes of a channel frame's body (what credit counts): the frame less its header. */
+function bodySize(frame) {
+  const encoded = encodeChannelFrame({ ...frame, seq: 0 });
+  return encoded.byteLength - 10 - new TextEncoder().encode(frame.channel).byteLength;
+}
 
 /** @param {any} value */
 function isTransport(value) {

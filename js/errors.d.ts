@@ -11,7 +11,9 @@ export type ClientErrorCode =
   /** No answer in time. */
   | "timeout"
   /** A frame that cannot be sent (not a JSON object, not serialisable). */
-  | "invalid_frame";
+  | "invalid_frame"
+  /** A synchronous send on a bulk channel whose credit does not cover the frame; nothing was sent. */
+  | "credit_exhausted";
 
 /** Every code a {@link CarrierError} may carry (an agent may use codes of its own). */
 export type CarrierErrorCode = ErrorCode | ClientErrorCode | (string & {});

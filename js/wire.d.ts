@@ -19,10 +19,27 @@ export interface AppInfo {
   version: string;
 }
 
+/**
+ * The payload of `channel.credit`: more bytes of bulk frame bodies this connection may send on
+ * a bulk channel (protocol 1.1, feature `bulk_credit`). Grants add up.
+ */
+export interface ChannelCredit {
+  /** Bytes of frame bodies granted, on top of what the connection had. */
+  bytes: number;
+  /** The bulk channel. */
+  channel: string;
+}
+
 /** A channel as the host declares it (and as `channels.list` and the handshake show it). */
 export interface ChannelDescriptor {
   /** Whether opaque binary frames are accepted. */
   binary: boolean;
+  /**
+   * A bulk channel's inbound credit for this connection: bytes of frame bodies it may send on
+   * the channel before it hears more (`channel.credit`). Only in the handshake result of a
+   * connection at protocol 1.1 or later (feature `bulk_credit`); absent elsewhere.
+   */
+  credit?: number | null;
   /** Outbound delivery class. */
   delivery?: DeliveryClass;
   /** Event names the channel carries; `["*"]` declares any event. */
@@ -296,7 +313,12 @@ export type ProtocolErrorCode =
   /** A JSON object that is not a valid request (an event or response from a client, …). */
   | "invalid_envelope"
   /** A message over the soft limit. */
-  | "too_large";
+  | "too_large"
+  /**
+   * A bulk channel frame whose body is larger than the sender's remaining credit
+   * (protocol 1.1): not delivered, the connection stays open.
+   */
+  | "credit_exceeded";
 
 /** The payload of the `protocol_error` event: the answer to a frame with no usable id. */
 export interface ProtocolErrorPayload {
@@ -565,6 +587,7 @@ export interface Events {
   "session.error": SessionErrorEvent;
   "protocol_error": ProtocolErrorPayload;
   "channel.dropped": ChannelDropped;
+  "channel.credit": ChannelCredit;
 }
 
 /** An event's wire name. */
@@ -572,4 +595,4 @@ export type EventName = keyof Events;
 /** The session events: numbered with `seq`, replayed on resume. */
 export type SessionEventName = "session.turn_started" | "session.text_delta" | "session.permission_request" | "session.permission_resolved" | "session.turn_completed" | "session.error";
 /** The optional protocol features (`features` of the handshake result). */
-export type FeatureName = "sessions" | "resume" | "permissions" | "channels" | "usage.session" | "usage.personal" | "usage.stored";
+export type FeatureName = "sessions" | "resume" | "permissions" | "channels" | "usage.session" | "usage.personal" | "usage.stored" | "bulk_credit";

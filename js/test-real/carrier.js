@@ -17,7 +17,7 @@ const WebSocket = await webSocketClass();
 /** @type {Awaited<ReturnType<typeof startCarrier>>} */
 let carrier;
 before(async () => {
-  carrier = await startCarrier(["--channel", "echo:echo", "--demo-delay-ms", "20"]);
+  carrier = await startCarrier(["--channel", "echo:echo", "--channel", "bulk:echo:bulk", "--demo-delay-ms", "20"]);
 });
 after(async () => {
   await carrier?.stop();
@@ -96,6 +96,35 @@ describe("CarrierClient on a real carrier", () => {
       assert.equal(client.sendChannelEvent("echo", "ping", { n: 7 }), 0);
       await waitFor("the echo", () => echoed.length === 1);
       assert.deepEqual([echoed[0].event, echoed[0].payload], ["ping", { n: 7 }]);
+    } finally {
+      await client.disconnect();
+    }
+  });
+
+  test("bulk sends count credit: 8 MiB through a 1 MiB credit, nothing refused, all echoed in order", async () => {
+    const client = new CarrierClient(`ws://127.0.0.1:${carrier.port}/`, { token: carrier.token, WebSocket, clientName: "bulk-test" });
+    try {
+      const result = await client.connect();
+      assert.equal(client.state, "connected");
+      assert.equal(result.features.bulk_credit, true);
+      assert.equal(result.channels.find((c) => c.name === "bulk")?.credit, 1 << 20);
+      const refused = [];
+      const grants = [];
+      client.onEvent((frame) => {
+        if (frame.event === "protocol_error") refused.push(frame.payload);
+        if (frame.event === "channel.credit") grants.push(frame.payload.bytes);
+      });
+      const echoed = [];
+      client.onChannel("bulk", (frame) => echoed.push(frame.payload[0]));
+      const chunk = 64 * 1024;
+      const sends = [];
+      for (let i = 0; i < 128; i++) sends.push(client.sendChannelBulk("bulk", new Uint8Array(chunk).fill(i)));
+      assert.ok(client.creditOf("bulk") < chunk, "the first 1 MiB went, the rest waits for credit");
+      assert.deepEqual(await Promise.all(sends), [...Array(128).keys()]);
+      await waitFor("every echo", () => echoed.length === 128, 20_000);
+      assert.deepEqual(echoed, [...Array(128).keys()]);
+      assert.deepEqual(refused, []);
+      assert.ok(grants.reduce((a, b) => a + b, 0) >= 7 * (1 << 20), "credit came back as the host took the frames");
     } finally {
       await client.disconnect();
     }

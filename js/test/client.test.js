@@ -46,7 +46,7 @@ function setup(options = {}) {
 }
 
 const HANDSHAKE_RESULT = {
-  protocol_version: "1.0",
+  protocol_version: "1.1",
   min_compatible_protocol: "1.0",
   server: { name: "carrier", version: "0.1.0" },
   role: "drive",
@@ -93,7 +93,7 @@ test("the token travels only as the subprotocol and the handshake is the first f
   assert.equal(handshake.method, "system.handshake");
   assert.equal(typeof handshake.id, "string");
   assert.deepEqual(handshake.params, {
-    protocol_version: "1.0",
+    protocol_version: "1.1",
     min_compatible_protocol: "1.0",
     client: { name: "console-test", version: "0.1.0" },
   });
@@ -207,7 +207,7 @@ test("an unlisted feature is judged by the server's protocol version", async () 
   await assert.rejects(client.request("future.method"), (err) => {
     assert.equal(err.code, "unsupported_feature");
     const { recovery, ...data } = err.data;
-    assert.deepEqual(data, { feature: "future", component: "server", required_protocol: "1.3", actual_protocol: "1.0" });
+    assert.deepEqual(data, { feature: "future", component: "server", required_protocol: "1.3", actual_protocol: "1.1" });
     assert.match(recovery, /update the carrier server/);
     return true;
   });
@@ -341,7 +341,7 @@ test("connect() rejects when the socket closes before the handshake", async () =
 test("version skew is a state of its own", async () => {
   const { client, Fake } = setup();
   const done = client.connect();
-  completeHandshake(Fake, 0, { ...HANDSHAKE_RESULT, protocol_version: "1.1", version_skew: true });
+  completeHandshake(Fake, 0, { ...HANDSHAKE_RESULT, protocol_version: "1.0", version_skew: true });
   await done;
   assert.equal(client.state, "version_skew");
   client.request("system.ping").catch(() => {});
@@ -629,7 +629,7 @@ test("the client judges the server's versions itself, whatever version_skew says
       assert.equal(err.code, "version_incompatible");
       assert.equal(err.effectState, "none");
       assert.deepEqual(err.data.server, { protocol_version: version, min_compatible_protocol: min });
-      assert.deepEqual(err.data.client, { protocol_version: "1.0", min_compatible_protocol: "1.0" });
+      assert.deepEqual(err.data.client, { protocol_version: "1.1", min_compatible_protocol: "1.0" });
       return true;
     });
     assert.equal(client.state, "disconnected", version);
@@ -683,4 +683,77 @@ test("each subscription is its own: the same handler twice is called twice, disp
   second.dispose();
   socket.serverSend(delta(3, "c"));
   assert.deepEqual(seen, [1, 1, 2]);
+});
+
+// -- inbound credit on bulk channels (protocol 1.1) -------------------------------------------
+
+const BULK = { name: "up", events: ["*"], binary: true, delivery: "bulk" };
+
+/** Binary frames sent so far on `channel`, decoded. */
+function sentFrames(socket, channel) {
+  return socket.sent
+    .filter((d) => typeof d !== "string")
+    .map((d) => decodeChannelFrame(d))
+    .filter((f) => f.channel === channel);
+}
+
+test("a bulk send waits for credit, never sends past it, and keeps its order", async () => {
+  const { client, Fake } = setup();
+  const done = client.connect();
+  completeHandshake(Fake, 0, { ...HANDSHAKE_RESULT, channels: [{ ...BULK, credit: 100 }] });
+  await done;
+  const socket = Fake.sockets[0];
+  assert.equal(client.creditOf("up"), 100);
+  const first = client.sendChannelBulk("up", new Uint8Array(60));
+  const second = client.sendChannelBulk("up", new Uint8Array(60));
+  const third = client.sendChannelBulk("up", new Uint8Array(10));
+  assert.equal(await first, 0);
+  assert.deepEqual(sentFrames(socket, "up").map((f) => f.payload.length), [60], "40 left: the second waits, and the third behind it");
+  // A synchronous send may not jump the queue or pass the credit.
+  assert.throws(() => client.sendChannelBinary("up", new Uint8Array(1)), { code: "credit_exhausted" });
+  socket.serverSend({ event: "channel.credit", payload: { channel: "up", bytes: 10 } });
+  assert.equal(sentFrames(socket, "up").length, 1, "50 < 60: still waiting");
+  socket.serverSend({ event: "channel.credit", payload: { channel: "other", bytes: 1000 } });
+  assert.equal(sentFrames(socket, "up").length, 1, "another channel's credit is not this one's");
+  socket.serverSend({ event: "channel.credit", payload: { channel: "up", bytes: 20 } });
+  assert.equal(await second, 1);
+  assert.equal(await third, 2);
+  assert.deepEqual(sentFrames(socket, "up").map((f) => [f.seq, f.payload.length]), [[0, 60], [1, 60], [2, 10]]);
+  assert.equal(client.creditOf("up"), 0);
+  // Over the whole credit: could never go, refused at once.
+  await assert.rejects(client.sendChannelBulk("up", new Uint8Array(101)), { code: "too_large" });
+});
+
+test("bulk sends waiting for credit are rejected when the pipe breaks, nothing sent", async () => {
+  const { client, Fake } = setup();
+  const done = client.connect();
+  completeHandshake(Fake, 0, { ...HANDSHAKE_RESULT, channels: [{ ...BULK, credit: 10 }] });
+  await done;
+  const socket = Fake.sockets[0];
+  const waiting = client.sendChannelBulk("up", new Uint8Array(8));
+  const blocked = client.sendChannelBulk("up", new Uint8Array(8));
+  assert.equal(await waiting, 0);
+  client.disconnect();
+  await assert.rejects(blocked, (err) => ["disconnected", "connection_closed"].includes(err.code));
+  assert.equal(sentFrames(socket, "up").length, 1);
+});
+
+test("against a 1.0 server no credit is expected: bulk sends go at once", async () => {
+  const { client, Fake } = setup();
+  const done = client.connect();
+  completeHandshake(Fake, 0, {
+    ...HANDSHAKE_RESULT,
+    protocol_version: "1.0",
+    version_skew: true,
+    features: { ...HANDSHAKE_RESULT.features, bulk_credit: false },
+    channels: [BULK],
+  });
+  await done;
+  assert.equal(client.state, "version_skew");
+  assert.equal(client.creditOf("up"), null);
+  const socket = Fake.sockets[0];
+  const seqs = await Promise.all([0, 1, 2, 3].map(() => client.sendChannelBulk("up", new Uint8Array(1 << 20))));
+  assert.deepEqual(seqs, [0, 1, 2, 3]);
+  assert.equal(sentFrames(socket, "up").length, 4, "4 MiB sent without any grant");
+  assert.equal(client.sendChannelBinary("up", new Uint8Array(5)), 4);
 });

@@ -52,7 +52,8 @@ pub struct BenchArgs {
     /// The server's process id: idle modes read its VmRSS, the others its CPU time (/proc).
     #[arg(long, alias = "rss-pid")]
     pub server_pid: Option<u32>,
-    /// mixed: bytes each connection transfers to the (bulk) echo channel, in SIZE-byte frames.
+    /// mixed: bytes each connection transfers at least to the (bulk) echo channel, in SIZE-byte
+    /// frames; the transfer goes on until 1,000 pings were measured during it.
     #[arg(long, default_value_t = 256 << 20)]
     pub transfer_bytes: u64,
     /// mixed: read the echoes at most this many bytes per second (default: as they come).

@@ -136,7 +136,8 @@ pub struct Plan {
     pub server_pid: Option<u32>,
     /// `idle` modes: pause before each RSS reading, so the server settles.
     pub settle: Duration,
-    /// `mixed`: bytes each connection transfers to the echo channel (in `size`-byte frames).
+    /// `mixed`: bytes each connection transfers at least to the echo channel (in `size`-byte
+    /// frames); the transfer goes on until as many pings were measured during it as idle.
     pub transfer_bytes: u64,
     /// `mixed`: echoes are read at most this many bytes per second (`None`: as they come).
     pub read_rate: Option<u64>,

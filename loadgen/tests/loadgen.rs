@@ -206,7 +206,14 @@ async fn mixed_runs_measure_pings_idle_and_beside_a_transfer_on_bulk_and_reliabl
         assert_eq!(report.errors, 0, "{channel}: {:?}", report.first_error);
         let mixed = report.mixed.expect("mixed figures");
         assert_eq!(mixed.idle_pings, 2 * carrier_loadgen::IDLE_PINGS as u64);
-        assert_eq!(mixed.transfer_bytes, 2 * (8 << 20), "{channel}");
+        // At least the asked transfer, and on until as many pings were measured during it as
+        // idle.
+        assert!(mixed.transfer_bytes >= 2 * (8 << 20), "{channel}");
+        assert!(
+            mixed.transfer_pings >= 2 * carrier_loadgen::IDLE_PINGS as u64,
+            "{channel}: {}",
+            mixed.transfer_pings
+        );
         assert!(mixed.idle.p50_us <= mixed.idle.p99_us);
         let line: serde_json::Value = serde_json::from_str(&report.to_json()).expect("json");
         assert!(

@@ -387,6 +387,8 @@ events! {
     ProtocolError = "protocol_error" => ProtocolErrorPayload, session: false,
     /// `channel.dropped`: frames of a lossy channel dropped for this receiver.
     ChannelDropped = "channel.dropped" => ChannelDropped, session: false,
+    /// `channel.credit`: more bytes this connection may send on a bulk channel (protocol 1.1).
+    ChannelCredit = "channel.credit" => ChannelCredit, session: false,
 }
 
 impl EventName {

@@ -53,6 +53,11 @@ pub struct ChannelDescriptor {
     #[serde(skip, default = "default_bulk_window")]
     #[schemars(skip)]
     pub bulk_window: usize,
+    /// A bulk channel's inbound credit for this connection: bytes of frame bodies it may send on
+    /// the channel before it hears more (`channel.credit`). Only in the handshake result of a
+    /// connection at protocol 1.1 or later (feature `bulk_credit`); absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credit: Option<u64>,
 }
 
 fn default_bulk_window() -> usize {
@@ -75,6 +80,7 @@ impl ChannelDescriptor {
             binary: binary == Binary::Accepted,
             delivery: DeliveryClass::Reliable,
             bulk_window: DEFAULT_BULK_WINDOW,
+            credit: None,
         }
     }
 

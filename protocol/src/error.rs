@@ -90,6 +90,9 @@ wire_codes! {
         InvalidEnvelope = "invalid_envelope",
         /// A message over the soft limit.
         TooLarge = "too_large",
+        /// A bulk channel frame whose body is larger than the sender's remaining credit
+        /// (protocol 1.1): not delivered, the connection stays open.
+        CreditExceeded = "credit_exceeded",
     }
 }
 

@@ -118,6 +118,16 @@ pub struct ChannelDropped {
     pub count: u64,
 }
 
+/// The payload of `channel.credit`: more bytes of bulk frame bodies this connection may send on
+/// a bulk channel (protocol 1.1, feature `bulk_credit`). Grants add up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ChannelCredit {
+    /// The bulk channel.
+    pub channel: String,
+    /// Bytes of frame bodies granted, on top of what the connection had.
+    pub bytes: u64,
+}
+
 /// One session event, before the hub numbers it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SessionEvent {
@@ -207,7 +217,9 @@ impl SessionEvent {
             EventName::TurnCompleted => SessionEvent::TurnCompleted(typed(name, payload)?),
             EventName::Error => SessionEvent::Error(typed(name, payload)?),
             // The carrier's own events, never a session's.
-            EventName::ProtocolError | EventName::ChannelDropped => return Err(unknown()),
+            EventName::ProtocolError | EventName::ChannelDropped | EventName::ChannelCredit => {
+                return Err(unknown())
+            }
         })
     }
 }
@@ -399,7 +411,9 @@ mod tests {
             EventName::PermissionResolved => json!({"request_id": "p1", "decision": "allow"}),
             EventName::TurnCompleted => json!({"turn_id": "t1", "text": "x", "aborted": false}),
             EventName::Error => json!({"code": "agent_exited", "message": "gone"}),
-            EventName::ProtocolError | EventName::ChannelDropped => Value::Null,
+            EventName::ProtocolError | EventName::ChannelDropped | EventName::ChannelCredit => {
+                Value::Null
+            }
         }
     }
 
@@ -426,7 +440,12 @@ mod tests {
                 kind
             );
         }
-        for carrier in ["protocol_error", "channel.dropped", "session.mood"] {
+        for carrier in [
+            "protocol_error",
+            "channel.dropped",
+            "channel.credit",
+            "session.mood",
+        ] {
             assert!(SessionEvent::from_wire(carrier, json!({})).is_err());
             assert!(matches!(
                 ReceivedSessionEventKind::parse(carrier, &json!({})),

@@ -5,7 +5,7 @@
 //! request that needs an unavailable feature is refused before dispatch with
 //! `unsupported_feature`, `effect_state: "none"`, naming the component to update.
 //!
-//! Features announced today (all introduced in protocol 1.0):
+//! Features announced today (all introduced in protocol 1.0 but `bulk_credit`, 1.1):
 //!
 //! | feature | what it covers | available when |
 //! |---|---|---|
@@ -16,6 +16,7 @@
 //! | `usage.session` | `usage.report` with `scope: "session"` | the host wired that scope |
 //! | `usage.personal` | `usage.report` with `scope: "personal"` | the host wired that scope |
 //! | `usage.stored` | `usage.report` with `scope: "stored"` | the host wired that scope |
+//! | `bulk_credit` | inbound credit on bulk channels (`credit`, `channel.credit`) | both sides speak 1.1 |
 
 use std::collections::BTreeMap;
 
@@ -40,11 +41,14 @@ pub enum Feature {
     UsagePersonal,
     /// `usage.report` for usage the host stored.
     UsageStored,
+    /// Inbound credit on bulk channels: `credit` in a bulk channel's descriptor,
+    /// `channel.credit` grants, `credit_exceeded` (protocol 1.1).
+    BulkCredit,
 }
 
 impl Feature {
     /// Every feature, in the order they are announced.
-    pub const ALL: [Feature; 7] = [
+    pub const ALL: [Feature; 8] = [
         Feature::Sessions,
         Feature::Resume,
         Feature::Permissions,
@@ -52,6 +56,7 @@ impl Feature {
         Feature::UsageSession,
         Feature::UsagePersonal,
         Feature::UsageStored,
+        Feature::BulkCredit,
     ];
 
     /// The wire name (a key of `features` and `compatibility`).
@@ -64,6 +69,7 @@ impl Feature {
             Feature::UsageSession => "usage.session",
             Feature::UsagePersonal => "usage.personal",
             Feature::UsageStored => "usage.stored",
+            Feature::BulkCredit => "bulk_credit",
         }
     }
 
@@ -77,6 +83,7 @@ impl Feature {
             | Feature::UsageSession
             | Feature::UsagePersonal
             | Feature::UsageStored => "1.0",
+            Feature::BulkCredit => "1.1",
         }
     }
 

@@ -4,10 +4,11 @@
 use super::handler_context::{Io, State};
 use super::reply::{internal, Reply};
 use crate::protocol::catalog::def;
+use crate::protocol::channel::DeliveryClass;
 use crate::protocol::close::CloseCode;
 use crate::protocol::envelope::MAX_ID_BYTES;
 use crate::protocol::error::{EffectState, ErrorCode, ErrorObject};
-use crate::protocol::features::Peers;
+use crate::protocol::features::{Feature, Peers};
 use crate::protocol::methods::{
     AppInfo, HandshakeParams, HandshakeResult, LimitsInfo, ResumeOutcome,
 };
@@ -107,7 +108,7 @@ pub(crate) fn handle(
         epoch: io.ctx.epoch().to_owned(),
         version_skew: skew,
         features: peers.features(),
-        channels: io.ctx.channels(),
+        channels: channels_for(io, &peers),
         limits: LimitsInfo {
             max_text_bytes: limits.max_text_bytes as u64,
             max_message_bytes: limits.max_message_bytes as u64,
@@ -127,6 +128,10 @@ pub(crate) fn handle(
         },
         resume: ResumeOutcome::New,
     };
+    if peers.available(Feature::BulkCredit) {
+        // Before the handshake is marked done: its first bulk frame already counts.
+        io.conn.enable_bulk_credit();
+    }
     hub.bind(&io.conn, after_seq, |outcome| {
         result.resume = if reset { ResumeOutcome::Reset } else { outcome };
         reply.ok(&result);
@@ -136,4 +141,17 @@ pub(crate) fn handle(
     tracing::debug!(conn = %io.conn.id(), session = %hub.id(), skew, "handshake complete");
     st.peers = Some(peers);
     st.bound = Some(hub);
+}
+
+/// The channel descriptors this connection is told about: a bulk channel's carries the
+/// connection's inbound credit (its bulk window) when both sides speak `bulk_credit`.
+fn channels_for(io: &Io, peers: &Peers) -> Vec<crate::protocol::channel::ChannelDescriptor> {
+    let credit = peers.available(Feature::BulkCredit);
+    let mut channels = io.ctx.channels();
+    for c in channels.iter_mut() {
+        if credit && c.delivery == DeliveryClass::Bulk {
+            c.credit = Some(c.bulk_window as u64);
+        }
+    }
+    channels
 }

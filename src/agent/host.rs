@@ -138,7 +138,8 @@ impl AgentHost {
             .with(Feature::Sessions)
             .with(Feature::Resume)
             .with(Feature::Permissions)
-            .with(Feature::Channels);
+            .with(Feature::Channels)
+            .with(Feature::BulkCredit);
         for scope in [
             UsageScope::Session,
             UsageScope::Personal,

@@ -47,6 +47,9 @@ struct ConnectionInner {
     /// connection as a channel sink (a profile may complete the handshake from a task of its
     /// own, so the reader cannot count on seeing it happen inside its own call).
     handshake_done: Notify,
+    /// Whether the connection announced a protocol with inbound credit on bulk channels: its
+    /// bulk frames are buffered for the host within its credit instead of pausing its reader.
+    bulk_credit: AtomicBool,
 }
 
 impl Connection {
@@ -71,6 +74,7 @@ impl Connection {
                 outbound,
                 handshaken: AtomicBool::new(false),
                 handshake_done: Notify::new(),
+                bulk_credit: AtomicBool::new(false),
             }),
         }
     }
@@ -131,6 +135,18 @@ impl Connection {
             return;
         }
         self.inner.handshake_done.notify_waiters();
+    }
+
+    /// Gives the connection inbound credit on bulk channels (it announced a protocol with the
+    /// `bulk_credit` feature). Call it before the handshake is marked done, so its first bulk
+    /// frame is already counted against its credit.
+    pub(crate) fn enable_bulk_credit(&self) {
+        self.inner.bulk_credit.store(true, Ordering::Release);
+    }
+
+    /// Whether the connection has inbound credit on bulk channels.
+    pub(crate) fn has_bulk_credit(&self) -> bool {
+        self.inner.bulk_credit.load(Ordering::Acquire)
     }
 
     /// Resolves once the handshake is done (at once if it already is).

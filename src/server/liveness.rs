@@ -92,6 +92,11 @@ impl<W> WatchedWrite<W> {
         }
     }
 
+    /// The stream it watches.
+    pub(crate) fn get_ref(&self) -> &W {
+        &self.io
+    }
+
     fn observe(
         &mut self,
         cx: &mut Context<'_>,

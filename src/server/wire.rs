@@ -66,6 +66,11 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
         }
     }
 
+    /// The stream it writes to.
+    pub(crate) fn get_ref(&self) -> &W {
+        &self.io
+    }
+
     /// Queues one frame whose payload is `parts` written back to back.
     pub(crate) async fn frame(&mut self, op: Opcode, parts: &[&[u8]]) -> std::io::Result<()> {
         let len: usize = parts.iter().map(|p| p.len()).sum();

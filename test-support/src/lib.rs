@@ -5,6 +5,7 @@
 //!   [`Server::with`]) or with the payload-agnostic [`TestProfile`] ([`Server::core`]).
 //! - The agent-protocol client ([`Client`]: handshake, requests, waiting for events) and the
 //!   carrier-core helpers (a `tokio-tungstenite` connector, the byte-exact [`Raw`] client).
+//! - [`bulk`]: a bulk-channel client that counts inbound credit (or announces 1.0).
 //! - [`serve_process`] runs the real `carrier serve` binary as a child (only for the tests of
 //!   `carrier-cli`, the binary's package).
 //!
@@ -12,6 +13,7 @@
 //! dead code for the others.
 
 mod agent;
+pub mod bulk;
 pub mod serve_process;
 mod wire;
 

@@ -13,17 +13,29 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::item::BulkFrame;
 
 /// Of every this many frames the writer writes while bulk frames wait, at least one is bulk.
 pub(crate) const BULK_EVERY: usize = 16;
 
+/// How long a full bulk window may go without one of its frames written before its receiver
+/// is failed as stalled (close 1013): a receiver that stops reading holds a relay, and every
+/// sender paced by it, for at most this long.
+pub(crate) const BULK_STALL: Duration = Duration::from_secs(10);
+
 /// A bulk channel's bytes queued on this connection.
 #[derive(Debug)]
 struct Window {
     channel: Arc<str>,
     queued: usize,
+    /// When a frame of this channel was last queued or written here. A full window was last
+    /// queued to when it filled, so past this plus [`BULK_STALL`] it has been full with
+    /// nothing written for that long.
+    progress: Instant,
 }
 
 /// Why a bulk frame was not queued.
@@ -60,6 +72,7 @@ impl BulkLane {
                 self.windows.push(Window {
                     channel: channel.clone(),
                     queued: 0,
+                    progress: Instant::now(),
                 });
                 self.windows.len() - 1
             }
@@ -94,6 +107,7 @@ impl BulkLane {
             return Err(BulkRefusal::WindowFull);
         }
         w.queued += cost;
+        w.progress = Instant::now();
         self.frames.push_back(Waiting { frame, ahead });
         Ok(())
     }
@@ -166,6 +180,16 @@ impl BulkLane {
     pub(crate) fn released(&mut self, channel: &Arc<str>, cost: usize) {
         let w = self.window_mut(channel);
         w.queued = w.queued.saturating_sub(cost);
+        w.progress = Instant::now();
+    }
+
+    /// When `channel`'s window here, full now, counts as stalled if nothing changes: the last
+    /// time one of its frames was queued or written, plus [`BULK_STALL`].
+    pub(crate) fn stalled_at(&self, channel: &str) -> Option<Instant> {
+        self.windows
+            .iter()
+            .find(|w| &*w.channel == channel)
+            .map(|w| w.progress + BULK_STALL)
     }
 
     /// Drops everything (the connection failed).

@@ -2,7 +2,9 @@
 //! the connection (outside the connection's byte budget), and a sender waits for room rather
 //! than fail the connection. The lane itself, and when its frames are written, is `bulk`.
 
-use super::error::DeliveryError;
+use tokio::time::Instant;
+
+use super::error::{DeliveryError, FailReason};
 use super::item::BulkFrame;
 use super::queue::Outbound;
 
@@ -29,6 +31,10 @@ impl Outbound {
     /// Resolves once `channel` has room in its window here, or with [`DeliveryError::Closed`]
     /// once the connection takes no more frames. Room may be gone again by the time the caller
     /// sends (another sender): [`Outbound::send_bulk`] then says so and the caller waits again.
+    ///
+    /// A window that stays full with none of its frames written for `BULK_STALL` (10 s) fails the
+    /// connection ([`FailReason::BulkStalled`], close 1013) and this returns
+    /// [`DeliveryError::Closed`]: a receiver that stopped reading lets its senders go.
     pub(crate) async fn bulk_room(
         &self,
         channel: &str,
@@ -39,7 +45,7 @@ impl Outbound {
             tokio::pin!(notified);
             // Registered before the check, so a release in between is not missed.
             notified.as_mut().enable();
-            {
+            let stalled_at = {
                 let q = self.lock();
                 if q.closed {
                     return Err(DeliveryError::Closed);
@@ -47,8 +53,27 @@ impl Outbound {
                 if q.bulk.has_room(channel, window) {
                     return Ok(());
                 }
+                q.bulk.stalled_at(channel)
+            };
+            let Some(stalled_at) = stalled_at else {
+                notified.await;
+                continue;
+            };
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep_until(stalled_at) => {
+                    let still = {
+                        let q = self.lock();
+                        !q.closed
+                            && !q.bulk.has_room(channel, window)
+                            && q.bulk.stalled_at(channel).is_some_and(|t| t <= Instant::now())
+                    };
+                    if still {
+                        self.fail_once(FailReason::BulkStalled);
+                        return Err(DeliveryError::Closed);
+                    }
+                }
             }
-            notified.await;
         }
     }
 

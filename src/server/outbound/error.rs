@@ -22,4 +22,7 @@ pub enum FailReason {
     SlowReader,
     /// Writing to the socket failed (close 1011).
     WriteError,
+    /// A bulk channel's window stayed full with none of its frames written for 10 s: the
+    /// receiver stopped reading (close 1013, `bulk receiver stalled`).
+    BulkStalled,
 }

@@ -8,9 +8,10 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::entry::{ChannelEntry, Inbound, Sink};
+use super::entry::{ChannelEntry, Sink};
 use super::error::ChannelError;
 use super::map::ChannelMap;
+use super::message::Inbound;
 use crate::protocol::channel::{ChannelDescriptor, DeliveryClass};
 use crate::protocol::channel_frame::{self, EncodedFrame, FrameBody};
 use crate::server::handle::{Connection, ConnectionId};

@@ -6,41 +6,16 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use dashmap::DashSet;
+use dashmap::{DashMap, DashSet};
 use tokio::sync::mpsc;
 
+use super::credit::CreditLedger;
+use super::message::Inbound;
 use crate::protocol::channel::ChannelDescriptor;
-use crate::protocol::channel_frame::EventBytes;
-use crate::server::handle::ConnectionId;
+use crate::server::handle::{Connection, ConnectionId};
 
 /// Default per-connection budget of a lossy channel's queued frames.
 pub const DEFAULT_LOSSY_BUDGET: usize = 1 << 20;
-
-/// What a client sent on a channel, or that it went away.
-#[derive(Debug, Clone, PartialEq)]
-pub enum InboundBody {
-    /// Opaque bytes: a slice of the received message, not a copy.
-    Binary(Bytes),
-    /// A declared event: its name and its body's bytes as received (the payload is parsed on
-    /// request, [`EventBytes::payload`]). Forward it unchanged with [`FrameBody::EventBytes`].
-    ///
-    /// [`FrameBody::EventBytes`]: crate::protocol::channel_frame::FrameBody::EventBytes
-    Event(EventBytes),
-    /// The connection, which had sent on this channel, has ended.
-    Disconnected,
-}
-
-/// One inbound channel message with the connection it came from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Inbound {
-    /// The sending connection.
-    pub connection: ConnectionId,
-    /// The client's own seq for this channel (0 for `Disconnected`).
-    pub seq: u32,
-    /// What arrived.
-    pub body: InboundBody,
-}
 
 pub(super) type Handler = Arc<dyn Fn(Inbound) + Send + Sync>;
 
@@ -66,6 +41,8 @@ pub(super) struct ChannelEntry {
     pub(super) sink: Mutex<Option<Arc<Sink>>>,
     /// Connections that have sent on this channel: told when they disconnect.
     pub(super) senders: DashSet<ConnectionId>,
+    /// A bulk channel's inbound credit, per connection that has credit and has sent on it.
+    pub(super) ledgers: DashMap<ConnectionId, Arc<CreditLedger>>,
 }
 
 /// The rest of a delivery to a full inbound stream: the reader awaits it before reading on.
@@ -84,6 +61,37 @@ impl ChannelEntry {
             closed: AtomicBool::new(false),
             sink: Mutex::new(None),
             senders: DashSet::new(),
+            ledgers: DashMap::new(),
+        }
+    }
+
+    /// The credit ledger of `conn` on this (bulk) channel, made on its first frame.
+    pub(super) fn ledger(&self, conn: &Connection) -> Arc<CreditLedger> {
+        self.ledgers
+            .entry(conn.id())
+            .or_insert_with(|| {
+                Arc::new(CreditLedger::new(
+                    self.name.clone(),
+                    self.descriptor.bulk_window,
+                    conn.clone(),
+                ))
+            })
+            .clone()
+    }
+
+    /// Delivers a bulk frame of a connection with credit, never with backpressure: its credit
+    /// (already spent) bounds what waits in `ledger` for a full stream.
+    pub(super) fn deliver_credited(&self, ledger: &Arc<CreditLedger>, msg: Inbound, bytes: usize) {
+        match self.current_sink().as_deref() {
+            Some(Sink::Handler(h)) => {
+                h(msg);
+                ledger.consumed(bytes);
+            }
+            Some(Sink::Stream(tx)) => ledger.deliver(tx, msg, bytes),
+            None => {
+                tracing::debug!(channel = %self.name, "inbound frame with no handler");
+                ledger.consumed(bytes);
+            }
         }
     }
 
@@ -108,6 +116,18 @@ impl ChannelEntry {
             None => tracing::debug!(channel = %self.name, "inbound frame with no handler"),
         }
         None
+    }
+
+    /// Tells the host that a connection ended: after its frames still waiting for credit, if
+    /// any; otherwise at once.
+    pub(super) fn disconnected(&self, msg: Inbound) {
+        let msg = match self.ledgers.remove(&msg.connection) {
+            Some((_, ledger)) => ledger.disconnected(msg),
+            None => Some(msg),
+        };
+        if let Some(msg) = msg {
+            self.deliver_now(msg);
+        }
     }
 
     /// Delivers without waiting (disconnect notices come from synchronous cleanup).

@@ -5,15 +5,19 @@
 //! `Bytes` is reference-counted, never copied per receiver. Inbound binary payloads reach the
 //! handler as a slice of the received message.
 //!
-//! - `entry` — one registered channel and its inbound sink ([`Inbound`]).
+//! - `entry` — one registered channel and its inbound sink.
+//! - `message` — what a channel hands its host ([`Inbound`]).
 //! - `map` — the channels by name and the receiving connections.
 //! - `router` — inbound frames to their channel, or a refusal for the connection to answer.
+//! - `credit` — inbound credit on bulk channels: frames buffered for the host, grants back.
 //! - `channel_handle` — the host's sends ([`ChannelHandle`]).
 
 mod channel_handle;
+mod credit;
 mod entry;
 mod error;
 mod map;
+mod message;
 mod router;
 
 use std::sync::Arc;
@@ -24,9 +28,10 @@ pub(crate) use crate::protocol::channel::ChannelDescriptor;
 pub use channel_handle::ChannelHandle;
 pub(crate) use entry::Backpressure;
 use entry::ChannelEntry;
-pub use entry::{Inbound, InboundBody, DEFAULT_LOSSY_BUDGET};
+pub use entry::DEFAULT_LOSSY_BUDGET;
 pub use error::ChannelError;
 use map::ChannelMap;
+pub use message::{Inbound, InboundBody};
 pub(crate) use router::{ChannelRefusal, RouteCache};
 
 use crate::protocol::channel_frame;
@@ -110,7 +115,7 @@ impl ChannelRegistry {
             .collect();
         for entry in entries {
             if entry.senders.remove(&id).is_some() {
-                entry.deliver_now(Inbound {
+                entry.disconnected(Inbound {
                     connection: id,
                     seq: 0,
                     body: InboundBody::Disconnected,

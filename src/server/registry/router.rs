@@ -11,8 +11,11 @@ use serde_json::{Map, Value};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::entry::{Backpressure, ChannelEntry, Inbound, InboundBody};
+use super::credit::CreditLedger;
+use super::entry::{Backpressure, ChannelEntry};
 use super::map::ChannelMap;
+use super::message::{Inbound, InboundBody};
+use crate::protocol::channel::DeliveryClass;
 use crate::protocol::channel_frame::{self, EventBytes, FrameKind};
 use crate::protocol::error::{protocol_error_event, ProtocolErrorCode};
 use crate::protocol::Role;
@@ -59,6 +62,8 @@ impl ChannelRefusal {
 #[derive(Default)]
 pub(crate) struct RouteCache {
     last: Option<Arc<ChannelEntry>>,
+    /// The connection's credit on `last`, when that is a bulk channel and it has credit.
+    ledger: Option<Arc<CreditLedger>>,
 }
 
 /// Routes one inbound binary message of a handshaken connection to its channel's sink.
@@ -88,6 +93,8 @@ pub(super) fn route(
     let header = channel_frame::peek(&msg).map_err(malformed)?;
     let (channel, seq) = (header.channel, header.seq);
     let body = msg.slice(header.body_offset..);
+    // Bytes of the frame's body: what a bulk channel's credit counts.
+    let body_len = body.len();
     let body = match header.kind {
         FrameKind::Binary => Body::Binary(body),
         FrameKind::Event => Body::Event(EventBytes::parse(body).map_err(malformed)?),
@@ -116,6 +123,7 @@ pub(super) fn route(
                 entry.senders.insert(conn.id());
             }
             cache.last = Some(entry.clone());
+            cache.ledger = None;
             entry
         }
     };
@@ -139,11 +147,32 @@ pub(super) fn route(
             ));
         }
     };
-    Ok(entry.deliver(Inbound {
+    let msg = Inbound {
         connection: conn.id(),
         seq,
         body,
-    }))
+    };
+    if entry.descriptor.delivery == DeliveryClass::Bulk && conn.has_bulk_credit() {
+        let ledger = cache
+            .ledger
+            .get_or_insert_with(|| entry.ledger(conn))
+            .clone();
+        let bytes = body_len;
+        if let Err(remaining) = ledger.spend(bytes) {
+            return Err(ChannelRefusal::new(
+                ProtocolErrorCode::CreditExceeded,
+                format!(
+                    "a bulk frame body of {bytes} bytes is over the remaining credit of \
+                     {remaining} bytes on this channel; wait for channel.credit"
+                ),
+                channel,
+                seq,
+            ));
+        }
+        entry.deliver_credited(&ledger, msg, bytes);
+        return Ok(None);
+    }
+    Ok(entry.deliver(msg))
 }
 
 /// A frame's body once checked, before the channel's declaration is.

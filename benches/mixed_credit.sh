@@ -1,0 +1,51 @@
+#!/bin/bash
+# `carrier bench --mode mixed` against two server builds in one run (issue 25): BEFORE_BIN (the
+# build before inbound credit) and AFTER_BIN, each serving `bulk:echo:bulk` pinned to CPU 0,
+# the client (AFTER_BIN's `bench`, the same for both) pinned to CPU 1, 4 and 16 frames in
+# flight, RUNS alternating runs, a fresh server each. One JSON line per run in OUT; the medians
+# are printed at the end.
+#
+#   BEFORE_BIN=/path/to/old/carrier AFTER_BIN=target/release/carrier benches/mixed_credit.sh 5
+set -eu
+RUNS=${1:-5}
+: "${BEFORE_BIN:?the carrier binary built before the change}"
+AFTER_BIN=${AFTER_BIN:-target/release/carrier}
+OUT=${OUT:-mixed_credit.jsonl}
+TOKEN=mixed-credit-bench-token
+PORT=${PORT:-17471}
+: > "$OUT"
+for run in $(seq 1 "$RUNS"); do
+  for build in before after; do
+    bin=$BEFORE_BIN
+    [ "$build" = after ] && bin=$AFTER_BIN
+    for W in 4 16; do
+      log=$(mktemp)
+      taskset -c 0 "$bin" serve --port "$PORT" --token "$TOKEN" --channel bulk:echo:bulk > "$log" 2>&1 &
+      spid=$!
+      for _ in $(seq 1 50); do grep -q '"port"' "$log" && break; sleep 0.1; done
+      res=$(timeout 120 taskset -c 1 "$AFTER_BIN" bench "ws://127.0.0.1:$PORT/" --token "$TOKEN" \
+        --mode mixed -c 1 -s 65536 --window "$W" --transfer-bytes 268435456 --channel bulk \
+        --server-pid "$spid" 2>/dev/null | tail -1)
+      echo "{\"run\":$run,\"build\":\"$build\",\"window\":$W,\"report\":${res:-null}}" >> "$OUT"
+      kill "$spid"; wait "$spid" 2>/dev/null || true
+      rm -f "$log"
+    done
+  done
+done
+python3 - "$OUT" <<'EOF'
+import json, statistics as st, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for b in ["before", "after"]:
+    for w in [4, 16]:
+        m = [r["report"]["mixed"] for r in rows
+             if r["build"] == b and r["window"] == w and r["report"] and r["report"].get("mixed")]
+        if not m:
+            print(b, w, "no data")
+            continue
+        med = lambda f: st.median(f(x) for x in m)
+        print(f"{b:6} W={w:2} runs={len(m)} idle p50/p99 {med(lambda x: x['idle']['p50_us'])}/"
+              f"{med(lambda x: x['idle']['p99_us'])} us, during p50/p99 "
+              f"{med(lambda x: x['during_transfer']['p50_us'])}/{med(lambda x: x['during_transfer']['p99_us'])} us, "
+              f"p99 ratio {med(lambda x: x['p99_ratio']):.2f}, {med(lambda x: x['transfer_mb_per_s']):.0f} MB/s, "
+              f"pings during {min(x['transfer_pings'] for x in m)}+")
+EOF
