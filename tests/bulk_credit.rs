@@ -14,7 +14,7 @@ use bytes::Bytes;
 use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
 use carrier::protocol::version::VersionPair;
 use carrier::server::{
-    Binary, ChannelDescriptor, ChannelHandle, DeliveryClass, Inbound, InboundBody,
+    Binary, ChannelDescriptor, ChannelHandle, ChannelInbound, DeliveryClass, InboundBody,
 };
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -47,14 +47,14 @@ async fn connect(s: &support::Server, version: &str) -> (PlainWs, Value) {
     .await
 }
 
-async fn recv(inbound: &mut mpsc::Receiver<Inbound>) -> Inbound {
+async fn recv(inbound: &mut mpsc::Receiver<ChannelInbound>) -> ChannelInbound {
     tokio::time::timeout(WAIT, inbound.recv())
         .await
         .expect("a frame within WAIT")
         .expect("stream open")
 }
 
-fn binary_len(msg: &Inbound) -> usize {
+fn binary_len(msg: &ChannelInbound) -> usize {
     match &msg.body {
         InboundBody::Binary(b) => b.len(),
         other => panic!("binary expected, got {other:?}"),

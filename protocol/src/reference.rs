@@ -321,6 +321,10 @@ fn event_summary(event: EventName) -> &'static str {
             "Frames of a `lossy` channel queued for this connection were dropped to keep it \
              within budget; `count` says how many."
         }
+        EventName::ChannelCredit => {
+            "More inbound credit on a bulk channel, `{channel, bytes}`: how many more bytes of \
+             frame bodies the client may send on it. Sent only to clients that announced 1.1."
+        }
     }
 }
 
@@ -368,6 +372,10 @@ fn protocol_error_when(code: ProtocolErrorCode) -> &'static str {
             "Text that is not a JSON object, or a binary message that is not a channel frame."
         }
         ProtocolErrorCode::UnknownChannel => "A channel frame names no registered channel.",
+        ProtocolErrorCode::CreditExceeded => {
+            "A bulk frame larger than the channel's remaining credit: not delivered; the socket \
+             stays open."
+        }
         ProtocolErrorCode::UndeclaredEvent => {
             "A channel event the channel did not declare in its `events`."
         }
@@ -412,6 +420,10 @@ fn feature_summary(feature: Feature) -> (&'static str, &'static str) {
             "`usage.report` with `scope: \"stored\"`",
             "the host wired that scope",
         ),
+        Feature::BulkCredit => (
+            "`credit` in bulk channel descriptors and `channel.credit` grants",
+            "always, to a client that announced 1.1 or later",
+        ),
     }
 }
 
@@ -427,6 +439,10 @@ fn older_peer(feature: Feature) -> &'static str {
         | Feature::UsagePersonal
         | Feature::UsageStored => {
             "requests that need it fail with `unsupported_feature` before anything is sent"
+        }
+        Feature::BulkCredit => {
+            "no `credit` and no `channel.credit`; its bulk frames are still accepted, and its \
+             reader pauses while the host's bulk stream is full"
         }
     }
 }
