@@ -145,12 +145,17 @@ fn handle<B: Send + 'static>(mut req: Request<B>, shared: Arc<Shared>) -> Respon
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
     }
+    // `/`, and the other paths the attached profile upgrades at (`/robota`).
+    if let Some(route) = shared.route(path) {
+        if !fastwebsockets::upgrade::is_upgrade_request(&req) {
+            return plain(
+                StatusCode::UPGRADE_REQUIRED,
+                "this is a WebSocket endpoint; see /console\n",
+            );
+        }
+        return upgrade(&mut req, shared, route);
+    }
     match path {
-        "/" if fastwebsockets::upgrade::is_upgrade_request(&req) => upgrade(&mut req, shared),
-        "/" => plain(
-            StatusCode::UPGRADE_REQUIRED,
-            "this is a WebSocket endpoint; see /console\n",
-        ),
         "/metrics" => metrics(&req, &shared),
         "/console" => text(StatusCode::OK, "text/html; charset=utf-8", CONSOLE_HTML),
         _ => match CLIENT_MODULES.iter().find(|(route, _)| *route == path) {
@@ -193,7 +198,11 @@ fn metrics<B>(req: &Request<B>, shared: &Shared) -> Response<Body> {
     )
 }
 
-fn upgrade<B: Send + 'static>(req: &mut Request<B>, shared: Arc<Shared>) -> Response<Body> {
+fn upgrade<B: Send + 'static>(
+    req: &mut Request<B>,
+    shared: Arc<Shared>,
+    route: &'static str,
+) -> Response<Body> {
     let decision = admit(
         &shared.policy,
         &AdmissionRequest {
@@ -243,7 +252,10 @@ fn upgrade<B: Send + 'static>(req: &mut Request<B>, shared: Arc<Shared>) -> Resp
         };
         let _slot = slot;
         match upgrade_fut.await {
-            Ok(ws) => connection::run(ws.into_inner().into_inner(), verdict, linger, shared).await,
+            Ok(ws) => {
+                let io = ws.into_inner().into_inner();
+                connection::run(io, verdict, linger, shared, route).await
+            }
             Err(e) => tracing::debug!(error = %e, "upgrade failed"),
         }
     });
