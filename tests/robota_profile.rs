@@ -52,8 +52,7 @@ fn assert_protocol_error(m: &Value, message: &str) {
 #[tokio::test]
 async fn on_connect_the_history_then_the_empty_workspace_arrive_with_no_handshake() {
     let server = server().await;
-    let (_c, messages, workspace) =
-        RobotaClient::connect_greeted(&server.robota_url("")).await;
+    let (_c, messages, workspace) = RobotaClient::connect_greeted(&server.robota_url("")).await;
     assert_eq!(messages, json!({"type": "messages", "messages": []}));
     let snapshot = &workspace["snapshot"];
     assert_eq!(snapshot["sessionId"], "s1");
@@ -199,16 +198,32 @@ async fn every_read_answers_as_the_seed_system_expects() {
     let zeros = json!({"maxTokens": 0, "usedTokens": 0, "usedPercentage": 0,
                        "remainingPercentage": 0});
     let expected = [
-        ("get-context", json!({}), json!({"type": "context", "state": zeros})),
-        ("get-executing", json!({}), json!({"type": "executing", "executing": false})),
-        ("get-pending", json!({}), json!({"type": "pending", "pending": null})),
+        (
+            "get-context",
+            json!({}),
+            json!({"type": "context", "state": zeros}),
+        ),
+        (
+            "get-executing",
+            json!({}),
+            json!({"type": "executing", "executing": false}),
+        ),
+        (
+            "get-pending",
+            json!({}),
+            json!({"type": "pending", "pending": null}),
+        ),
         (
             "command",
             json!({"name": "compact", "args": "now"}),
             json!({"type": "command_result", "name": "compact",
                    "message": "Unknown command: compact", "success": false}),
         ),
-        ("get-background-tasks", json!({}), json!({"type": "background_tasks", "tasks": []})),
+        (
+            "get-background-tasks",
+            json!({}),
+            json!({"type": "background_tasks", "tasks": []}),
+        ),
         (
             "get-background-task",
             json!({"taskId": "bg1"}),
@@ -233,9 +248,17 @@ async fn every_read_answers_as_the_seed_system_expects() {
     assert_eq!(workspace["snapshot"]["sessionId"], "s1");
     assert_eq!(workspace["snapshot"]["entries"], json!([]));
     for (kind, action, fields) in [
-        ("cancel-background-task", "cancel", json!({"taskId": "bg1", "reason": "x"})),
+        (
+            "cancel-background-task",
+            "cancel",
+            json!({"taskId": "bg1", "reason": "x"}),
+        ),
         ("close-background-task", "close", json!({"taskId": "bg1"})),
-        ("send-background-task", "send", json!({"taskId": "bg1", "input": {"prompt": "p"}})),
+        (
+            "send-background-task",
+            "send",
+            json!({"taskId": "bg1", "input": {"prompt": "p"}}),
+        ),
     ] {
         let answer = c.ask(kind, fields).await;
         assert_eq!(answer["type"], "background_task_control_result", "{kind}");
@@ -276,7 +299,10 @@ async fn bad_messages_get_the_seed_handlers_exact_errors_and_the_socket_stays() 
     c.send(json!({"type": "permission-response", "id": "p", "result": "maybe"}))
         .await;
     let m = c.next().await;
-    assert_eq!(m["type"], "protocol_error", "an unknown permission result: {m}");
+    assert_eq!(
+        m["type"], "protocol_error",
+        "an unknown permission result: {m}"
+    );
 
     // A second submit while a turn runs is refused; the first turn goes on.
     c.send(json!({"type": "submit", "prompt": "/tool y"})).await;
@@ -284,7 +310,10 @@ async fn bad_messages_get_the_seed_handlers_exact_errors_and_the_socket_stays() 
     c.send(json!({"type": "submit", "prompt": "again"})).await;
     let busy = c.wait_for("protocol_error").await;
     assert_eq!(busy.as_object().unwrap().len(), 2, "{busy}");
-    assert!(busy["message"].as_str().unwrap().contains("running"), "{busy}");
+    assert!(
+        busy["message"].as_str().unwrap().contains("running"),
+        "{busy}"
+    );
     c.send(json!({"type": "permission-response", "id": asked["event"]["id"], "result": false}))
         .await;
     let rest = c.until_turn_ends().await;
@@ -354,10 +383,7 @@ async fn a_carrier_client_and_a_robota_client_see_each_others_turns_live() {
         .await;
     let asked = carrier.event("session.permission_request").await;
     let robota_asked = robota.until("permission_request").await.pop().unwrap();
-    assert_eq!(
-        robota_asked["event"]["id"],
-        asked["payload"]["request_id"]
-    );
+    assert_eq!(robota_asked["event"]["id"], asked["payload"]["request_id"]);
     // The carrier client answers the prompt the Robota client also sees.
     carrier
         .ok(
@@ -370,10 +396,7 @@ async fn a_carrier_client_and_a_robota_client_see_each_others_turns_live() {
     assert_eq!(deltas(&rest), "tool ran: z");
     let turn = asked["payload"]["turn_id"].as_str().unwrap().to_owned();
     let events = carrier.turn_events(&turn).await;
-    assert_eq!(
-        events.last().unwrap()["payload"]["text"],
-        "tool ran: z"
-    );
+    assert_eq!(events.last().unwrap()["payload"]["text"], "tool ran: z");
     let history = carrier.ok("session.history", json!({})).await;
     assert_eq!(history["entries"].as_array().unwrap().len(), 4);
 }
@@ -421,7 +444,11 @@ async fn the_soft_text_limit_is_answered_too_large_at_one_byte_past_and_the_sock
     // A valid message padded with spaces to `len` bytes.
     let padded = |len: usize| {
         let base = r#"{"type":"get-pending"}"#;
-        format!("{}{}}}", &base[..base.len() - 1], " ".repeat(len - base.len()))
+        format!(
+            "{}{}}}",
+            &base[..base.len() - 1],
+            " ".repeat(len - base.len())
+        )
     };
     // Exactly at the limit: served.
     assert_eq!(padded(64).len(), 64);
