@@ -360,48 +360,6 @@ async fn an_observer_is_refused_every_control_and_nothing_runs_but_it_sees_turns
 }
 
 #[tokio::test]
-async fn a_carrier_client_and_a_robota_client_see_each_others_turns_live() {
-    let server = server().await;
-    let (mut carrier, hs) = server.drive().await;
-    assert_eq!(hs["session_id"], "s1");
-    let mut robota = greeted(&server, "").await;
-
-    // The carrier client drives; the Robota client sees it live.
-    let turn = carrier.submit("from carrier").await;
-    let events = carrier.turn_events(&turn).await;
-    let seen = robota.until_turn_ends().await;
-    assert_eq!(seen[0]["content"], "from carrier");
-    assert_eq!(deltas(&seen), "echo: from carrier");
-    assert_eq!(
-        seen.last().unwrap()["result"]["response"],
-        events.last().unwrap()["payload"]["text"]
-    );
-
-    // The Robota client drives; the carrier client sees it with seq going on.
-    robota
-        .send(json!({"type": "submit", "prompt": "/tool z"}))
-        .await;
-    let asked = carrier.event("session.permission_request").await;
-    let robota_asked = robota.until("permission_request").await.pop().unwrap();
-    assert_eq!(robota_asked["event"]["id"], asked["payload"]["request_id"]);
-    // The carrier client answers the prompt the Robota client also sees.
-    carrier
-        .ok(
-            "session.permission.respond",
-            json!({"request_id": asked["payload"]["request_id"], "decision": "allow"}),
-        )
-        .await;
-    let rest = robota.until_turn_ends().await;
-    assert_eq!(types(&rest)[0], "prompt_resolved");
-    assert_eq!(deltas(&rest), "tool ran: z");
-    let turn = asked["payload"]["turn_id"].as_str().unwrap().to_owned();
-    let events = carrier.turn_events(&turn).await;
-    assert_eq!(events.last().unwrap()["payload"]["text"], "tool ran: z");
-    let history = carrier.ok("session.history", json!({})).await;
-    assert_eq!(history["entries"].as_array().unwrap().len(), 4);
-}
-
-#[tokio::test]
 async fn the_routes_pick_the_profile_and_slash_speaks_robota_when_attached() {
     // Under the agent protocol, `/` wants a handshake and `/robota` greets.
     let server = server().await;

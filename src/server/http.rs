@@ -1,4 +1,5 @@
-//! The HTTP face of the carrier: `GET /` upgrades (after admission), `/healthz`, `/metrics`,
+//! The HTTP face of the carrier: `GET /` upgrades (after admission; so do the attached profile's
+//! other paths, such as `/robota`), `/healthz`, `/metrics`,
 //! `/console` and the JavaScript client (`/client.js` and the modules it imports). [`CarrierService`] is also what a host mounts in its own
 //! hyper or axum server.
 
