@@ -103,6 +103,10 @@ pub struct ServeArgs {
     /// Surface name stamped on turns.
     #[arg(long, env = "CARRIER_SURFACE", default_value = "carrier")]
     surface: String,
+    /// What `/` speaks: carrier (the agent protocol) or robota (the seed system's own wire,
+    /// which `/robota` speaks either way).
+    #[arg(long, env = "CARRIER_PROFILE", default_value = "carrier")]
+    profile: String,
     /// Runtime worker threads. Default: the CPUs this process may run on.
     #[arg(long, env = "CARRIER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
@@ -152,6 +156,25 @@ enum AuthFlagsError {
     OpenWithToken,
     #[error("open_reason is only meaningful with open mode (--open)")]
     ReasonWithoutOpen,
+}
+
+/// The text profile `/` speaks (`--profile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Profile {
+    Carrier,
+    Robota,
+}
+
+impl ServeArgs {
+    /// `--profile`, read here rather than by clap so a bad value is one line, like the other
+    /// configuration errors.
+    fn profile(&self) -> Result<Profile, String> {
+        match self.profile.as_str() {
+            "carrier" => Ok(Profile::Carrier),
+            "robota" => Ok(Profile::Robota),
+            other => Err(format!("unknown profile {other:?}: use carrier or robota")),
+        }
+    }
 }
 
 fn usage_error(message: impl std::fmt::Display) -> ExitCode {
@@ -224,6 +247,10 @@ pub async fn run(args: ServeArgs) -> ExitCode {
         Ok(config) => config,
         Err(e) => return usage_error(e),
     };
+    let profile = match args.profile() {
+        Ok(profile) => profile,
+        Err(e) => return usage_error(e),
+    };
     let transport = match WsTransport::new(config) {
         Ok(t) => t.with_runtime_file(advertised),
         Err(e) => return usage_error(e),
@@ -238,7 +265,7 @@ pub async fn run(args: ServeArgs) -> ExitCode {
         }
         None => None,
     };
-    let code = serve(&args, &transport, agent.as_ref()).await;
+    let code = serve(&args, profile, &transport, agent.as_ref()).await;
     // After every connection is closed: the child never outlives the carrier.
     if let Some(agent) = agent {
         agent.stop().await;
@@ -260,6 +287,7 @@ async fn start_agent_process(
 /// signal.
 async fn serve(
     args: &ServeArgs,
+    wire: Profile,
     transport: &WsTransport,
     agent: Option<&AgentProcess>,
 ) -> ExitCode {
@@ -274,7 +302,11 @@ async fn serve(
             AgentProfile::builder(InMemoryDirectory::new(move |_| embedded.session()))
         }
     };
-    transport.attach(profile.max_session_bytes(args.max_session_bytes).build());
+    let profile = profile.max_session_bytes(args.max_session_bytes).build();
+    match wire {
+        Profile::Carrier => transport.attach(profile),
+        Profile::Robota => transport.attach(profile.robota()),
+    }
     for spec in &args.channels {
         if let Err(e) = channels::mount(transport, spec) {
             return usage_error(e);

@@ -49,11 +49,22 @@ impl Default for HistoryConfig {
     }
 }
 
+/// What the carrier notes about an entry beside what `session.history` sends: when it was
+/// recorded and whether it is the reply of an aborted turn (the seed system's clients read
+/// both, see `super::robota`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct EntryMeta {
+    /// Milliseconds since the Unix epoch when the entry was recorded.
+    pub(crate) at_ms: u64,
+    /// The reply of a turn a client aborted.
+    pub(crate) interrupted: bool,
+}
+
 /// The newest entries within a [`HistoryConfig`], oldest first, each with the stamp its
 /// owner gave it (the order of everything the session recorded). The newest entry is always
 /// kept by [`History::push`], even when it alone is over the byte bound.
 pub(crate) struct History {
-    entries: VecDeque<(u64, HistoryEntry)>,
+    entries: VecDeque<(u64, EntryMeta, HistoryEntry)>,
     bytes: usize,
     bounds: HistoryConfig,
 }
@@ -71,16 +82,27 @@ impl History {
         }
     }
 
-    /// Appends `entry` (stamped `stamp`), then evicts the oldest entries past the bounds and
-    /// returns them.
+    /// Appends `entry` (stamped `stamp`) with no note, as [`History::push_noted`].
+    #[cfg(test)]
     pub(crate) fn push(&mut self, stamp: u64, entry: HistoryEntry) -> Vec<HistoryEntry> {
+        self.push_noted(stamp, EntryMeta::default(), entry)
+    }
+
+    /// Appends `entry` (stamped `stamp`, noted `meta`), then evicts the oldest entries past the
+    /// bounds and returns them.
+    pub(crate) fn push_noted(
+        &mut self,
+        stamp: u64,
+        meta: EntryMeta,
+        entry: HistoryEntry,
+    ) -> Vec<HistoryEntry> {
         self.bytes += size_of(&entry);
-        self.entries.push_back((stamp, entry));
+        self.entries.push_back((stamp, meta, entry));
         let mut evicted = Vec::new();
         while self.entries.len() > 1
             && (self.entries.len() > self.bounds.max_entries || self.bytes > self.bounds.max_bytes)
         {
-            if let Some((_, old)) = self.entries.pop_front() {
+            if let Some((_, _, old)) = self.entries.pop_front() {
                 self.bytes -= size_of(&old);
                 evicted.push(old);
             }
@@ -90,7 +112,7 @@ impl History {
 
     /// Evicts the oldest entry, whatever the bounds (see [`give_back_room`]).
     pub(crate) fn pop_oldest(&mut self) -> Option<HistoryEntry> {
-        let (_, oldest) = self.entries.pop_front()?;
+        let (_, _, oldest) = self.entries.pop_front()?;
         self.bytes -= size_of(&oldest);
         give_back_room(&mut self.entries);
         Some(oldest)
@@ -98,7 +120,7 @@ impl History {
 
     /// The stamp of the oldest entry held.
     pub(crate) fn oldest_stamp(&self) -> Option<u64> {
-        self.entries.front().map(|&(stamp, _)| stamp)
+        self.entries.front().map(|&(stamp, _, _)| stamp)
     }
 
     /// Entries held.
@@ -110,15 +132,33 @@ impl History {
     /// text passes `budget` bytes (an answer is fitted to the connection's outbound budget
     /// later; no entry past it is worth copying).
     pub(crate) fn newest(&self, limit: Option<u32>, budget: usize) -> Vec<HistoryEntry> {
+        self.newest_as(limit, budget, |_, entry| entry.clone())
+    }
+
+    /// [`History::newest`], each entry with its note.
+    pub(crate) fn newest_noted(
+        &self,
+        limit: Option<u32>,
+        budget: usize,
+    ) -> Vec<(EntryMeta, HistoryEntry)> {
+        self.newest_as(limit, budget, |meta, entry| (*meta, entry.clone()))
+    }
+
+    fn newest_as<T>(
+        &self,
+        limit: Option<u32>,
+        budget: usize,
+        copy: impl Fn(&EntryMeta, &HistoryEntry) -> T,
+    ) -> Vec<T> {
         let wanted = limit.map_or(self.entries.len(), |n| n as usize);
         let mut text = 0usize;
-        let mut newest: Vec<HistoryEntry> = Vec::new();
-        for (_, entry) in self.entries.iter().rev().take(wanted) {
+        let mut newest: Vec<T> = Vec::new();
+        for (_, meta, entry) in self.entries.iter().rev().take(wanted) {
             if text > budget {
                 break;
             }
             text += size_of(entry);
-            newest.push(entry.clone());
+            newest.push(copy(meta, entry));
         }
         newest.reverse();
         newest

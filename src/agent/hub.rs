@@ -24,19 +24,19 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 
-use crate::protocol::catalog::def;
 use crate::protocol::events::{DriverInfo, SessionEvent};
 use crate::protocol::ids::{RequestId, SessionId, TurnId};
 use crate::protocol::methods::{
-    Decision, Empty, HistoryEntry, HistoryResult, PermissionRespondParams, ResumeOutcome,
-    SessionState, SessionStatusResult, SubmitParams, TurnIdResult,
+    Decision, Empty, HistoryEntry, HistoryResult, HistoryRole, PermissionRespondParams,
+    ResumeOutcome, SessionState, SessionStatusResult, SubmitParams, TurnIdResult,
 };
 use crate::protocol::resume::Replay;
 use crate::server::{Connection, ConnectionId};
 
+use super::history::EntryMeta;
 use super::hub_turns::{Ended, ErrorScope, Step, Turns};
 use super::record::SessionRecord;
-use super::reply::Reply;
+use super::reply::Answer;
 use super::session::{ProtocolSession, TurnStart};
 use super::turn::{turn_life, Completion, TurnEnded, TurnOutput, TurnSink};
 use super::usage::{TurnRecord, UsageReporter};
@@ -44,6 +44,8 @@ use super::usage::{TurnRecord, UsageReporter};
 struct HubState {
     last_seq: u64,
     subscribers: Vec<Connection>,
+    /// Connections that read the events in a wire of their own (another text profile).
+    listeners: Vec<Arc<dyn EventListener>>,
     turns: Turns,
     /// What the agent of the running turn awaits; `None` when no turn runs.
     waits: Option<TurnWaits>,
@@ -70,6 +72,19 @@ impl HubState {
     }
 }
 
+/// A connection that reads this session's events in a wire of its own rather than the agent
+/// protocol's (a second text profile over the same sessions). The hub hands it each event as
+/// it numbers it, under its lock, so it sees them in order and, after [`SessionHub::listen`],
+/// without a gap.
+pub(crate) trait EventListener: Send + Sync {
+    /// The connection it sends to.
+    fn id(&self) -> ConnectionId;
+
+    /// Sends `event` in the listener's wire; must not block. `false` when the connection can
+    /// take nothing more: the hub drops it.
+    fn on_event(&self, event: &SessionEvent) -> bool;
+}
+
 /// One session: its agent, its event stream and its bound connections.
 pub(crate) struct SessionHub {
     id: SessionId,
@@ -93,6 +108,7 @@ impl SessionHub {
             state: Mutex::new(HubState {
                 last_seq: 0,
                 subscribers: Vec::new(),
+                listeners: Vec::new(),
                 turns: Turns::new(),
                 waits: None,
             }),
@@ -112,15 +128,19 @@ impl SessionHub {
     }
 
     /// Records what a step adds to the history, then emits its events in order (see
-    /// [`SessionHub::emit`]).
+    /// [`SessionHub::emit`]). The reply of a turn the step ended aborted is noted interrupted.
     fn record_and_emit(
         &self,
         st: &mut HubState,
         history: Vec<HistoryEntry>,
         events: Vec<SessionEvent>,
     ) {
+        let aborted = events
+            .iter()
+            .any(|e| matches!(e, SessionEvent::TurnCompleted(done) if done.aborted));
         for entry in history {
-            self.record.push_history(entry);
+            let interrupted = aborted && entry.role == HistoryRole::Assistant;
+            self.record.push_history_noted(entry, interrupted);
         }
         for event in events {
             self.emit(st, event);
@@ -142,6 +162,7 @@ impl SessionHub {
         self.record.push_event(seq, frame.clone());
         st.subscribers
             .retain(|c| c.send_text(frame.clone()).is_ok());
+        st.listeners.retain(|l| l.on_event(&event));
     }
 
     /// Binds `conn` to this session. Under the lock: `respond` sends the reply (it gets the
@@ -184,9 +205,32 @@ impl SessionHub {
         }
     }
 
+    /// Makes `listener` receive this session's live events. Under the lock, `greet` first gets
+    /// the history (every entry held, up to `budget` bytes of text, with its note) to send
+    /// what the listener's wire sends on binding: no event falls between it and the first
+    /// live one.
+    pub(crate) fn listen(
+        &self,
+        listener: Arc<dyn EventListener>,
+        budget: usize,
+        greet: impl FnOnce(Vec<(EntryMeta, HistoryEntry)>),
+    ) {
+        let mut st = self.lock();
+        greet(self.record.history_noted(budget));
+        st.listeners.retain(|l| l.id() != listener.id());
+        st.listeners.push(listener);
+    }
+
+    /// The history with every entry's note (see [`SessionHub::listen`]).
+    pub(crate) fn history_noted(&self, budget: usize) -> Vec<(EntryMeta, HistoryEntry)> {
+        self.record.history_noted(budget)
+    }
+
     /// Stops sending this session's events to `id`.
     pub(crate) fn unbind(&self, id: ConnectionId) {
-        self.lock().subscribers.retain(|c| c.id() != id);
+        let mut st = self.lock();
+        st.subscribers.retain(|c| c.id() != id);
+        st.listeners.retain(|l| l.id() != id);
     }
 
     /// What the session is doing.
@@ -236,7 +280,7 @@ impl SessionHub {
     /// at most `max_reply_bytes` of the turn's reply.
     pub(crate) fn submit(
         self: &Arc<Self>,
-        reply: &Reply<def::SessionSubmit>,
+        reply: &impl Answer<TurnIdResult>,
         params: SubmitParams,
         driver: DriverInfo,
         max_reply_bytes: usize,
@@ -283,7 +327,7 @@ impl SessionHub {
     /// `session.abort`: ends the running turn (`not_found` when none runs or `turn_id` names
     /// another), replies `{turn_id}`, emits the aborted `turn_completed`, then tells the agent
     /// (its sinks' `cancelled()` resolve, then [`ProtocolSession::abort_turn`]).
-    pub(crate) fn abort(&self, reply: &Reply<def::SessionAbort>, turn_id: Option<&TurnId>) {
+    pub(crate) fn abort(&self, reply: &impl Answer<TurnIdResult>, turn_id: Option<&TurnId>) {
         let (ended, waits) = {
             let mut st = self.lock();
             let Step {
@@ -312,7 +356,7 @@ impl SessionHub {
     /// prompt resolve, then [`ProtocolSession::permission_decided`]).
     pub(crate) fn respond_permission(
         &self,
-        reply: &Reply<def::SessionPermissionRespond>,
+        reply: &impl Answer<Empty>,
         params: PermissionRespondParams,
     ) {
         let request_id = RequestId::from(params.request_id);

@@ -9,6 +9,7 @@ use super::history::HistoryConfig;
 use super::host::AgentHost;
 use super::memory::SessionMemory;
 use super::record::RingConfig;
+use super::robota::{RobotaProfile, ROBOTA_PATH};
 use super::usage::{SessionUsage, UsageReporter};
 use crate::protocol::version::VersionPair;
 use crate::server::{Attachment, CarrierContext, Connection, Gauge, TextProfile, TextSession};
@@ -71,6 +72,13 @@ impl AgentProfile {
     /// bytes in use now.
     pub fn session_memory(&self) -> &SessionMemory {
         &self.host.memory
+    }
+
+    /// The seed system's own text wire over this profile's sessions, agents and memory. The
+    /// carrier serves it at [`ROBOTA_PATH`] whenever this profile is attached; attach the
+    /// returned profile instead to make `/` speak it as well.
+    pub fn robota(&self) -> RobotaProfile {
+        RobotaProfile::new(self.host.clone())
     }
 }
 
@@ -204,6 +212,11 @@ impl TextProfile for AgentProfile {
     /// `carrier_session_bytes` and `carrier_session_bytes_limit`.
     fn gauges(&self) -> Vec<Gauge> {
         self.host.memory.gauges()
+    }
+
+    /// The seed system's wire at [`ROBOTA_PATH`].
+    fn routes(&self) -> Vec<(&'static str, Arc<dyn TextProfile>)> {
+        vec![(ROBOTA_PATH, Arc::new(self.robota()))]
     }
 }
 

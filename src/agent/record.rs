@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use bytes::Bytes;
 
-use super::history::{give_back_room, History, HistoryConfig};
+use super::history::{give_back_room, EntryMeta, History, HistoryConfig};
 use super::memory::{Account, Change, SessionMemory, Spare, Store, ENTRY_OVERHEAD};
 use crate::protocol::methods::HistoryEntry;
 use crate::protocol::resume::{Replay, ResumeRing};
@@ -115,13 +115,24 @@ impl SessionRecord {
         });
     }
 
-    /// Appends `entry` to the history.
+    /// Appends `entry` to the history, not interrupted.
+    #[cfg(test)]
     pub(crate) fn push_history(&self, entry: HistoryEntry) {
+        self.push_history_noted(entry, false);
+    }
+
+    /// Appends `entry` to the history, noted with the time now and whether it is the reply of
+    /// an aborted turn.
+    pub(crate) fn push_history_noted(&self, entry: HistoryEntry, interrupted: bool) {
+        let at_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let meta = EntryMeta { at_ms, interrupted };
         self.account.record(|| {
             let mut held = self.lock();
             let added = entry_cost(&entry);
             let stamp = held.stamp();
-            let evicted = held.history.push(stamp, entry);
+            let evicted = held.history.push_noted(stamp, meta, entry);
             Change {
                 added,
                 removed: evicted.iter().map(entry_cost).sum(),
@@ -144,6 +155,14 @@ impl SessionRecord {
     /// (see [`History::newest`]); the session is used now.
     pub(crate) fn history(&self, limit: Option<u32>, budget: usize) -> Vec<HistoryEntry> {
         let newest = self.lock().history.newest(limit, budget);
+        self.account.touch();
+        newest
+    }
+
+    /// [`SessionRecord::history`] with every entry's note: all entries held, up to `budget`
+    /// bytes of text.
+    pub(crate) fn history_noted(&self, budget: usize) -> Vec<(EntryMeta, HistoryEntry)> {
+        let newest = self.lock().history.newest_noted(None, budget);
         self.account.touch();
         newest
     }

@@ -108,6 +108,25 @@ impl<M: MethodDef> Reply<M> {
     }
 }
 
+/// Where the answer to a session input goes: the requester's [`Reply`] in the agent protocol,
+/// or another text profile's own answer (the hub answers both the same way).
+pub(crate) trait Answer<R> {
+    /// The input was taken; `result` is what the agent protocol answers.
+    fn ok(&self, result: &R);
+    /// The input was refused.
+    fn err(&self, error: ErrorObject);
+}
+
+impl<M: MethodDef> Answer<M::Result> for Reply<M> {
+    fn ok(&self, result: &M::Result) {
+        Reply::ok(self, result);
+    }
+
+    fn err(&self, error: ErrorObject) {
+        Reply::err(self, error);
+    }
+}
+
 /// A result that failed its own schema: never sent; the effect may have happened.
 fn invalid_result() -> ErrorObject {
     ErrorObject::new(ErrorCode::ProtocolError, "the result failed validation")

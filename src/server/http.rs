@@ -1,6 +1,7 @@
-//! The HTTP face of the carrier: `GET /` upgrades (after admission), `/healthz`, `/metrics`,
-//! `/console` and the JavaScript client (`/client.js` and the modules it imports).
-//! [`CarrierService`] is also what a host mounts, at any path, in its own hyper or axum server.
+//! The HTTP face of the carrier: `GET /` upgrades (after admission; so do the attached profile's
+//! other paths, such as `/robota`), `/healthz`, `/metrics`, `/console` and the JavaScript client
+//! (`/client.js` and the modules it imports). [`CarrierService`] is also what a host mounts, at
+//! any path, in its own hyper or axum server.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -103,6 +104,17 @@ fn route(path: &str, mounted: bool) -> Route {
     }
 }
 
+/// The attached profile's own upgrade path a request is for (`/robota`; `/` is left to
+/// [`route`]): the whole path on the carrier's own listener, its last segment when mounted.
+fn profile_path(shared: &Shared, path: &str, mounted: bool) -> Option<&'static str> {
+    let path = if mounted {
+        path.rfind('/').map_or(path, |i| &path[i..])
+    } else {
+        path
+    };
+    shared.route(path).filter(|route| *route != "/")
+}
+
 impl<B: Send + 'static> tower_service::Service<Request<B>> for CarrierService {
     type Response = Response<Body>;
     type Error = Infallible;
@@ -175,7 +187,11 @@ fn handle<B: Send + 'static>(
             "request head too large\n",
         );
     }
-    let route = route(req.uri().path(), mounted);
+    let endpoint = profile_path(&shared, req.uri().path(), mounted);
+    let route = match endpoint {
+        Some(_) => Route::Socket,
+        None => route(req.uri().path(), mounted),
+    };
     if let Some((status, why)) =
         super::http_strict::check(&req, &shared.policy, route == Route::Socket)
     {
@@ -208,7 +224,7 @@ fn handle<B: Send + 'static>(
     }
     match route {
         Route::Socket if fastwebsockets::upgrade::is_upgrade_request(&req) => {
-            upgrade(&mut req, shared)
+            upgrade(&mut req, shared, endpoint.unwrap_or("/"))
         }
         Route::Socket => plain(
             StatusCode::UPGRADE_REQUIRED,
@@ -254,7 +270,11 @@ fn metrics<B>(req: &Request<B>, shared: &Shared) -> Response<Body> {
     )
 }
 
-fn upgrade<B: Send + 'static>(req: &mut Request<B>, shared: Arc<Shared>) -> Response<Body> {
+fn upgrade<B: Send + 'static>(
+    req: &mut Request<B>,
+    shared: Arc<Shared>,
+    route: &'static str,
+) -> Response<Body> {
     let decision = admit(
         &shared.policy,
         &AdmissionRequest {
@@ -304,7 +324,10 @@ fn upgrade<B: Send + 'static>(req: &mut Request<B>, shared: Arc<Shared>) -> Resp
         };
         let _slot = slot;
         match upgrade_fut.await {
-            Ok(ws) => connection::run(ws.into_inner().into_inner(), verdict, linger, shared).await,
+            Ok(ws) => {
+                let io = ws.into_inner().into_inner();
+                connection::run(io, verdict, linger, shared, route).await
+            }
             Err(e) => tracing::debug!(error = %e, "upgrade failed"),
         }
     });

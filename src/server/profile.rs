@@ -27,6 +27,14 @@ pub trait TextProfile: Send + Sync + 'static {
     fn gauges(&self) -> Vec<Gauge> {
         Vec::new()
     }
+
+    /// Other paths than `/` at which this attachment upgrades, each with the profile that
+    /// serves the connections admitted there (the agent protocol also serves the seed system's
+    /// own wire at `/robota`). Asked once, when the profile is attached; the profiles share
+    /// whatever this one holds, so only this one is shut down.
+    fn routes(&self) -> Vec<(&'static str, Arc<dyn TextProfile>)> {
+        Vec::new()
+    }
 }
 
 /// The per-connection side of a [`TextProfile`].
@@ -40,6 +48,12 @@ pub trait TextSession: Send {
     /// endpoint, for conformance testing) returns `None`.
     fn on_binary(&mut self, message: Bytes) -> Option<Bytes> {
         Some(message)
+    }
+
+    /// The answer to a text message of `size` bytes over the soft limit `limit` (the socket
+    /// stays open). The default, `None`, is the agent protocol's `too_large` reply.
+    fn too_large(&mut self, _size: usize, _limit: usize) -> Option<Bytes> {
+        None
     }
 
     /// The connection has ended (any reason). Detach from anything that sends to it.

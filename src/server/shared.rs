@@ -19,7 +19,20 @@ use super::registry::ChannelRegistry;
 /// What exists only while the transport runs.
 pub(crate) struct Running {
     pub(crate) profile: Arc<dyn TextProfile>,
+    /// The profile's other upgrade paths ([`TextProfile::routes`]).
+    pub(crate) routes: Vec<(&'static str, Arc<dyn TextProfile>)>,
     pub(crate) ctx: CarrierContext,
+}
+
+impl Running {
+    /// What `profile` serves: the profile itself at `/`, its routes elsewhere.
+    pub(crate) fn new(profile: Arc<dyn TextProfile>, ctx: CarrierContext) -> Self {
+        Running {
+            routes: profile.routes(),
+            profile,
+            ctx,
+        }
+    }
 }
 
 /// Refused connections that may linger at once (reading on for the peer's answer to their
@@ -130,12 +143,28 @@ impl Shared {
         }
     }
 
-    /// Opens the text session of a newly admitted connection and registers it for `stop()`.
-    /// `None` if the transport is not running (or stopping).
+    /// The route `path` upgrades at: `/`, or one of the attached profile's routes.
+    pub(crate) fn route(&self, path: &str) -> Option<&'static str> {
+        if path == "/" {
+            return Some("/");
+        }
+        let running = self.running.read().unwrap_or_else(|e| e.into_inner());
+        running
+            .as_ref()?
+            .routes
+            .iter()
+            .find(|(route, _)| *route == path)
+            .map(|(route, _)| *route)
+    }
+
+    /// Opens the text session of a newly admitted connection and registers it for `stop()`:
+    /// the session of the profile serving `path` (the attached one, unless `path` is one of
+    /// its routes). `None` if the transport is not running (or stopping).
     pub(crate) fn open_session(
         &self,
         conn: &Connection,
         terminate: Arc<Terminate>,
+        path: &str,
     ) -> Option<Box<dyn TextSession>> {
         if self.stopping.load(Ordering::Acquire) {
             return None;
@@ -145,7 +174,12 @@ impl Shared {
         self.connections
             .insert(conn.id(), (conn.clone(), terminate));
         self.metrics.connection_opened();
-        Some(running.profile.open(conn.clone(), &running.ctx))
+        let profile = running
+            .routes
+            .iter()
+            .find(|(route, _)| *route == path)
+            .map_or(&running.profile, |(_, profile)| profile);
+        Some(profile.open(conn.clone(), &running.ctx))
     }
 
     /// The connection ended: unregister it. Runs once per admitted connection.

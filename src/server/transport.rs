@@ -244,10 +244,7 @@ impl WsTransport {
                 .shared
                 .running
                 .write()
-                .unwrap_or_else(|e| e.into_inner()) = Some(Running {
-                profile: attachment.0.clone(),
-                ctx,
-            });
+                .unwrap_or_else(|e| e.into_inner()) = Some(Running::new(attachment.0.clone(), ctx));
             self.shared.stopping.store(false, Ordering::Release);
             st.port = port;
             st.runtime_file = runtime_file;
@@ -395,10 +392,8 @@ impl WsTransport {
             .shared
             .running
             .write()
-            .unwrap_or_else(|e| e.into_inner()) = Some(Running {
-            profile: attachment.0,
-            ctx: self.context(mint_epoch()),
-        });
+            .unwrap_or_else(|e| e.into_inner()) =
+            Some(Running::new(attachment.0, self.context(mint_epoch())));
         self.shared.stopping.store(false, Ordering::Release);
         let (tx, _rx) = watch::channel(false);
         st.shutdown = Some(tx);

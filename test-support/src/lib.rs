@@ -6,6 +6,7 @@
 //! - The agent-protocol client ([`Client`]: handshake, requests, waiting for events) and the
 //!   carrier-core helpers (a `tokio-tungstenite` connector, the byte-exact [`Raw`] client).
 //! - [`bulk`]: a bulk-channel client that counts inbound credit (or announces 1.0).
+//! - [`robota`]: a client of the seed system's own wire (the Robota profile).
 //! - [`serve_process`] runs the real `carrier serve` binary as a child (only for the tests of
 //!   `carrier-cli`, the binary's package).
 //!
@@ -14,6 +15,7 @@
 
 mod agent;
 pub mod bulk;
+pub mod robota;
 pub mod serve_process;
 mod wire;
 
@@ -114,6 +116,14 @@ impl Server {
     pub fn url(&self, extra_query: &str) -> String {
         format!(
             "ws://127.0.0.1:{}/?token={}{extra_query}",
+            self.port, self.token
+        )
+    }
+
+    /// The URL of the seed system's wire (`/robota`) with the token and an extra query.
+    pub fn robota_url(&self, extra_query: &str) -> String {
+        format!(
+            "ws://127.0.0.1:{}/robota?token={}{extra_query}",
             self.port, self.token
         )
     }

@@ -77,15 +77,17 @@ pub(crate) enum Linger {
 }
 
 /// Runs one upgraded connection to its end. `verdict` is admission's: a role, or a refusal that
-/// closes with 1008 before any data frame.
+/// closes with 1008 before any data frame. `route` is the path it upgraded at, which picks its
+/// text profile.
 pub(crate) async fn run(
     upgraded: Upgraded,
     verdict: Result<Role, CloseRefusal>,
     linger: Linger,
     shared: Arc<Shared>,
+    route: &'static str,
 ) {
     let (reader, writer, leftover) = split_io(upgraded);
-    run_split(reader, writer, leftover, verdict, linger, shared).await
+    run_split(reader, writer, leftover, verdict, linger, shared, route).await
 }
 
 /// Runs a connection over any byte stream that has already completed the WebSocket upgrade.
@@ -107,6 +109,7 @@ pub(crate) async fn run_io<IO>(
         verdict,
         linger,
         shared,
+        "/",
     )
     .await
 }
@@ -118,6 +121,7 @@ async fn run_split(
     verdict: Result<Role, CloseRefusal>,
     linger: Linger,
     shared: Arc<Shared>,
+    route: &'static str,
 ) {
     let limits = shared.limits.clone();
     let out = Outbound::new(limits.queue_bytes);
@@ -144,7 +148,9 @@ async fn run_split(
             out.close(CloseCode::POLICY, &refusal.to_string());
             (true, None)
         }
-        Ok(role) => serve_admitted(&mut frames, role, &out, &shared, &live, &terminate).await,
+        Ok(role) => {
+            serve_admitted(&mut frames, role, route, &out, &shared, &live, &terminate).await
+        }
     };
     if close_queued {
         let max = match linger {

@@ -44,10 +44,11 @@ pub(super) async fn linger(frames: &mut FrameReader, terminate: &Terminate, max:
 /// Serves an admitted connection until it ends. Returns whether our close is queued and the
 /// peer may still be sending (so the caller lingers to discard), and the connection's failure
 /// cleanup for a failure that comes after reading ended (`None`: the connection was never
-/// opened, the server is stopping).
+/// opened, the server is stopping). `route` picks the text profile.
 pub(super) async fn serve_admitted<'a>(
     frames: &mut FrameReader,
     role: Role,
+    route: &'static str,
     out: &Outbound,
     shared: &'a Arc<Shared>,
     live: &Arc<Liveness>,
@@ -55,7 +56,7 @@ pub(super) async fn serve_admitted<'a>(
 ) -> (bool, Option<FailureCleanup<'a>>) {
     let id = ConnectionId::next();
     let conn = Connection::new(id, role, out.clone());
-    let Some(mut session) = shared.open_session(&conn, terminate.clone()) else {
+    let Some(mut session) = shared.open_session(&conn, terminate.clone(), route) else {
         out.close(CloseCode::GOING_AWAY, "server stopping");
         return (true, None);
     };
@@ -177,7 +178,13 @@ fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, te
     shared.metrics.inbound(MessageKind::Text, text.len());
     let limit = shared.limits.max_text_bytes;
     if text.len() > limit {
-        answer_too_large(conn, shared, &text, limit);
+        match session.too_large(text.len(), limit) {
+            Some(reply) => {
+                shared.metrics.protocol_error();
+                let _ = conn.send_text(reply);
+            }
+            None => answer_too_large(conn, shared, &text, limit),
+        }
         return;
     }
     match std::str::from_utf8(&text) {

@@ -1,0 +1,212 @@
+//! [`RobotaConnection`]: one connection speaking the seed system's wire. No handshake: on
+//! admission it is bound to its session, sent the history and the (empty) execution workspace,
+//! and takes channel frames; then each client message is answered as that system's handler
+//! answers it, over the same session hub the agent protocol uses.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::background;
+use super::client::{decision, required, type_name, Kind};
+use super::listener::RobotaListener;
+use super::wire::{message, ServerMessage, WorkspaceSnapshot};
+use crate::agent::fit;
+use crate::agent::history::EntryMeta;
+use crate::agent::host::AgentHost;
+use crate::agent::hub::{EventListener, SessionHub};
+use crate::agent::reply::Answer;
+use crate::protocol::close::CloseCode;
+use crate::protocol::error::ErrorObject;
+use crate::protocol::methods::{HistoryEntry, PermissionRespondParams, SessionState, SubmitParams};
+use crate::protocol::Role;
+use crate::server::{CarrierContext, Connection, TextSession};
+
+/// The per-connection side of [`super::RobotaProfile`].
+pub(super) struct RobotaConnection {
+    conn: Connection,
+    ctx: CarrierContext,
+    /// The session this connection drives and hears; `None` when the host had none to bind.
+    hub: Option<Arc<SessionHub>>,
+}
+
+impl RobotaConnection {
+    /// Binds the connection to the session the host's binder picks for it, sends `messages`
+    /// then `execution_workspace_event`, and opens it to channel frames.
+    pub(super) fn open(host: &AgentHost, conn: Connection, ctx: CarrierContext) -> Self {
+        let initial = host
+            .binder
+            .initial_session(host.directory.as_ref(), conn.id(), conn.role());
+        let hub = initial.and_then(|id| host.hub(&id));
+        let me = RobotaConnection { conn, ctx, hub };
+        match &me.hub {
+            Some(hub) => {
+                let listener: Arc<dyn EventListener> =
+                    Arc::new(RobotaListener::new(me.conn.clone()));
+                hub.listen(listener, me.budget(), |history| {
+                    me.send_messages(&history);
+                    me.send_workspace(hub);
+                });
+            }
+            None => {
+                me.send(&ServerMessage::Error {
+                    message: "the host has no session to bind to",
+                    driver_id: None,
+                });
+                me.conn.close(CloseCode::INTERNAL, "no session");
+            }
+        }
+        // There is no handshake on this wire: the connection is a channel sink from now on.
+        me.conn.mark_handshaken();
+        me
+    }
+
+    /// What an answer built from the session's history may take of the outbound budget.
+    fn budget(&self) -> usize {
+        self.ctx
+            .limits()
+            .queue_bytes
+            .saturating_sub(fit::ENVELOPE_BYTES)
+    }
+
+    fn send(&self, message: &ServerMessage<'_>) {
+        let _ = self.conn.send_text(message.encode());
+    }
+
+    /// `{"type":"protocol_error","message":…}`, counted as a protocol error.
+    fn refuse(&self, why: &str) {
+        refuse(&self.conn, &self.ctx, why);
+    }
+
+    /// The newest messages of the history that fit the outbound budget.
+    fn send_messages(&self, history: &[(EntryMeta, HistoryEntry)]) {
+        let all = history.iter().map(|(meta, entry)| message(meta, entry));
+        let (messages, left_out) = fit::fit_back(all.collect(), self.budget());
+        if left_out > 0 {
+            tracing::debug!(conn = %self.conn.id(), left_out, "messages fitted to the outbound budget");
+        }
+        self.send(&ServerMessage::Messages { messages });
+    }
+
+    fn send_workspace(&self, hub: &SessionHub) {
+        self.send(&ServerMessage::ExecutionWorkspaceEvent {
+            snapshot: WorkspaceSnapshot::empty(hub.id().as_str()),
+        });
+    }
+
+    /// One parsed client message of a known kind, its role already checked.
+    fn handle(&self, hub: &Arc<SessionHub>, kind: Kind, msg: &Value) {
+        match kind {
+            Kind::Submit => match required(msg, "prompt") {
+                None => self.refuse("prompt is required"),
+                Some(prompt) => {
+                    let params = SubmitParams {
+                        prompt: prompt.to_owned(),
+                        options: None,
+                    };
+                    let limits = self.ctx.limits();
+                    let refusals = Refusals(self);
+                    let driver = self.ctx.driver().clone();
+                    hub.submit(&refusals, params, driver, limits.max_reply_bytes);
+                }
+            },
+            // No turn running (or another surface's abort won): nothing to do, as in the seed.
+            Kind::Abort => hub.abort(&Quiet, None),
+            // The carrier queues no prompts and asks no questions.
+            Kind::CancelQueue | Kind::AskResponse => {}
+            Kind::PermissionResponse => {
+                let Some(id) = required(msg, "id") else {
+                    return self.refuse("id is required");
+                };
+                let Some(decision) = decision(msg.get("result")) else {
+                    return self.refuse(
+                        "result must be true, false, \"allow-session\" or \"allow-project\"",
+                    );
+                };
+                let params = PermissionRespondParams {
+                    request_id: id.to_owned(),
+                    decision,
+                };
+                // A stale id (answered elsewhere, or its turn ended) is a no-op.
+                hub.respond_permission(&Quiet, params);
+            }
+            Kind::GetMessages => self.send_messages(&hub.history_noted(self.budget())),
+            Kind::GetContext => self.send(&ServerMessage::context()),
+            Kind::GetExecuting => self.send(&ServerMessage::Executing {
+                executing: hub.state() != SessionState::Idle,
+            }),
+            Kind::GetPending => self.send(&ServerMessage::Pending { pending: None }),
+            Kind::GetExecutionWorkspace => self.send_workspace(hub),
+            _ => match background::answer(kind, msg) {
+                Some(Ok(answer)) => self.send(&answer),
+                Some(Err(why)) => self.refuse(why),
+                None => tracing::error!(?kind, "a message kind without an answer"),
+            },
+        }
+    }
+}
+
+fn refuse(conn: &Connection, ctx: &CarrierContext, why: &str) {
+    ctx.count_protocol_error();
+    let _ = conn.send_text(ServerMessage::ProtocolError { message: why }.encode());
+}
+
+/// The answer to a submit: nothing when the turn starts (its events follow), the reason as a
+/// `protocol_error` when it is refused (a turn is already running).
+struct Refusals<'a>(&'a RobotaConnection);
+
+impl<R> Answer<R> for Refusals<'_> {
+    fn ok(&self, _: &R) {}
+
+    fn err(&self, error: ErrorObject) {
+        self.0.refuse(&error.message);
+    }
+}
+
+/// No answer either way: the wire answers abort and permission responses with nothing, and
+/// their effect (or its absence) shows in the session's events.
+struct Quiet;
+
+impl<R> Answer<R> for Quiet {
+    fn ok(&self, _: &R) {}
+
+    fn err(&self, _: ErrorObject) {}
+}
+
+impl TextSession for RobotaConnection {
+    fn on_text(&mut self, text: &str) {
+        let Ok(msg) = serde_json::from_str::<Value>(text) else {
+            return self.refuse("Invalid JSON");
+        };
+        let Some(kind) = msg
+            .get("type")
+            .and_then(Value::as_str)
+            .and_then(Kind::parse)
+        else {
+            return self.refuse(&format!("Unknown message type: {}", type_name(&msg)));
+        };
+        if kind.drives() && self.conn.role() < Role::Drive {
+            return self.refuse("forbidden: observe role");
+        }
+        match &self.hub {
+            Some(hub) => self.handle(&hub.clone(), kind, &msg),
+            None => self.refuse("this connection is not bound to a session"),
+        }
+    }
+
+    /// `too_large` as this wire's `protocol_error`; the socket stays open.
+    fn too_large(&mut self, _size: usize, _limit: usize) -> Option<bytes::Bytes> {
+        Some(
+            ServerMessage::ProtocolError {
+                message: "too_large",
+            }
+            .encode(),
+        )
+    }
+
+    fn on_close(&mut self) {
+        if let Some(hub) = self.hub.take() {
+            hub.unbind(self.conn.id());
+        }
+    }
+}
