@@ -9,7 +9,7 @@ export const PROTOCOL_VERSION = "1.1";
 /** Oldest server protocol this client still works with. */
 export const MIN_COMPATIBLE_PROTOCOL = "1.0";
 /** Version reported in the handshake's `client` field (the package's version). */
-export const CLIENT_VERSION = "0.1.0";
+export const CLIENT_VERSION = "0.2.0";
 
 /**
  * Every method of the catalog with its least role, the protocol feature it needs (`null`: core

@@ -5,11 +5,11 @@ use carrier_cli as cli;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 /// A loopback WebSocket carrier for AI-agent sessions.
 #[derive(Debug, Parser)]
-#[command(name = "carrier", version, about)]
+#[command(name = "carrier", about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -47,8 +47,25 @@ fn init_logging(default: &str) {
         .try_init();
 }
 
+/// `carrier --version`: the crate's version and the protocol pair this build speaks, e.g.
+/// `0.2.0 (protocol 1.1, min 1.0)`, the pair read from the protocol crate's constants.
+fn version() -> String {
+    use carrier::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
+    format!(
+        "{} (protocol {PROTOCOL_VERSION}, min {MIN_COMPATIBLE_PROTOCOL})",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+fn parse() -> Result<Cli, clap::Error> {
+    // clap keeps a version as `&'static str`; the string is built once per process.
+    let version: &'static str = Box::leak(version().into_boxed_str());
+    let matches = Cli::command().version(version).try_get_matches()?;
+    Cli::from_arg_matches(&matches)
+}
+
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };

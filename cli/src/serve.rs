@@ -79,6 +79,14 @@ pub struct ServeArgs {
     /// waits. Default: 64 MiB, or --max-message-bytes when that is larger.
     #[arg(long, env = "CARRIER_MAX_INBOUND_BYTES")]
     max_inbound_bytes: Option<usize>,
+    /// Connections admitted at once; one more is answered HTTP 503. Each one counts in the
+    /// README's memory figure and holds a file descriptor: `ulimit -n` must leave room for it.
+    #[arg(
+        long,
+        env = "CARRIER_MAX_CONNECTIONS",
+        default_value_t = Limits::default().max_connections
+    )]
+    max_connections: usize,
     /// Outbound bytes queued per connection before a slow reader is closed (1013).
     #[arg(long, env = "CARRIER_QUEUE_BYTES", default_value_t = 8 << 20)]
     queue_bytes: usize,
@@ -219,6 +227,7 @@ impl ServeArgs {
                     .with_max_inbound_bytes(self.max_inbound_bytes.unwrap_or(
                         carrier::server::DEFAULT_MAX_INBOUND.max(self.max_message_bytes),
                     ))
+                    .with_max_connections(self.max_connections)
                     .with_queue_bytes(self.queue_bytes)
                     .with_max_reply_bytes(self.max_reply_bytes),
             ))

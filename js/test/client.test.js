@@ -3,7 +3,7 @@
 // object that keeps the Transport contract.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { CarrierClient, decodeChannelFrame, encodeChannelFrame, RECONNECT_DELAYS_MS } from "../client.js";
+import { CarrierClient, CLIENT_VERSION, decodeChannelFrame, encodeChannelFrame, RECONNECT_DELAYS_MS } from "../client.js";
 import { fakeWebSocketClass } from "../testing/fake-socket.js";
 
 const URL_ = "ws://127.0.0.1:7070/";
@@ -95,7 +95,7 @@ test("the token travels only as the subprotocol and the handshake is the first f
   assert.deepEqual(handshake.params, {
     protocol_version: "1.1",
     min_compatible_protocol: "1.0",
-    client: { name: "console-test", version: "0.1.0" },
+    client: { name: "console-test", version: CLIENT_VERSION },
   });
   assert.deepEqual(await done, HANDSHAKE_RESULT);
   assert.equal(client.state, "connected");

@@ -2,12 +2,13 @@
 //! descriptor's wire fields, read tolerantly, with the inbound `credit` of a bulk channel that
 //! protocol 1.1 (`bulk_credit`) adds.
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::channel::DeliveryClass;
 
 /// One declared channel as the server describes it to a client.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// It serializes back to the descriptor's wire shape (`credit` only when there is some).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ChannelInfo {
     /// The channel's name.
@@ -24,7 +25,7 @@ pub struct ChannelInfo {
     /// For a bulk channel on a server with `bulk_credit`: the bytes of frame bodies this
     /// connection may send on it before it hears `channel.credit`. `None` from a 1.0 server:
     /// no credit is counted (nor is it where the handshake's `features` lack `bulk_credit`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credit: Option<u64>,
 }
 
