@@ -39,7 +39,7 @@ pub const ROBOTA_PATH: &str = "/robota";
 /// use carrier::server::{CarrierConfig, WsTransport};
 ///
 /// let agent = AgentProfile::embedded(EmbeddedAgent::default());
-/// let transport = WsTransport::new(CarrierConfig { port: 0, ..Default::default() }).unwrap();
+/// let transport = WsTransport::new(CarrierConfig::default().with_port(0)).unwrap();
 /// transport.attach(agent.robota());
 /// ```
 #[derive(Clone)]
