@@ -16,6 +16,7 @@ use carrier::client::{
     probe_health, ClientError, ErrorCode, Health, Listener, Verdict, VersionPair,
 };
 use carrier::discovery::{RuntimeDir, RuntimeEntry};
+use carrier::protocol::features::Feature;
 use carrier::protocol::version::{ProtocolVersion, PROTOCOL_VERSION};
 use carrier::protocol::Role;
 use serde_json::{json, Value};
@@ -221,8 +222,12 @@ async fn check_versions(port: u16, token: Option<&str>, out: &mut impl Write) ->
         }
     }
     if let Ok(status) = session.client.request("system.status", json!({})).await {
-        let server = string_field(&status, "protocol_version").and_then(|v| v.parse().ok());
-        if let Some(features) = status.get("compatibility").and_then(Value::as_object) {
+        // The status's protocol, else the handshake's (an older server's status may not say).
+        let server = string_field(&status, "protocol_version")
+            .and_then(|v| v.parse().ok())
+            .or(Some(info.protocol_version));
+        let features = status.get("compatibility").and_then(Value::as_object);
+        if let Some(features) = features {
             for (feature, detail) in features {
                 if detail.get("available").and_then(Value::as_bool) == Some(false) {
                     let needs = string_field(detail, "required_protocol").unwrap_or("?");
@@ -230,6 +235,22 @@ async fn check_versions(port: u16, token: Option<&str>, out: &mut impl Write) ->
                     let _ = writeln!(
                         out,
                         "  feature {feature} unavailable (needs protocol {needs}): {advice}"
+                    );
+                }
+            }
+        }
+        // A server older than a feature does not list it at all: name what this client knows
+        // and the server's protocol predates.
+        if let Some(server) = server {
+            for feature in Feature::ALL {
+                let listed = features.is_some_and(|f| f.contains_key(feature.name()));
+                if !listed && server < feature.introduced() {
+                    let _ = writeln!(
+                        out,
+                        "  feature {} unavailable (needs protocol {}): {}",
+                        feature.name(),
+                        feature.introduced_str(),
+                        feature_advice(Some(feature.introduced()), Some(server))
                     );
                 }
             }
