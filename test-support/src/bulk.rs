@@ -1,7 +1,7 @@
 //! A `tokio-tungstenite` client for bulk channels that counts inbound credit itself (protocol
 //! 1.1) or announces 1.0 and counts nothing: the independent client of the bulk credit tests.
 //!
-//! The connection is split: [`BulkReader`] reads everything (adding `channel.credit` grants to
+//! The connection is split: `BulkReader` reads everything (adding `channel.credit` grants to
 //! the shared [`Credit`] as they come), and [`BulkWriter`] sends, waiting for credit first when
 //! the server announced some.
 
