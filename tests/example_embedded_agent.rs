@@ -308,22 +308,13 @@ async fn audio_frames_are_acked_to_their_sender_with_the_running_byte_count() {
 
 /// The JavaScript package (`js/`) against the same host: `tests/js/embedded_agent.test.mjs`
 /// under `node --test`. Node 20 needs the package's `ws` dev dependency: installed with
-/// `npm ci` from the committed lock file when missing.
+/// `npm ci` from the committed lock file unless `js/node_modules` is up to date.
 #[tokio::test]
 async fn the_javascript_package_drives_the_example() {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let js = repo.join("js");
-    if !js.join("node_modules").join("ws").exists() {
-        let mut npm = tokio::process::Command::new("npm");
-        npm.args(["ci", "--no-audit", "--no-fund"])
-            .current_dir(&js)
-            .kill_on_drop(true);
-        let out = tokio::time::timeout(Duration::from_secs(300), npm.output())
-            .await
-            .expect("npm ci within 5 minutes")
-            .expect("npm runs (Node.js 20+ and npm are needed)");
-        assert!(out.status.success(), "npm ci: {out:?}");
-    }
+    tokio::task::spawn_blocking(carrier_test_support::node::js_dev_dependencies)
+        .await
+        .expect("npm ci in js/");
     let host = example::start_host(0).await.expect("host starts");
     let mut node = tokio::process::Command::new("node");
     node.args([

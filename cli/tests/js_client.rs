@@ -16,14 +16,11 @@ mod axum_mount;
 use std::collections::BTreeSet;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::process::Command;
 
+use carrier_test_support::node::{js_dev_dependencies, run, Run};
 use serde_json::Value;
 
-/// Longest any one command (a whole `node --test` run, `npm ci`, `tsc`) may take.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
 /// Per-test bound inside `node --test`.
 const NODE_TEST_TIMEOUT: &str = "--test-timeout=60000";
 
@@ -33,60 +30,6 @@ fn repo() -> PathBuf {
 
 fn js_dir() -> PathBuf {
     repo().join("js")
-}
-
-struct Run {
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn report(&self) -> String {
-        format!("stdout:\n{}\nstderr:\n{}", self.stdout, self.stderr)
-    }
-}
-
-/// Runs `command` to completion within [`COMMAND_TIMEOUT`], killing it past that.
-fn run(mut command: Command, what: &str) -> Run {
-    let out = tempfile::tempfile().unwrap();
-    let err = tempfile::tempfile().unwrap();
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(err.try_clone().unwrap())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {what} ({e}): Node.js 20+ and npm are needed"));
-    let deadline = Instant::now() + COMMAND_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let read = |mut file: std::fs::File| {
-        use std::io::{Read, Seek};
-        let mut text = String::new();
-        file.rewind().unwrap();
-        file.read_to_string(&mut text).unwrap();
-        text
-    };
-    let run = Run {
-        success: status.is_some_and(|s| s.success()),
-        stdout: read(out),
-        stderr: read(err),
-    };
-    assert!(
-        status.is_some(),
-        "{what} did not finish within {COMMAND_TIMEOUT:?}\n{}",
-        run.report()
-    );
-    run
 }
 
 fn assert_node_tests_passed(run: &Run, what: &str) {
@@ -105,36 +48,6 @@ fn assert_node_tests_passed(run: &Run, what: &str) {
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or(0);
     assert!(passed > 0, "{what} ran no test:\n{}", run.report());
-}
-
-/// Installs the dev dependencies once per test binary (cargo runs test binaries one at a
-/// time, so a lock inside this one is enough), unless `node_modules` is newer than the lock file.
-fn dev_dependencies() {
-    static INSTALLED: Mutex<bool> = Mutex::new(false);
-    let mut installed = INSTALLED.lock().unwrap_or_else(|p| p.into_inner());
-    if *installed {
-        return;
-    }
-    let js = js_dir();
-    let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    let fresh = match (
-        modified(&js.join("node_modules/.package-lock.json")),
-        modified(&js.join("package-lock.json")),
-    ) {
-        (Some(installed), Some(lock)) => installed >= lock,
-        _ => false,
-    };
-    if !fresh {
-        let mut npm = Command::new("npm");
-        npm.args(["ci", "--no-audit", "--no-fund"]).current_dir(&js);
-        let out = run(npm, "npm ci in js/");
-        assert!(
-            out.success,
-            "npm ci in js/ failed (the npm registry must be reachable):\n{}",
-            out.report()
-        );
-    }
-    *installed = true;
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -180,7 +93,7 @@ fn reference_suite_passes_on_a_fake_socket_with_no_installs() {
 
 #[test]
 fn reference_suite_and_prompt_turns_pass_against_a_real_carrier() {
-    dev_dependencies();
+    js_dev_dependencies();
     let mut node = Command::new("node");
     node.args([
         "--test",
@@ -204,7 +117,7 @@ fn reference_suite_and_prompt_turns_pass_against_a_real_carrier() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_package_drives_a_carrier_mounted_in_a_host_server() {
-    dev_dependencies();
+    js_dev_dependencies();
     // The example's carrier and router, served by axum here while node runs beside it.
     let transport = axum_mount::carrier().expect("the example's carrier starts");
     let token = transport.resolved_token().unwrap().to_owned();
@@ -249,14 +162,14 @@ fn tsc(config: &Path) -> Run {
 
 #[test]
 fn typescript_consumer_type_checks_strictly() {
-    dev_dependencies();
+    js_dev_dependencies();
     let out = tsc(&js_dir().join("types-test/tsconfig.json"));
     assert!(out.success, "tsc --strict failed:\n{}", out.report());
 }
 
 #[test]
 fn every_ts_expect_error_line_is_really_a_type_error() {
-    dev_dependencies();
+    js_dev_dependencies();
     let dir = js_dir().join("types-test");
     let source = std::fs::read_to_string(dir.join("consumer.ts")).unwrap();
     // Blank each directive (keeping line numbers): tsc must now fail on the line after each.

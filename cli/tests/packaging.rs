@@ -11,14 +11,11 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use carrier::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
+use carrier_test_support::node::{js_dev_dependencies, run};
 use serde_json::Value;
-
-/// Longest any one command (`npm ci`, `npm pack`, `npm install`, `tsc`) may take.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// What the package leaves out: its own tests, the type test, the real-socket tests and the
 /// lock file of its dev dependencies. Everything else under `js/` is the package.
@@ -26,84 +23,6 @@ const NOT_PACKED: [&str; 4] = ["test/", "test-real/", "types-test/", "package-lo
 
 fn js_dir() -> PathBuf {
     carrier_test_support::repo().join("js")
-}
-
-struct Run {
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn report(&self) -> String {
-        format!("stdout:\n{}\nstderr:\n{}", self.stdout, self.stderr)
-    }
-}
-
-/// Runs `command` to completion within [`COMMAND_TIMEOUT`], killing it past that.
-fn run(mut command: Command, what: &str) -> Run {
-    let out = tempfile::tempfile().unwrap();
-    let err = tempfile::tempfile().unwrap();
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(err.try_clone().unwrap())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {what} ({e}): Node.js 20+ and npm are needed"));
-    let deadline = Instant::now() + COMMAND_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let read = |mut file: std::fs::File| {
-        use std::io::{Read, Seek};
-        let mut text = String::new();
-        file.rewind().unwrap();
-        file.read_to_string(&mut text).unwrap();
-        text
-    };
-    let run = Run {
-        success: status.is_some_and(|s| s.success()),
-        stdout: read(out),
-        stderr: read(err),
-    };
-    assert!(
-        status.is_some(),
-        "{what} did not finish within {COMMAND_TIMEOUT:?}\n{}",
-        run.report()
-    );
-    run
-}
-
-/// `npm ci` in `js/` unless `node_modules` is newer than the lock file.
-fn dev_dependencies() {
-    let js = js_dir();
-    let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    let fresh = match (
-        modified(&js.join("node_modules/.package-lock.json")),
-        modified(&js.join("package-lock.json")),
-    ) {
-        (Some(installed), Some(lock)) => installed >= lock,
-        _ => false,
-    };
-    if fresh {
-        return;
-    }
-    let mut npm = Command::new("npm");
-    npm.args(["ci", "--no-audit", "--no-fund"]).current_dir(&js);
-    let out = run(npm, "npm ci in js/");
-    assert!(
-        out.success,
-        "npm ci in js/ failed (the npm registry must be reachable):\n{}",
-        out.report()
-    );
 }
 
 /// Every file under `dir`, as paths relative to `root` with `/`, leaving out `node_modules`.
@@ -162,7 +81,7 @@ fn npm_pack_lists_exactly_the_package_files() {
 
 #[test]
 fn the_tarball_installs_in_an_empty_folder_and_a_consumer_type_checks_strictly() {
-    dev_dependencies();
+    js_dev_dependencies();
     let scratch = tempfile::tempdir().unwrap();
     let mut npm = Command::new("npm");
     npm.args(["pack", "--json", "--ignore-scripts", "--pack-destination"])
