@@ -488,22 +488,7 @@ fn first_fragment(opcode: u8, payload: &[u8]) -> Vec<u8> {
 
 /// The carrier's `carrier_inbound_bytes` gauge (the shared inbound budget in use).
 async fn inbound_in_use(port: u16) -> u64 {
-    let mut tcp = TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    let req = format!(
-        "GET /metrics?token={TOKEN} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
-    );
-    tcp.write_all(req.as_bytes()).await.expect("request");
-    let mut text = String::new();
-    tokio::time::timeout(support::WAIT, tcp.read_to_string(&mut text))
-        .await
-        .expect("metrics in time")
-        .expect("read");
-    text.lines()
-        .find_map(|l| l.strip_prefix("carrier_inbound_bytes "))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("carrier_inbound_bytes in /metrics")
+    support::serve_process::gauge(port, "carrier_inbound_bytes").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

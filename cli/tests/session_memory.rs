@@ -15,10 +15,8 @@ use std::time::Duration;
 use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use support::serve_process::{peak_rss_kib, Serve, TOKEN};
+use support::serve_process::{gauge, peak_rss_kib, Serve};
 use support::{Client, Server};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 
 const KIB: u64 = 1 << 10;
@@ -120,26 +118,6 @@ fn prompt(session: &str, turn: u32, len: usize) -> String {
     let mut p = format!("{session}-t{turn}-");
     p.extend(std::iter::repeat_n('x', len - p.len()));
     p
-}
-
-/// A gauge of `GET /metrics`.
-async fn gauge(port: u16, name: &str) -> u64 {
-    let mut tcp = TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    let req = format!(
-        "GET /metrics?token={TOKEN} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
-    );
-    tcp.write_all(req.as_bytes()).await.expect("request");
-    let mut text = String::new();
-    tokio::time::timeout(support::WAIT, tcp.read_to_string(&mut text))
-        .await
-        .expect("metrics in time")
-        .expect("read");
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{name} in /metrics:\n{text}"))
 }
 
 /// Runs `turns` turns of `len`-byte prompts in the bound session; returns its last seq.

@@ -7,7 +7,8 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
 use crate::{Client, WAIT};
@@ -271,4 +272,25 @@ fn status_kib(pid: u32, field: &str) -> Option<u64> {
         .lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// The value of `name` in a carrier's `GET /metrics` (asked with [`TOKEN`]); panics when it
+/// is missing.
+pub async fn gauge(port: u16, name: &str) -> u64 {
+    let mut tcp = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let req = format!(
+        "GET /metrics?token={TOKEN} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    );
+    tcp.write_all(req.as_bytes()).await.expect("request");
+    let mut text = String::new();
+    tokio::time::timeout(WAIT, tcp.read_to_string(&mut text))
+        .await
+        .expect("metrics in time")
+        .expect("read");
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} in /metrics:\n{text}"))
 }
