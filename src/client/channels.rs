@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::calls::Client;
 use super::error::{ChannelError, ClientError};
-use super::machine::{ChannelGo, FrameKind};
+use super::machine::{ChannelGo, SendKind};
 use super::routes::ChannelStream;
 use super::subscribers::lock;
 use super::transport::Room;
@@ -20,10 +20,10 @@ enum Outgoing<'a> {
 }
 
 impl Outgoing<'_> {
-    fn kind(&self) -> FrameKind<'_> {
+    fn kind(&self) -> SendKind<'_> {
         match self {
-            Outgoing::Binary(_) => FrameKind::Binary,
-            Outgoing::Event { event, .. } => FrameKind::Event(event),
+            Outgoing::Binary(_) => SendKind::Binary,
+            Outgoing::Event { event, .. } => SendKind::Event(event),
         }
     }
 

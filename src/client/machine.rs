@@ -43,7 +43,7 @@ pub enum HandshakeStep {
 
 /// The kind of channel frame about to be sent, for the checks against the descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FrameKind<'a> {
+pub enum SendKind<'a> {
     /// An opaque binary frame.
     Binary,
     /// An event frame with this name.
@@ -267,7 +267,7 @@ impl ConnectionMachine {
     pub fn channel_frame(
         &mut self,
         channel: &str,
-        kind: FrameKind<'_>,
+        kind: SendKind<'_>,
         body_len: usize,
     ) -> Result<ChannelGo, ClientError> {
         if !self.ready {
@@ -282,10 +282,10 @@ impl ConnectionMachine {
         };
         let descriptor = descriptor.ok_or_else(unknown)?;
         match kind {
-            FrameKind::Binary if !descriptor.binary => Err(ChannelError::BinaryRefused {
+            SendKind::Binary if !descriptor.binary => Err(ChannelError::BinaryRefused {
                 channel: channel.to_owned(),
             })?,
-            FrameKind::Event(event) if !descriptor.declares(event) => {
+            SendKind::Event(event) if !descriptor.declares(event) => {
                 Err(ChannelError::EventNotDeclared {
                     channel: channel.to_owned(),
                     event: event.to_owned(),

@@ -112,7 +112,7 @@ pub use events::{
     ClientEvent, Decision, HistoryEntry, ResumeOutcome, SessionEvent, SessionEventKind,
 };
 pub use features::{feature_for_method, preflight, FeatureRequirement};
-pub use machine::{read_response, ChannelGo, ConnectionMachine, FrameKind, HandshakeStep};
+pub use machine::{read_response, ChannelGo, ConnectionMachine, HandshakeStep, SendKind};
 pub use options::{TokenPlacement, WsOptions};
 pub use probe::{probe_health, Health, Probe};
 pub use reconnect::{ReconnectingTransport, DEFAULT_OUTBOUND_BUDGET};

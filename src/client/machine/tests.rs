@@ -46,7 +46,7 @@ fn ready(m: &mut ConnectionMachine, answer: Value) -> (Value, ResumeOutcome) {
     }
 }
 
-fn send(m: &mut ConnectionMachine, channel: &str, kind: FrameKind<'_>, len: usize) -> ChannelGo {
+fn send(m: &mut ConnectionMachine, channel: &str, kind: SendKind<'_>, len: usize) -> ChannelGo {
     m.channel_frame(channel, kind, len).expect("allowed")
 }
 
@@ -68,7 +68,7 @@ fn the_first_handshake_announces_the_versions_and_no_resume() {
     assert!(frame["params"].get("resume").is_none());
     assert!(!m.is_ready());
     assert!(matches!(
-        m.channel_frame("e", FrameKind::Binary, 1),
+        m.channel_frame("e", SendKind::Binary, 1),
         Err(ClientError::NotConnected)
     ));
 }
@@ -210,19 +210,19 @@ fn each_channel_numbers_its_own_frames_from_zero_on_every_connection() {
         result("s", "e", json!({"outcome": "new"}), channels()),
     );
     assert_eq!(
-        send(&mut m, "m", FrameKind::Event("say"), 5),
+        send(&mut m, "m", SendKind::Event("say"), 5),
         ChannelGo::Send { seq: 0 }
     );
     assert_eq!(
-        send(&mut m, "old", FrameKind::Binary, 5),
+        send(&mut m, "old", SendKind::Binary, 5),
         ChannelGo::Send { seq: 0 }
     );
     assert_eq!(
-        send(&mut m, "m", FrameKind::Event("say"), 5),
+        send(&mut m, "m", SendKind::Event("say"), 5),
         ChannelGo::Send { seq: 1 }
     );
     assert_eq!(
-        send(&mut m, "old", FrameKind::Event("x"), 5),
+        send(&mut m, "old", SendKind::Event("x"), 5),
         ChannelGo::Send { seq: 1 }
     );
     m.socket_closed();
@@ -231,7 +231,7 @@ fn each_channel_numbers_its_own_frames_from_zero_on_every_connection() {
         result("s", "e", json!({"outcome": "new"}), channels()),
     );
     assert_eq!(
-        send(&mut m, "m", FrameKind::Event("say"), 5),
+        send(&mut m, "m", SendKind::Event("say"), 5),
         ChannelGo::Send { seq: 0 }
     );
 }
@@ -249,19 +249,19 @@ fn frames_the_descriptor_does_not_allow_are_refused_and_take_no_seq() {
             other => panic!("{channel}: {other:?}"),
         };
     assert!(matches!(
-        refused(&mut m, "nope", FrameKind::Binary),
+        refused(&mut m, "nope", SendKind::Binary),
         ChannelError::Unknown { .. }
     ));
     assert!(matches!(
-        refused(&mut m, "m", FrameKind::Binary),
+        refused(&mut m, "m", SendKind::Binary),
         ChannelError::BinaryRefused { .. }
     ));
     assert!(matches!(
-        refused(&mut m, "m", FrameKind::Event("shout")),
+        refused(&mut m, "m", SendKind::Event("shout")),
         ChannelError::EventNotDeclared { .. }
     ));
     assert_eq!(
-        send(&mut m, "m", FrameKind::Event("say"), 1),
+        send(&mut m, "m", SendKind::Event("say"), 1),
         ChannelGo::Send { seq: 0 }
     );
 }
@@ -275,26 +275,26 @@ fn bulk_credit_is_spent_up_to_the_limit_then_waits_for_a_grant() {
     );
     assert_eq!(m.credit("e"), Some(100));
     assert_eq!(
-        send(&mut m, "e", FrameKind::Binary, 60),
+        send(&mut m, "e", SendKind::Binary, 60),
         ChannelGo::Send { seq: 0 }
     );
     assert_eq!(
-        send(&mut m, "e", FrameKind::Binary, 40),
+        send(&mut m, "e", SendKind::Binary, 40),
         ChannelGo::Send { seq: 1 }
     );
     assert_eq!(m.credit("e"), Some(0));
     // At the limit: the next byte waits, and waiting takes no seq.
     assert_eq!(
-        send(&mut m, "e", FrameKind::Binary, 1),
+        send(&mut m, "e", SendKind::Binary, 1),
         ChannelGo::AwaitCredit { left: 0 }
     );
     assert!(m.credit_granted("e", 30));
     assert_eq!(
-        send(&mut m, "e", FrameKind::Binary, 31),
+        send(&mut m, "e", SendKind::Binary, 31),
         ChannelGo::AwaitCredit { left: 30 }
     );
     assert_eq!(
-        send(&mut m, "e", FrameKind::Binary, 30),
+        send(&mut m, "e", SendKind::Binary, 30),
         ChannelGo::Send { seq: 2 }
     );
     // Grants add up.
@@ -310,7 +310,7 @@ fn a_frame_larger_than_the_whole_credit_is_refused_at_once() {
         result("s", "e", json!({"outcome": "new"}), channels()),
     );
     assert!(matches!(
-        m.channel_frame("e", FrameKind::Binary, 101),
+        m.channel_frame("e", SendKind::Binary, 101),
         Err(ClientError::Channel(ChannelError::OverCredit {
             bytes: 101,
             credit: 100,
@@ -329,7 +329,7 @@ fn without_credit_in_the_descriptor_nothing_is_counted() {
     );
     assert_eq!(m.credit("old"), None);
     assert_eq!(
-        send(&mut m, "old", FrameKind::Binary, 10 << 20),
+        send(&mut m, "old", SendKind::Binary, 10 << 20),
         ChannelGo::Send { seq: 0 }
     );
     assert!(
@@ -348,7 +348,7 @@ fn credit_in_a_descriptor_is_not_counted_unless_the_connection_has_bulk_credit()
     ready(&mut m, answer);
     assert_eq!(m.credit("e"), None);
     assert_eq!(
-        send(&mut m, "e", FrameKind::Binary, 1 << 20),
+        send(&mut m, "e", SendKind::Binary, 1 << 20),
         ChannelGo::Send { seq: 0 }
     );
 }
@@ -361,7 +361,7 @@ fn credit_starts_over_from_the_descriptor_on_a_new_connection() {
         result("s", "e", json!({"outcome": "new"}), channels()),
     );
     assert_eq!(
-        send(&mut m, "e", FrameKind::Binary, 100),
+        send(&mut m, "e", SendKind::Binary, 100),
         ChannelGo::Send { seq: 0 }
     );
     m.socket_closed();
