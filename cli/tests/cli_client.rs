@@ -626,19 +626,25 @@ async fn status_without_json_is_readable() {
 // ---------------------------------------------------------------------------------------------
 
 async fn doctor(port: u16, token: Option<&str>) -> Output {
+    doctor_at(port..=port, None, token).await
+}
+
+/// `carrier doctor [url]` over `ports`, with an empty runtime directory.
+async fn doctor_at(
+    ports: std::ops::RangeInclusive<u16>,
+    url: Option<String>,
+    token: Option<&str>,
+) -> Output {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let args = DoctorArgs {
+        url,
         token: token.map(str::to_owned),
     };
     // An empty runtime directory: only `port` is looked at, never a carrier that happens to run.
     let runtime = tempfile::tempdir().expect("tempdir");
     let runtime = carrier::discovery::RuntimeDir::at(runtime.path());
     let code = bounded(client::doctor_with(
-        args,
-        port..=port,
-        &runtime,
-        &mut out,
-        &mut err,
+        args, ports, &runtime, &mut out, &mut err,
     ))
     .await;
     output(code, out, err)
@@ -702,6 +708,43 @@ async fn doctor_says_which_side_to_update_on_skew_and_incompatibility() {
     let result = doctor(next_major, Some(TOKEN)).await;
     assert_eq!(result.code, ExitCode::FAILURE);
     assert!(result.out.contains("incompatible"), "{}", result.out);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_checks_a_carrier_named_by_url_outside_its_ports() {
+    // A carrier neither on the probed ports nor in a runtime file (e.g. an older carrier's
+    // file that cannot be verified): named on the command line, it is checked with the token.
+    let port = fake_carrier(CURRENT).await;
+    let elsewhere = closed_port().await;
+    let url = format!("ws://localhost:{port}/");
+    let result = doctor_at(elsewhere..=elsewhere, Some(url), Some(TOKEN)).await;
+    assert_eq!(
+        result.code,
+        ExitCode::SUCCESS,
+        "{}{}",
+        result.out,
+        result.err
+    );
+    assert!(
+        result.out.contains("server carrier 9.9.9, protocol 1.1"),
+        "{}",
+        result.out
+    );
+
+    // Named but silent: a problem, not skipped as an empty default port is.
+    let url = format!("ws://127.0.0.1:{elsewhere}/");
+    let result = doctor_at(port..=port, Some(url.clone()), Some(TOKEN)).await;
+    assert_eq!(result.code, ExitCode::FAILURE, "{}", result.out);
+    assert!(
+        result.out.contains(&format!("nothing answers at {url}")),
+        "{}",
+        result.out
+    );
+
+    // Not a loopback URL: a usage error before anything is probed.
+    let result = doctor_at(port..=port, Some("ws://example.com/".into()), Some(TOKEN)).await;
+    assert_eq!(result.code, ExitCode::from(2), "{}", result.err);
+    assert!(result.err.contains("loopback"), "{}", result.err);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

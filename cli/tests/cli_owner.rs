@@ -739,6 +739,7 @@ async fn doctor_checks_only_the_health_of_another_users_listener_and_names_its_o
     let runtime = tempfile::tempdir().expect("tempdir");
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let args = DoctorArgs {
+        url: None,
         token: Some(TOKEN.to_owned()),
     };
     let port = squatter.port;

@@ -153,6 +153,11 @@ impl WsOptions {
     pub fn validate(&self) -> Result<(), TransportError> {
         Target::resolve(self).map(drop)
     }
+
+    /// The loopback address the URL dials (checked as [`WsOptions::validate`] checks it).
+    pub fn socket_addr(&self) -> Result<SocketAddr, TransportError> {
+        Target::resolve(self).map(|target| target.addr)
+    }
 }
 
 impl fmt::Debug for WsOptions {

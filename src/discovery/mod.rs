@@ -331,8 +331,9 @@ impl RuntimeDir {
                     }
                 }
                 Liveness::Unverifiable(reason) => scan.warnings.push(format!(
-                    "ignoring the runtime file {}: {reason}",
-                    path.display()
+                    "ignoring the runtime file {}: {reason}; to use that carrier, name it: `carrier doctor {}`",
+                    path.display(),
+                    entry.url
                 )),
             }
         }

@@ -79,6 +79,9 @@ pub struct StatusArgs {
 /// `carrier doctor`: what is listening locally, versions, compatibility, what to update.
 #[derive(Debug, Clone, Args)]
 pub struct DoctorArgs {
+    /// Also check the carrier at this ws:// URL (a loopback address; e.g. one whose runtime file
+    /// cannot be verified because an older carrier wrote it)
+    pub url: Option<String>,
     /// Token used to handshake with each server of yours found (without it only /healthz is
     /// checked; another user's listener never gets it)
     #[arg(long, env = "CARRIER_TOKEN", hide_env_values = true)]

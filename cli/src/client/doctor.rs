@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use carrier::client::{
-    probe_health, ClientError, ErrorCode, Health, Listener, Verdict, VersionPair,
+    probe_health, ClientError, ErrorCode, Health, Listener, Verdict, VersionPair, WsOptions,
 };
 use carrier::discovery::{RuntimeDir, RuntimeEntry};
 use carrier::protocol::features::Feature;
@@ -38,19 +38,39 @@ pub async fn doctor_with(
     err: &mut impl Write,
 ) -> ExitCode {
     let (first, last) = (*ports.start(), *ports.end());
+    // The URL given first: a bad one is a usage error, before anything is probed.
+    let given = match args.url.as_deref().map(given_target).transpose() {
+        Ok(given) => given,
+        Err(error) => {
+            let _ = writeln!(err, "carrier: {error}");
+            return ExitCode::from(2);
+        }
+    };
     let scan = runtime.scan();
     for warning in &scan.warnings {
         let _ = writeln!(err, "carrier: warning: {warning}");
     }
-    // The default ports, and every port a runtime file names (e.g. a carrier on --port 0).
-    let mut targets: BTreeMap<u16, Option<RuntimeEntry>> = ports.map(|p| (p, None)).collect();
+    // The default ports, every port a runtime file names (e.g. a carrier on --port 0), and the
+    // URL given, each probed once.
+    let mut targets: BTreeMap<SocketAddr, (String, Option<RuntimeEntry>)> = ports
+        .map(|port| {
+            let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+            (addr, (format!("ws://{addr}/"), None))
+        })
+        .collect();
     for entry in scan.carriers {
-        targets.insert(entry.port, Some(entry));
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, entry.port));
+        targets.insert(addr, (format!("ws://{addr}/"), Some(entry)));
     }
-    let probes = targets.into_iter().map(|(port, entry)| async move {
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    if let Some((addr, url)) = given.clone() {
+        let entry = targets.remove(&addr).and_then(|(_, entry)| entry);
+        targets.insert(addr, (url, entry));
+    }
+    let named = given.as_ref().map(|(addr, _)| *addr);
+    let probes = targets.into_iter().map(|(addr, (url, entry))| async move {
         (
-            port,
+            addr,
+            url,
             entry,
             probe_health(addr, Duration::from_secs(2)).await,
         )
@@ -66,7 +86,7 @@ pub async fn doctor_with(
     );
     let mut carriers = 0;
     let mut problems = 0;
-    for (port, entry, health) in found {
+    for (addr, url, entry, health) in found {
         let listed = entry
             .as_ref()
             .map(|e| {
@@ -78,12 +98,17 @@ pub async fn doctor_with(
             .unwrap_or_default();
         let probe = match (health, &entry) {
             (Ok(probe), _) => probe,
+            (Err(error), None) if named == Some(addr) => {
+                problems += 1;
+                let _ = writeln!(out, "{addr}: nothing answers at {url} ({error})");
+                continue;
+            }
             (Err(_), None) => continue,
             (Err(error), Some(entry)) => {
                 problems += 1;
                 let _ = writeln!(
                     out,
-                    "127.0.0.1:{port}: the runtime file of pid {} names this port, but nothing answers ({error})",
+                    "{addr}: the runtime file of pid {} names this port, but nothing answers ({error})",
                     entry.pid
                 );
                 continue;
@@ -92,7 +117,7 @@ pub async fn doctor_with(
         if let Some(whose) = not_yours(&probe.listener) {
             // Only the tokenless health probe went there; it is not a carrier of this user's, so
             // no handshake (which would carry the token) and no place in the count.
-            if entry.is_some() {
+            if entry.is_some() || named == Some(addr) {
                 problems += 1;
             }
             let answer = match probe.health {
@@ -101,29 +126,29 @@ pub async fn doctor_with(
             };
             let _ = writeln!(
                 out,
-                "127.0.0.1:{port}: {whose}: only its health was checked, without a token ({answer}){listed}"
+                "{addr}: {whose}: only its health was checked, without a token ({answer}){listed}"
             );
             continue;
         }
         match probe.health {
             Health::Other { status, .. } => {
-                if entry.is_some() {
+                if entry.is_some() || named == Some(addr) {
                     problems += 1;
                 }
                 let _ = writeln!(
                     out,
-                    "127.0.0.1:{port}: not a carrier (GET /healthz answered HTTP {status}){listed}"
+                    "{addr}: not a carrier (GET /healthz answered HTTP {status}){listed}"
                 );
             }
             Health::Carrier => {
                 carriers += 1;
-                let _ = writeln!(out, "127.0.0.1:{port}: carrier server (healthz ok){listed}");
+                let _ = writeln!(out, "{addr}: carrier server (healthz ok){listed}");
                 // Without a token, try anyway: a carrier started with --open lists none.
                 let token = entry
                     .as_ref()
                     .and_then(|e| e.token.as_deref())
                     .or(args.token.as_deref());
-                if !check_versions(port, token, out).await {
+                if !check_versions(&url, token, out).await {
                     problems += 1;
                 }
             }
@@ -144,6 +169,12 @@ pub async fn doctor_with(
     }
 }
 
+/// The address and URL of the carrier named on the command line: a loopback `ws://` URL.
+fn given_target(url: &str) -> Result<(SocketAddr, String), ClientError> {
+    let addr = WsOptions::new(url).socket_addr()?;
+    Ok((addr, url.to_owned()))
+}
+
 /// Whose a listener is when it is not this user's: the words for doctor's line.
 fn not_yours(listener: &Listener) -> Option<String> {
     match listener {
@@ -158,12 +189,11 @@ fn not_yours(listener: &Listener) -> Option<String> {
 /// Handshakes with the server on `port` and reports versions, compatibility and missing
 /// features. Returns false when something needs fixing; a carrier that refuses a client without a
 /// token only gets the hint to give one.
-async fn check_versions(port: u16, token: Option<&str>, out: &mut impl Write) -> bool {
-    let url = format!("ws://127.0.0.1:{port}/");
+async fn check_versions(url: &str, token: Option<&str>, out: &mut impl Write) -> bool {
     let ours = VersionPair::CURRENT;
     // The dial checks the listener's owner again: the port may have changed hands since the
     // probe.
-    let session = match open_own(&url, token, Some(Role::Observe)).await {
+    let session = match open_own(url, token, Some(Role::Observe)).await {
         Ok(session) => session,
         Err(ClientError::Refused { .. }) if token.is_none() => {
             let _ = writeln!(
@@ -189,7 +219,7 @@ async fn check_versions(port: u16, token: Option<&str>, out: &mut impl Write) ->
                     let _ = writeln!(out, "  incompatible: {}; {advice}", wire.message);
                 }
                 _ => {
-                    let _ = writeln!(out, "  {}", explain(&url, &error).line);
+                    let _ = writeln!(out, "  {}", explain(url, &error).line);
                 }
             }
             return false;
