@@ -1,11 +1,16 @@
 //! `examples/embedded_agent.rs`, its host started as the example starts it, driven over a real
 //! socket by an independent client (tokio-tungstenite, with the channel frames encoded and
 //! decoded here from the wire layout): a turn whose permission prompt is answered, a denied
-//! one, an aborted one, the `telemetry` channel's `cpu` event and the `audio` channel's acks.
+//! one, an aborted one, the `telemetry` channel's `cpu` event and the `audio` channel's acks;
+//! then by the project's Rust client (`examples/rust_client.rs`) and its JavaScript package.
 
 #[path = "../examples/embedded_agent.rs"]
 #[allow(dead_code)] // the example's `main` is not run here
 mod example;
+
+#[path = "../examples/rust_client.rs"]
+#[allow(dead_code)] // the example's `main` is not run here
+mod rust_client;
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -336,5 +341,43 @@ async fn the_javascript_package_drives_the_example() {
     for line in ["# pass 3", "# fail 0", "# cancelled 0", "# skipped 0"] {
         assert!(stdout.contains(line), "expected {line:?}:\n{report}");
     }
+    host.stop().await;
+}
+
+/// The Rust client example against the same host: the permission prompt answered both ways,
+/// the reply streamed, the acks counted, a telemetry event.
+#[tokio::test]
+async fn the_rust_client_example_drives_the_example() {
+    use carrier::client::Decision;
+    let host = example::start_host(0).await.expect("host starts");
+    let url = host.url().expect("running");
+    let token = host.resolved_token().expect("token").to_owned();
+
+    let run = rust_client::drive(&url, &token, Decision::Allow);
+    let seen = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("within 30 s")
+        .expect("the client's run");
+    assert!(seen.asked);
+    let reversed: String = "please rm the build folder".chars().rev().collect();
+    assert_eq!(seen.reply, reversed);
+    assert_eq!(seen.deltas.concat(), reversed);
+    assert!(
+        seen.deltas.len() > 1,
+        "streamed in pieces: {:?}",
+        seen.deltas
+    );
+    assert_eq!(seen.acks, [100, 300, 600]);
+    assert!(seen.cpu["tick"].is_u64(), "{}", seen.cpu);
+
+    let run = rust_client::drive(&url, &token, Decision::Deny);
+    let seen = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("within 30 s")
+        .expect("the client's run");
+    assert!(seen.asked);
+    assert_eq!(seen.reply, "denied");
+    // The host's count runs across connections.
+    assert_eq!(seen.acks, [700, 900, 1200]);
     host.stop().await;
 }
