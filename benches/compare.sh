@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # benches/compare.sh — the carrier against three baseline WebSocket servers, same machine, same
-# load generator, same settings (SPEC section 12, issue 7). Writes the results table into
+# load generator, same settings (issue 7). Writes the results table into
 # BENCHMARKS.md (between the compare markers) and every raw report to
 # target/compare/results.jsonl.
 #
@@ -228,7 +228,7 @@ scenario pipe1k \
   "carrier:--mode channel --window 16 -c 100 -m $MPIPE -s 1024 --warmup 32" \
   "fastws-tuned:--mode raw --binary --window 16 -c 100 -m $MPIPE -s 1024 --warmup 32" \
   "fastws:--mode raw --binary --window 16 -c 100 -m $MPIPE -s 1024 --warmup 32"
-# Mixed (SPEC section 12): ping latency idle and beside a 256 MiB transfer on the same
+# Mixed: ping latency idle and beside a 256 MiB transfer on the same
 # connection, on a bulk echo channel and, for contrast, the reliable (FIFO) one.
 MIXB=$((256 << 20)); [ "$QUICK" = 1 ] && MIXB=$((16 << 20))
 # With 4 frames in flight (256 KiB, the bench's default) and with 16 (1 MiB): what the client

@@ -1,4 +1,4 @@
-//! The text envelope (SPEC section 4): parsing, encoding and dispatch.
+//! The text envelope (docs/protocol.md, "Envelope"): parsing, encoding and dispatch.
 //!
 //! - `envelope/parse`: [`carrier::protocol::envelope::parse`] on representative frames — a
 //!   `system.ping` request, a `system.handshake` request, an invalid frame (answered with a

@@ -1,12 +1,12 @@
-//! The channel registry (SPEC section 7): inbound routing and encode-once fan-out.
+//! The channel registry (docs/protocol.md, "Channels"): inbound routing and encode-once fan-out.
 //!
 //! - `registry/route`: one inbound binary message from a connection to its channel's handler
 //!   (decode, checks, handler call), and the `echo` shape (route + `send_to` back onto the
 //!   connection's outbound queue).
-//! - `registry/route/event_echo/…`: an event frame (a ~200-byte body with an object payload)
-//!   echoed back: `passthrough` forwards the body's bytes as the reference echo does (SPEC
-//!   section 7), `reserialized` parses the payload and encodes it again, as the echo did before
-//!   event bodies passed through.
+//! - `registry/route/event_echo/…`: an event frame (a ~200-byte body with an object payload) echoed
+//!   back: `passthrough` forwards the body's bytes as the reference echo does (the carrier forwards
+//!   an event body's bytes as they came), `reserialized` parses the payload and encodes it again,
+//!   as the echo did before event bodies passed through.
 //! - `registry/fanout/SIZE`: one `broadcast` to 1, 10 and 100 connections, then each
 //!   connection's queue drained as its writer would. Throughput is in deliveries; because the
 //!   frame is encoded once and shared, deliveries/s should be the same for 64 B, 64 KiB and

@@ -1,16 +1,17 @@
 /**
  * carrier's JavaScript client: the handshake layer over any {@link Transport}.
  *
- * `CarrierClient` speaks the agent protocol on text frames (SPEC sections 4–6) and the payload
- * channels on binary frames (section 7). It sends the handshake first on every new connection,
- * correlates requests with their responses (with timeouts), delivers session events once each
- * (deduplicated by `seq`) and resumes the session after the transport reconnects. Requests that
- * need a feature the server lacks fail locally with `unsupported_feature` and send nothing.
+ * `CarrierClient` speaks the agent protocol on text frames (docs/protocol.md, "Envelope" to
+ * "Errors") and the payload channels on binary frames ("Channels"). It sends the handshake first on
+ * every new connection, correlates requests with their responses (with timeouts), delivers session
+ * events once each (deduplicated by `seq`) and resumes the session after the transport reconnects.
+ * Requests that need a feature the server lacks fail locally with `unsupported_feature` and send
+ * nothing.
  *
  * This module is also the entry the carrier serves at `GET /client.js`, so it re-exports the
  * whole public API (transport, frames, errors): a page needs one import.
  *
- * Behaviour the SPEC leaves open, decided here:
+ * Behaviour the protocol reference leaves open, decided here:
  * - The client is `connecting` until its handshake completes on the transport's open pipe;
  *   `disconnected` means it stopped trying (disconnect(), a refused token or role, a refused
  *   handshake, a failed first connect, a handshake without an answer).
@@ -475,8 +476,8 @@ export class CarrierClient {
       this.#shutDown(toCarrierError(frame.error));
       return;
     }
-    // The handshake layer judges the versions itself (SPEC 4 and 11): a result this client
-    // cannot talk to is refused as the server refuses a client, and version_skew is ours.
+    // The handshake layer judges the versions itself (docs/protocol.md, "Versions"): a result this
+    // client cannot talk to is refused as the server refuses a client, and version_skew is ours.
     const verdict = judgeVersions(isObject(frame.result) ? frame.result : {});
     if (verdict instanceof CarrierError) {
       this.#shutDown(verdict);
@@ -841,9 +842,9 @@ const OUR_VERSIONS = Object.freeze({
 });
 
 /**
- * The rules of SPEC section 4 from this client's side: `{skew}` when it can talk to the server
- * whose handshake result this is, else the `version_incompatible` error (or `protocol_error`
- * when the result's versions cannot be read).
+ * The rules of docs/protocol.md, "Versions", from this client's side: `{skew}` when it can talk to
+ * the server whose handshake result this is, else the `version_incompatible` error (or
+ * `protocol_error` when the result's versions cannot be read).
  * @param {Record<string, unknown>} result
  * @returns {{skew: boolean} | CarrierError}
  */

@@ -22,7 +22,7 @@ export type CarrierErrorCode = ErrorCode | ClientErrorCode | (string & {});
 export declare class CarrierError extends Error {
   constructor(code: CarrierErrorCode, message: string, details?: { data?: unknown; effectState?: EffectState });
   readonly name: "CarrierError";
-  /** The wire error code (SPEC section 6) or a {@link ClientErrorCode}. */
+  /** The wire error code (docs/protocol.md, "Errors") or a {@link ClientErrorCode}. */
   readonly code: CarrierErrorCode;
   /** Code-specific details: `unsupported_feature`'s `{feature, component, …}`, a close's `{code, reason}`. */
   readonly data: unknown;

@@ -5,8 +5,8 @@
  */
 
 /**
- * A failed request, send or connection. `code` is the wire error code (SPEC section 6, e.g.
- * `busy`, `unsupported_feature`, `version_incompatible`) or one of the client-side codes:
+ * A failed request, send or connection. `code` is the wire error code (docs/protocol.md, "Errors";
+ * e.g. `busy`, `unsupported_feature`, `version_incompatible`) or one of the client-side codes:
  * `not_connected` (nothing was sent), `connection_closed` (`data: {code, reason}` of the close),
  * `disconnected` (the client was told to stop), `timeout`, `invalid_frame` (a frame that cannot be
  * sent), `forbidden` (refused locally: the client asked for the observe role).

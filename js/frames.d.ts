@@ -18,7 +18,7 @@ export interface EventFrame<P = unknown> {
   payload: P;
 }
 
-/** A decoded channel frame (SPEC section 7). */
+/** A decoded channel frame (docs/protocol.md, "Channels"). */
 export type ChannelFrame = BinaryFrame | EventFrame;
 
 /** What {@link encodeChannelFrame} takes: bytes of any view, any JSON payload (omitted: null). */

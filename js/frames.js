@@ -1,7 +1,7 @@
 /**
- * The payload-channel frame codec (SPEC section 7): one RBF v1 frame per binary WebSocket
- * message. Pure functions with no I/O; the shared vectors (`vectors/channel-frames.json` of the
- * project's shared folder) are its test.
+ * The payload-channel frame codec (docs/protocol.md, "Channels"): one RBF v1 frame per binary
+ * WebSocket message. Pure functions with no I/O; the shared vectors (`vectors/channel-frames.json`
+ * of the project's shared folder) are its test.
  *
  * ```text
  * 0..2 "RBF"  3 version = 1  4 kind: 0x01 binary, 0x02 event  5 name length N (1..255)

@@ -26,8 +26,8 @@ export type OutboundFrame = JsonObject | Uint8Array | ArrayBuffer | ArrayBufferV
 
 /**
  * The one swappable seam between {@link CarrierClient} and whatever carries its frames
- * (SPEC section 11). A transport is a frame pipe: it never reads method names, matches
- * responses or reorders anything.
+ * (docs/protocol.md, "Client behaviour"). A transport is a frame pipe: it never reads method names,
+ * matches responses or reorders anything.
  *
  * - `connect()` resolves once the pipe is open (`connected`) and rejects when the first attempt
  *   fails (back to `disconnected`, no retry in the background);

@@ -1,6 +1,6 @@
 /**
- * The transport seam (SPEC section 11): the `Transport` interface that {@link CarrierClient}
- * runs over, and `WsTransport`, its WebSocket implementation.
+ * The transport seam (docs/protocol.md, "Client behaviour"): the `Transport` interface that
+ * {@link CarrierClient} runs over, and `WsTransport`, its WebSocket implementation.
  *
  * A transport is a frame pipe and nothing more. It does not read method names, match responses
  * to requests or reorder anything: the handshake, correlation and resume live one layer up, in
@@ -65,7 +65,8 @@ import { asBytes, deferred, emit, isObject, subscribe } from "./internal.js";
  */
 
 /**
- * Delay before each reconnect attempt, in order; the last one repeats (SPEC section 11).
+ * Delay before each reconnect attempt, in order; the last one repeats (docs/protocol.md,
+ * "Client behaviour").
  * @type {readonly number[]}
  */
 export const RECONNECT_DELAYS_MS = Object.freeze([1000, 2000, 4000, 8000, 16000, 30000]);
@@ -93,7 +94,7 @@ const CLOSE_ABNORMAL = 1006;
 /**
  * A {@link Transport} over one WebSocket at a time, reconnecting after unexpected breaks.
  *
- * Decisions the SPEC leaves open:
+ * Decisions the protocol reference leaves open:
  * - While a reconnect is scheduled or dialling, the state is `connecting`; `disconnected` means
  *   it stopped trying (disconnect(), close 1008, a failed first connect).
  * - Only a break of a socket that was open is retried: a first connect that fails rejects.

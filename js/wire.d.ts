@@ -2,7 +2,7 @@
 // the Rust method catalog, the same source as the JSON Schemas in `schemas/`;
 // `carrier schema --check schemas --ts js/wire.d.ts` (run by CI) fails when it is stale.
 //
-// The wire types of the carrier protocol (SPEC sections 4-7): every method's params and result,
+// The wire types of the carrier protocol (docs/protocol.md): every method's params and result,
 // every event payload, the error codes and the channel descriptor.
 
 /** `session.abort` params. */
@@ -339,7 +339,7 @@ export interface ProtocolErrorPayload {
 /** A protocol version "MAJOR.MINOR". */
 export type ProtocolVersion = string;
 
-/** The typed outcome of a handshake's `resume` (SPEC section 5). */
+/** The typed outcome of a handshake's `resume` (docs/protocol.md, "Sessions and resume"). */
 export type ResumeOutcome =
   /** No resume was asked for. */
   | {

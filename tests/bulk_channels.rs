@@ -1,4 +1,4 @@
-//! Bulk channels (SPEC section 7, "Bulk channels") over real sockets: a host streams with
+//! Bulk channels (docs/protocol.md, "Bulk channels") over real sockets: a host streams with
 //! `ChannelHandle::send_bulk_to` to a tokio-tungstenite client whose receive buffer is small, so
 //! the carrier's own queue is what paces the transfer.
 //!

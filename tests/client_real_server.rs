@@ -1,8 +1,9 @@
 //! The Rust client ([`carrier::client::Client`] over [`WsClientTransport`]) against the real
-//! carrier (`WsTransport` + the embedded agent), started in-process on 127.0.0.1 (SPEC sections
-//! 4, 5 and 11): it survives a server restart (reconnects, reports `reset`), a connection
-//! dropped mid-turn (reconnects, resumes, no event lost or duplicated), and talks to a server
-//! with a newer minor protocol (state `version_skew`) but stops for good at an incompatible one.
+//! carrier (`WsTransport` + the embedded agent), started in-process on 127.0.0.1 (docs/protocol.md,
+//! "Handshake", "Sessions and resume", "Client behaviour"): it survives a server restart
+//! (reconnects, reports `reset`), a connection dropped mid-turn (reconnects, resumes, no event lost
+//! or duplicated), and talks to a server with a newer minor protocol (state `version_skew`) but
+//! stops for good at an incompatible one.
 //!
 //! Reconnects follow the real backoff (first delay 1 s), so these tests take a few seconds.
 //! Every wait is bounded and waits for a condition; the only fixed-length waits check that

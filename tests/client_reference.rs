@@ -1,4 +1,4 @@
-//! Reference test suite for the client transport contract (SPEC section 11).
+//! Reference test suite for the client transport contract (docs/protocol.md, "Client behaviour").
 //!
 //! How to reuse it for a new transport (a pipe, native messaging):
 //!

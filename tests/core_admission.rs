@@ -1,4 +1,5 @@
-//! Admission over real sockets (SPEC section 2), with tokio-tungstenite as the client.
+//! Admission over real sockets (docs/protocol.md, "Endpoint and admission"), with tokio-tungstenite
+//! as the client.
 
 use carrier_test_support as support;
 

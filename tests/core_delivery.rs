@@ -1,4 +1,5 @@
-//! The single outbound path (SPEC section 8): slow readers, vanished sockets, isolation.
+//! The single outbound path (docs/protocol.md, "Delivery and memory"): slow readers, vanished
+//! sockets, isolation.
 
 use carrier_test_support as support;
 

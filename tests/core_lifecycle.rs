@@ -1,4 +1,5 @@
-//! The library lifecycle (SPEC section 9): attach → start → stop, and mounting as a service.
+//! The library lifecycle (README.md, "Embedding"): attach → start → stop, and mounting as a
+//! service.
 
 use carrier_test_support as support;
 

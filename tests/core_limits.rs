@@ -1,4 +1,4 @@
-//! Message limits (SPEC section 3) at and one past each limit, and connection limits.
+//! Message limits (docs/protocol.md, "Limits") at and one past each limit, and connection limits.
 
 use carrier_test_support as support;
 

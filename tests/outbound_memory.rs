@@ -1,6 +1,7 @@
-//! The outbound budget counts real memory (SPEC section 8): what a queue charges for its frames
-//! is at least what they hold on the heap, measured with a counting allocator that models the
-//! system allocator's chunks (8 bytes of header, 16-byte granules, 32 bytes at least).
+//! The outbound budget counts real memory (docs/protocol.md, "Delivery and memory"): what a queue
+//! charges for its frames is at least what they hold on the heap, measured with a counting
+//! allocator that models the system allocator's chunks (8 bytes of header, 16-byte granules, 32
+//! bytes at least).
 //!
 //! Frames are made the way the carrier makes them (the envelope's encoders, the channel-frame
 //! codec), queued on a connection's outbound path with no writer draining it, until the queue

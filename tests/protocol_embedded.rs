@@ -1,4 +1,4 @@
-//! The embedded default agent to the byte (SPEC section 5).
+//! The embedded default agent to the byte (docs/protocol.md, "Events", the demo agent).
 
 use carrier_test_support as support;
 

@@ -1,4 +1,5 @@
-//! The handshake gate and version rules (SPEC section 4), over real sockets.
+//! The handshake gate and version rules (docs/protocol.md, "Handshake" and "Versions"), over real
+//! sockets.
 
 use carrier_test_support as support;
 

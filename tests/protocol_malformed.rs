@@ -1,5 +1,5 @@
-//! Table-driven: malformed text frames after the handshake each get the reply SPEC sections 4
-//! and 6 specify, and the connection keeps working after every one.
+//! Table-driven: malformed text frames after the handshake each get the reply docs/protocol.md
+//! ("Envelope", "Errors") specifies, and the connection keeps working after every one.
 
 use carrier_test_support as support;
 

@@ -1,5 +1,5 @@
-//! Every method's success path and every error code of SPEC section 6, triggered by real
-//! requests over real sockets.
+//! Every method's success path and every error code of docs/protocol.md, "Errors", triggered by
+//! real requests over real sockets.
 
 use carrier_test_support as support;
 

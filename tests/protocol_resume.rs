@@ -1,5 +1,5 @@
-//! Resume (SPEC section 5): missed events replayed in order before live ones, evicted ranges
-//! reported as a gap, a restarted server reported as a reset.
+//! Resume (docs/protocol.md, "Sessions and resume"): missed events replayed in order before live
+//! ones, evicted ranges reported as a gap, a restarted server reported as a reset.
 
 use carrier_test_support as support;
 

@@ -1,4 +1,4 @@
-//! Roles, session fan-out and driver identity (SPEC sections 2 and 5).
+//! Roles, session fan-out and driver identity (docs/protocol.md, "Roles" and "Events").
 
 use carrier_test_support as support;
 

@@ -1,9 +1,9 @@
-//! What the session-memory budget charges covers what the sessions really hold (SPEC section
-//! 8, "One figure for the whole process"): every held event and history entry is charged its
-//! bytes plus `ENTRY_OVERHEAD`, and a counting allocator that models the system allocator's
-//! chunks (8 bytes of header, 16-byte granules, 32 bytes at least) checks that the heap the
-//! sessions grow by is never more than the charge grows by — for the smallest events (where
-//! the overhead matters most), for large ones, and while the budget evicts.
+//! What the session-memory budget charges covers what the sessions really hold (docs/protocol.md,
+//! "Delivery and memory"; README.md, "Memory bounds"): every held event and history entry is
+//! charged its bytes plus `ENTRY_OVERHEAD`, and a counting allocator that models the system
+//! allocator's chunks (8 bytes of header, 16-byte granules, 32 bytes at least) checks that the heap
+//! the sessions grow by is never more than the charge grows by — for the smallest events (where the
+//! overhead matters most), for large ones, and while the budget evicts.
 //!
 //! The sessions are driven through a [`Bridge`] (the agent protocol without a socket) with an
 //! agent the test plays by hand, on one thread, and every measurement is taken once every

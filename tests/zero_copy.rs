@@ -1,4 +1,5 @@
-//! Zero-copy and encode-once, proved with a counting global allocator (SPEC section 7).
+//! Zero-copy and encode-once, proved with a counting global allocator (docs/protocol.md,
+//! "Channels").
 //!
 //! Every allocation (or growth) of at least [`LARGE`] bytes is counted while the measured
 //! operation runs. Clients are raw sockets writing prebuilt bytes and reading into prebuilt

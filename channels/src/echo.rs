@@ -21,12 +21,14 @@ pub fn mount(registry: &ChannelRegistry, name: &str) -> Result<ChannelHandle, Ch
 }
 
 /// Inbound frames an echo or relay in bulk mode holds while it waits for a receiver's window:
-/// past this, the senders' readers wait (the inbound backpressure of SPEC section 8).
+/// past this, the senders' readers wait (the inbound backpressure of docs/protocol.md,
+/// "Bulk channels").
 pub const BULK_INBOUND_FRAMES: usize = 4;
 
-/// Registers an echo channel of the `bulk` delivery class (SPEC section 7): each frame goes back
-/// with [`ChannelHandle::send_bulk_to`], which waits while the sender's bulk window is full, so a
-/// sender that reads its echoes slowly is paced instead of failed. Needs a tokio runtime.
+/// Registers an echo channel of the `bulk` delivery class (docs/protocol.md, "Bulk channels"): each
+/// frame goes back with [`ChannelHandle::send_bulk_to`], which waits while the sender's bulk window
+/// is full, so a sender that reads its echoes slowly is paced instead of failed. Needs a tokio
+/// runtime.
 ///
 /// Frames are echoed one at a time, in arrival order across connections: a sender that does not
 /// read its echoes slows the other senders on the same channel (mount one channel per client
@@ -55,7 +57,8 @@ pub fn mount_bulk(registry: &ChannelRegistry, name: &str) -> Result<ChannelHandl
 pub(crate) fn body_of(body: InboundBody) -> Option<FrameBody> {
     match body {
         InboundBody::Binary(bytes) => Some(FrameBody::Binary(bytes)),
-        // Forwarded as received: the sender's bytes, key order and spacing (SPEC section 7).
+        // Forwarded as received: the sender's bytes, key order and spacing (docs/protocol.md,
+        // "Channels").
         InboundBody::Event(event) => Some(FrameBody::EventBytes(event)),
         InboundBody::Disconnected => None,
     }

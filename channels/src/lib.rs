@@ -65,7 +65,7 @@ impl std::str::FromStr for ChannelSpec {
     }
 }
 
-/// How a reference `echo` or `relay` channel delivers (SPEC section 7).
+/// How a reference `echo` or `relay` channel delivers (docs/protocol.md, "Channels").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Delivery {
     /// The default class: never dropped; a reader past its budget is failed.

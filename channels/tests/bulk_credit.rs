@@ -184,8 +184,9 @@ async fn a_1_1_client_is_answered_at_once_while_a_stalled_receiver_holds_the_rel
         "1.1: pings {:?}, B's gap {:?}, C {:?}",
         o.pings, o.b_gap, o.c_close
     );
-    // Every answer within 100 ms, as the contract says. Before credit, the same pings waited
-    // for the relay: ~10 s with the stall rule, 37 s without.
+    // Every answer within 100 ms: a ping never waits for a slow bulk consumer (docs/protocol.md,
+    // "Bulk channels"). Before credit, the same pings waited for the relay: ~10 s with the stall
+    // rule, 37 s without.
     let worst = o.pings.iter().max().copied().unwrap_or_default();
     assert!(worst <= Duration::from_millis(100), "{:?}", o.pings);
     assert!(

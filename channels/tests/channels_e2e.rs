@@ -1,4 +1,4 @@
-//! Payload channels end to end over real sockets (SPEC section 7).
+//! Payload channels end to end over real sockets (docs/protocol.md, "Channels").
 
 use carrier_test_support as support;
 
@@ -563,9 +563,9 @@ async fn bulk_echo_and_relay_pace_instead_of_failing_a_slow_receiver() {
     assert_eq!(share.delivery, DeliveryClass::Bulk);
 }
 
-/// SPEC section 7: an event body passes through `echo` and `relay` (reliable and bulk) byte for
-/// byte — unsorted keys, odd spacing, escapes and number spellings included — so a peer that
-/// signs or hashes an event body gets back exactly what was signed.
+/// docs/protocol.md, "Channels": an event body passes through `echo` and `relay` (reliable and
+/// bulk) byte for byte — unsorted keys, odd spacing, escapes and number spellings included — so a
+/// peer that signs or hashes an event body gets back exactly what was signed.
 #[tokio::test]
 async fn event_bodies_come_back_byte_identical_through_echo_and_relay() {
     let s = Server::core_default().await;

@@ -1,6 +1,6 @@
-//! Client-side commands of the `carrier` binary (SPEC section 10): `send`, `connect`, `status`
-//! and `doctor`. Argument parsing and wiring only; everything else comes from
-//! [`carrier::client`].
+//! Client-side commands of the `carrier` binary (docs/protocol.md, "Discovery and the CLI"):
+//! `send`, `connect`, `status` and `doctor`. Argument parsing and wiring only; everything else
+//! comes from [`carrier::client`].
 //!
 //! Each `run_*` returns the exit code: 0 success, 1 runtime failure (unreachable server, token
 //! refused, turn aborted), 2 usage error (a URL that is not `ws://HOST:PORT/`, or no URL while

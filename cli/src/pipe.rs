@@ -1,6 +1,6 @@
-//! `carrier pipe`: the shell tool for payload channels (SPEC section 7), as `websocat` is for
-//! sockets. stdin goes out as binary frames on one channel; that channel's inbound frames come
-//! out on stdout.
+//! `carrier pipe`: the shell tool for payload channels (docs/protocol.md, "Channels"), as
+//! `websocat` is for sockets. stdin goes out as binary frames on one channel; that channel's
+//! inbound frames come out on stdout.
 //!
 //! ```text
 //! carrier pipe [URL] [--token T] --channel NAME [--chunk BYTES] [--events] [--linger-ms MS]
@@ -26,14 +26,14 @@
 //!
 //! # When a run is over
 //!
-//! SPEC says nothing about when a pipe on a channel that answers is done, so this is the rule:
-//! once stdin is at EOF and every frame has been written to the socket, the pipe keeps reading
-//! until the channel has sent back as many binary bytes as were sent (an `echo` is complete:
-//! exit at once), or until nothing arrived on the channel for `--linger-ms` (default 1000; a
-//! channel that does not answer, or a `relay` whose other side is still talking). Then it closes
-//! with 1000 and exits 0. With no input at all (`< /dev/null`) and nothing received it exits at
-//! once. To only receive (`carrier pipe --channel share > out.bin`), leave stdin open (a terminal
-//! does; end with Ctrl-D) or give a long `--linger-ms`.
+//! The protocol says nothing about when a pipe on a channel that answers is done, so this is the
+//! rule: once stdin is at EOF and every frame has been written to the socket, the pipe keeps
+//! reading until the channel has sent back as many binary bytes as were sent (an `echo` is
+//! complete: exit at once), or until nothing arrived on the channel for `--linger-ms` (default
+//! 1000; a channel that does not answer, or a `relay` whose other side is still talking). Then it
+//! closes with 1000 and exits 0. With no input at all (`< /dev/null`) and nothing received it exits
+//! at once. To only receive (`carrier pipe --channel share > out.bin`), leave stdin open (a
+//! terminal does; end with Ctrl-D) or give a long `--linger-ms`.
 //!
 //! A server close or a connection failure before that exits 1 with one line on stderr, as does a
 //! refused token (close 1008 or HTTP 401) and a `protocol_error` about the channel (e.g. it

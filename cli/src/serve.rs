@@ -14,7 +14,7 @@ use clap::Args;
 
 use carrier_channels::{self as channels, ChannelSpec};
 
-/// Flags of `carrier serve` (SPEC section 10). Every flag also reads an environment variable;
+/// Flags of `carrier serve` (README.md, "Serving"). Every flag also reads an environment variable;
 /// prefer `CARRIER_TOKEN` over `--token`: command lines are visible to other local users.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -234,7 +234,8 @@ impl ServeArgs {
     }
 }
 
-/// The one line printed on stdout once listening; fields in the contract's order.
+/// The one line printed on stdout once listening; fields in the documented order (docs/protocol.md,
+/// "Discovery and the CLI").
 #[derive(serde::Serialize)]
 struct Listening {
     event: &'static str,
@@ -247,7 +248,8 @@ struct Listening {
 /// Runs `carrier serve` until SIGINT/SIGTERM.
 pub async fn run(args: ServeArgs) -> ExitCode {
     // The runtime file lets `carrier send`, `connect`, `status` and `doctor` find this carrier
-    // (SPEC section 10); with --token-file the token stays in that file only.
+    // (docs/protocol.md, "Discovery and the CLI"); with --token-file the token stays in that file
+    // only.
     let mut advertised = RuntimeFileOptions::for_user();
     if args.token_file.is_some() {
         advertised = advertised.without_token();

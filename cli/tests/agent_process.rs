@@ -1,4 +1,4 @@
-//! `carrier serve --agent-cmd` with well-behaved agents (SPEC section 5, last bullet): the
+//! `carrier serve --agent-cmd` with well-behaved agents (docs/protocol.md, "Agent processes"): the
 //! example `reverse_agent`, a clone of the embedded agent, and the library's `AgentProcess`.
 //! Every test runs the real binary or a real child process, and checks that no agent process
 //! outlives its carrier.

@@ -1,6 +1,6 @@
 //! `carrier serve --agent-cmd` with agents that misbehave on purpose (`cli/tests/agents/`): clients
-//! get the errors SPEC section 5 names, the carrier keeps serving, and no agent process
-//! outlives it.
+//! get the errors docs/protocol.md, "Agent processes", names, the carrier keeps serving, and no
+//! agent process outlives it.
 
 use carrier_test_support as support;
 

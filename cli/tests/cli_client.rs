@@ -1,7 +1,7 @@
 //! The client-side CLI commands (`send`, `connect`, `status`, `doctor`) against a small fake
-//! carrier built on tokio-tungstenite that behaves like the embedded default agent of SPEC
-//! section 5. The commands come from the `carrier-cli` library, the one the binary is built on;
-//! it can only use `carrier`'s public API.
+//! carrier built on tokio-tungstenite that behaves like the embedded default agent
+//! (docs/protocol.md, "Events", the demo agent). The commands come from the `carrier-cli` library,
+//! the one the binary is built on; it can only use `carrier`'s public API.
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! `carrier serve` as a user runs it: the real binary, its one `listening` line, exit codes,
 //! the token file, signals, `carrier send` against it, and the runtime files through which
-//! `send`, `connect`, `status` and `doctor` find it (SPEC section 10).
+//! `send`, `connect`, `status` and `doctor` find it (docs/protocol.md, "Discovery and the CLI").
 //!
 //! Every child gets its own `XDG_RUNTIME_DIR` (a temporary directory), so no test sees another
 //! test's carriers or the carrier of the person running the tests.
@@ -344,7 +344,7 @@ fn console_and_client_module_are_served() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Runtime files (SPEC section 10, "Finding a running carrier")
+// Runtime files (docs/protocol.md, "Discovery and the CLI")
 // ---------------------------------------------------------------------------------------------
 
 #[cfg(unix)]

@@ -1,7 +1,8 @@
-//! Hostile local clients against the carrier's memory and its connection slots (SPEC sections 3
-//! and 8; issue 12). Each attack runs against a real `carrier serve` child over 127.0.0.1 and
-//! asserts on that process's resident memory (`VmHWM` after `clear_refs`), or against an
-//! in-process carrier and asserts on who gets in. Every loop is bounded in count and time.
+//! Hostile local clients against the carrier's memory and its connection slots (docs/protocol.md,
+//! "Limits" and "Delivery and memory"; issue 12). Each attack runs against a real `carrier serve`
+//! child over 127.0.0.1 and asserts on that process's resident memory (`VmHWM` after `clear_refs`),
+//! or against an in-process carrier and asserts on who gets in. Every loop is bounded in count and
+//! time.
 
 use carrier_test_support as support;
 
@@ -388,7 +389,7 @@ async fn pipelined_requests_not_read_fail_the_reader_before_memory_grows() {
     serve.finish().await;
 }
 
-/// A channel frame (SPEC section 7) carrying `payload` as opaque binary.
+/// A channel frame (docs/protocol.md, "Channels") carrying `payload` as opaque binary.
 fn channel_binary(channel: &str, seq: u32, payload: &[u8]) -> Vec<u8> {
     let mut f = b"RBF\x01\x01".to_vec();
     f.push(channel.len() as u8);

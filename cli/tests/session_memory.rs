@@ -1,8 +1,8 @@
-//! One figure for the whole process (SPEC section 8; issue 22 item 4): every session's history
-//! and resume ring share one process-wide budget, and a client that fills many sessions keeps
-//! the carrier under the README's "Memory bounds" figure. When the budget is full the least
-//! recently used sessions lose their oldest entries first: a resume past them reports `gap`,
-//! and their history starts later.
+//! One figure for the whole process (docs/protocol.md, "Delivery and memory"; issue 22 item 4):
+//! every session's history and resume ring share one process-wide budget, and a client that fills
+//! many sessions keeps the carrier under the README's "Memory bounds" figure. When the budget is
+//! full the least recently used sessions lose their oldest entries first: a resume past them
+//! reports `gap`, and their history starts later.
 //!
 //! A real `carrier serve` child, one `tokio-tungstenite` client over 127.0.0.1, and the
 //! child's peak resident memory (`VmHWM`) against the figure computed from the flags it runs

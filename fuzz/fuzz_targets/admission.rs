@@ -1,5 +1,5 @@
 //! Feeds arbitrary `Host`, `Origin`, query and `Sec-WebSocket-Protocol` values to the one
-//! admission function (SPEC section 2).
+//! admission function (docs/protocol.md, "Endpoint and admission").
 //!
 //! The input is split on `\n` into up to four fields (host, origin, query, protocols); a field
 //! that is exactly `-` is "header absent". The first byte's low bit picks the listener's grant.

@@ -1,4 +1,4 @@
-//! Feeds arbitrary bytes to the channel-frame decoder (SPEC section 7).
+//! Feeds arbitrary bytes to the channel-frame decoder (docs/protocol.md, "Channels").
 //!
 //! Neither `decode` nor `peek` may panic, they must agree on the header, and a frame that
 //! decodes must survive encode → decode unchanged (byte for byte, for binary frames).

@@ -3,21 +3,20 @@
 //! liveness timers) with arbitrary sequences of client frames over an in-memory stream.
 //!
 //! Each input is a byte program (see [`Op`]); it runs on a fresh single-threaded runtime with a
-//! paused clock, so the handshake timeout, pings and close grace periods elapse instantly and
-//! every run is deterministic. A small reference model of the contract predicts what the server
-//! must answer; the invariants are:
+//! paused clock, so the handshake timeout, pings and close grace periods elapse instantly and every
+//! run is deterministic. A small reference model of the protocol (docs/protocol.md) predicts what
+//! the server must answer; the invariants are:
 //! - the connection always ends (no hang), and the server's output is a well-formed stream of
 //!   unmasked, unfragmented frames with control payloads of at most 125 bytes, ending at a frame
 //!   boundary, with at most one close frame and nothing after it;
 //! - a refused connection sends its 1008 close and nothing else;
-//! - for well-formed input the server's data answers (echoes, `ok`, `too_large`, protocol
-//!   errors, channel echoes) are exactly the model's, in order; its pongs answer pings in the
-//!   order they were sent, possibly only the most recent of several (RFC 6455 §5.5.3: pongs owed
-//!   to a peer that does not read coalesce), and the last ping is always answered, before the
-//!   close; after the first invalid frame the
-//!   close code is one the contract names for that violation (1002 unmasked or mis-sequenced,
-//!   1007 invalid UTF-8, 1009 over the cap, 1008 binary before the handshake), and nothing the
-//!   server wrote after it;
+//! - for well-formed input the server's data answers (echoes, `ok`, `too_large`, protocol errors,
+//!   channel echoes) are exactly the model's, in order; its pongs answer pings in the order they
+//!   were sent, possibly only the most recent of several (RFC 6455 §5.5.3: pongs owed to a peer
+//!   that does not read coalesce), and the last ping is always answered, before the close; after
+//!   the first invalid frame the close code is the one docs/protocol.md or RFC 6455 names for that
+//!   violation (1002 unmasked or mis-sequenced, 1007 invalid UTF-8, 1009 over the cap, 1008 binary
+//!   before the handshake), and nothing the server wrote after it;
 //! - a connection that goes silent is closed: 1008 before the handshake, 1001 after it (no pong).
 
 #![no_main]

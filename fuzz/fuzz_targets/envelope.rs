@@ -1,16 +1,17 @@
-//! Feeds arbitrary text to the envelope parser and the handshake params (SPEC sections 4 and 6).
+//! Feeds arbitrary text to the envelope parser and the handshake params (docs/protocol.md,
+//! "Envelope", "Handshake" and "Errors").
 //!
 //! Invariants:
 //! - `parse` never panics; a frame it accepts re-encodes (with the crate's own encoders) to text
 //!   that parses to the same frame, and its ids and names stay within the published bounds;
 //! - every rejection's reply, and every `too_large` reply, is itself a valid envelope: an error
-//!   response echoing the request's id (code `protocol_error` / `too_large`) or a
-//!   `protocol_error` event with a contract code — the server never answers with a frame a
+//!   response echoing the request's id (code `protocol_error` / `too_large`) or a `protocol_error`
+//!   event with a code of docs/protocol.md, "Errors" — the server never answers with a frame a
 //!   client cannot parse;
 //! - a request's params, read as `system.handshake` params, either fail cleanly or give versions
-//!   that print back to what was sent, and the compatibility check agrees with the contract's
-//!   rules (different majors, or either side below the other's minimum: incompatible; else
-//!   compatible, with skew exactly when the minors differ);
+//!   that print back to what was sent, and the compatibility check agrees with the version rules of
+//!   docs/protocol.md, "Versions" (different majors, or either side below the other's minimum:
+//!   incompatible; else compatible, with skew exactly when the minors differ);
 //! - `truncate` cuts on a character boundary within the bound.
 
 #![no_main]
@@ -30,7 +31,7 @@ fn reparse(bytes: &[u8]) -> Frame {
 }
 
 /// A reply the server would send must parse as a response with `id` and error `code`, or a
-/// `protocol_error` event with one of the codes of SPEC section 6.
+/// `protocol_error` event with one of the codes of docs/protocol.md, "Errors".
 fn assert_valid_reply(reply: &[u8], id: Option<&str>, code: &str) {
     match reparse(reply) {
         Frame::Response(r) => {

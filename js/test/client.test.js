@@ -1,6 +1,6 @@
-// CarrierClient keeps the SPEC 10/11 client contract (handshake first, correlation, drops,
-// preflight, resume, dedupe, backoff) built from a URL on a fake socket and clock, and over any
-// object that keeps the Transport contract.
+// CarrierClient keeps the client contract of docs/protocol.md, "Client behaviour" (handshake first,
+// correlation, drops, preflight, resume, dedupe, backoff) built from a URL on a fake socket and
+// clock, and over any object that keeps the Transport contract.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { CarrierClient, CLIENT_VERSION, decodeChannelFrame, encodeChannelFrame, RECONNECT_DELAYS_MS } from "../client.js";

@@ -1,7 +1,7 @@
 /**
- * The reference suite of the transport contract (SPEC section 11). Every transport in this
- * package runs it — `WsTransport` on a fake socket, on a real WebSocket peer and on a real
- * carrier, and the `MessagePort` pair of `examples/message-port.js` over each — and a new
+ * The reference suite of the transport contract (docs/protocol.md, "Client behaviour"). Every
+ * transport in this package runs it — `WsTransport` on a fake socket, on a real WebSocket peer and
+ * on a real carrier, and the `MessagePort` pair of `examples/message-port.js` over each — and a new
  * transport should too: write a harness for it (see {@link Harness}) and call
  * `transportSuite(harness)` from a `node --test` file.
  *

@@ -1,5 +1,6 @@
-//! `carrier bench`: the command line of the load generator ([`crate`], SPEC section 12). The
-//! binary flattens [`BenchArgs`] into its `bench` subcommand and calls [`run_bench`]. Exit codes follow SPEC section 10: 0 when every message completed,
+//! `carrier bench`: the command line of the load generator ([`crate`]; BENCHMARKS.md
+//! shows how it is run). The binary flattens [`BenchArgs`] into its `bench` subcommand and calls
+//! [`run_bench`]. Exit codes are those of every `carrier` command: 0 when every message completed,
 //! 1 when the run had errors, timed out or could not connect, 2 for a usage error (a bad
 //! plan, a URL that is not loopback).
 

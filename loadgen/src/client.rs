@@ -16,7 +16,7 @@ use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 // Every mode dials through the carrier client's one dialer (owner check, upgrade), and the
-// carrier modes start with the client's own handshake (SPEC section 4).
+// carrier modes start with the client's own handshake (docs/protocol.md, "Handshake").
 use carrier::client::{
     dial, read_response, ConnectionMachine, DialedSocket, HandshakeStep, PeerInfo, TransportError,
     WsOptions,

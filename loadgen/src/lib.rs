@@ -1,4 +1,5 @@
-//! A load generator for a running carrier (or any WebSocket echo server), SPEC section 12.
+//! A load generator for a running carrier (or any WebSocket echo server); BENCHMARKS.md holds
+//! its results.
 //!
 //! N connections × M messages of S bytes against a `ws://` URL on loopback, measured from the
 //! client: messages per second, payload MB/s (10^6 bytes) and latency percentiles. Every run is

@@ -1,4 +1,4 @@
-//! The `mixed` mode (SPEC section 12): what a user of a carrier feels when a large transfer runs
+//! The `mixed` mode: what a user of a carrier feels when a large transfer runs
 //! beside the agent protocol on the same connection.
 //!
 //! On each connection, first `system.ping`s alone (the idle latency), then a bulk transfer of

@@ -1,4 +1,5 @@
-//! Channel-frame codec (SPEC section 7): encode and decode at 0 B, 64 B, 16 KiB and 1 MiB.
+//! Channel-frame codec (docs/protocol.md, "Channels"): encode and decode at 0 B, 64 B,
+//! 16 KiB and 1 MiB.
 //!
 //! `encode_binary` never copies the payload and `decode` hands it back as a slice, so both
 //! should cost the same at every size: bytes/s grows with the size. `to_vec` (the single-buffer

@@ -1,5 +1,5 @@
-//! The resume ring (SPEC section 5): recording events in a full ring (steady-state eviction)
-//! and computing a replay 1, 100 and 1000 events behind.
+//! The resume ring (docs/protocol.md, "Sessions and resume"): recording events in a full ring
+//! (steady-state eviction) and computing a replay 1, 100 and 1000 events behind.
 
 // `criterion_group!` declares an undocumented `pub fn`.
 #![allow(missing_docs)]

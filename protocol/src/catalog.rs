@@ -1,4 +1,5 @@
-//! The method catalog: the single source of every wire name (SPEC section 4).
+//! The method catalog: the single source of every wire name (docs/protocol.md, "Methods"
+//! and "Events" are generated from it).
 //!
 //! For each method it records the direction, the owner, the effect (`read` / `mutate`), the
 //! least role, the params and result types, the feature it needs and whether its success
@@ -185,7 +186,7 @@ macro_rules! catalog {
             )*
         }
 
-        /// The catalog, in SPEC order.
+        /// The catalog, in the order the generated "Methods" table of docs/protocol.md lists it.
         pub static METHODS: &[MethodSpec] = &[
             $( MethodSpec {
                 method: Method::$variant,
@@ -357,7 +358,7 @@ macro_rules! events {
             }
         }
 
-        /// Every event the server sends, in SPEC order.
+        /// Every event the server sends, in the order the generated "Events" table lists it.
         pub static EVENTS: &[EventSpec] = &[
             $( EventSpec {
                 event: EventName::$variant,

@@ -1,5 +1,6 @@
-//! Payload channels as the host declares them (SPEC section 7): the descriptor `channels.list`
-//! and the handshake show, and the delivery class that decides what happens to a slow reader.
+//! Payload channels as the host declares them (docs/protocol.md, "Channels"): the descriptor
+//! `channels.list` and the handshake show, and the delivery class that decides what happens to a
+//! slow reader.
 
 use serde::{Deserialize, Serialize};
 

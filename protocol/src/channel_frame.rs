@@ -1,4 +1,5 @@
-//! The RBF v1 channel-frame codec (SPEC section 7): one binary WebSocket message carries one frame.
+//! The RBF v1 channel-frame codec (docs/protocol.md, "Channels"): one binary WebSocket message
+//! carries one frame.
 //!
 //! ```text
 //! 0..2  magic "RBF"   3  version = 1   4  kind: 0x01 opaque binary, 0x02 event (UTF-8 JSON)
@@ -82,7 +83,8 @@ pub enum FrameBody {
         payload: Value,
     },
     /// An event whose body is sent exactly as these bytes: an event received and forwarded
-    /// unchanged (SPEC section 7: key order and spacing survive). Never made by [`decode`].
+    /// unchanged (key order and spacing survive: docs/protocol.md, "Channels"). Never made by
+    /// [`decode`].
     EventBytes(EventBytes),
 }
 
@@ -172,7 +174,7 @@ impl FrameBody {
 pub struct ChannelFrame {
     /// The channel name, 1..=255 bytes of UTF-8.
     pub channel: String,
-    /// The sender's per-channel sequence number (SPEC section 7, `seq`).
+    /// The sender's per-channel sequence number (`seq`; docs/protocol.md, "Channels").
     pub seq: u32,
     /// The payload.
     pub body: FrameBody,

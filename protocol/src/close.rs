@@ -1,5 +1,5 @@
-//! WebSocket close codes (RFC 6455 section 7.4) as the carrier uses them (SPEC sections 3, 4
-//! and 8).
+//! WebSocket close codes (RFC 6455 section 7.4) as the carrier uses them (the close
+//! codes listed at the end of docs/protocol.md, "Errors").
 
 use std::fmt;
 

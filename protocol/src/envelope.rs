@@ -1,11 +1,11 @@
-//! The text envelope (SPEC section 4): parsing one text frame into a request, a response or an
-//! event with strict validation, and encoding the frames the server sends.
+//! The text envelope (docs/protocol.md, "Envelope"): parsing one text frame into a request, a
+//! response or an event with strict validation, and encoding the frames the server sends.
 //!
 //! Parsing never drops a frame silently: every failure is a [`Rejection`] whose
 //! [`Rejection::reply`] is the frame to answer with — an error response when the frame had a
-//! usable `id`, otherwise a `protocol_error` event (SPEC section 6).
+//! usable `id`, otherwise a `protocol_error` event (docs/protocol.md, "Errors").
 //!
-//! Validation rules (where SPEC is silent, these are the decisions):
+//! Validation rules (where the protocol reference leaves a choice, these are the decisions):
 //! - a frame is exactly one JSON object; its keys must be those of exactly one shape
 //!   (`id`/`method`/`params`, `id`/`result`|`error`, `event`/`seq`/`payload`); an unknown
 //!   top-level key is refused, since it makes the shape ambiguous;

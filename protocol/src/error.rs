@@ -1,4 +1,4 @@
-//! Error codes and error objects (SPEC section 6).
+//! Error codes and error objects (docs/protocol.md, "Errors").
 //!
 //! Two readers of the same wire: [`ErrorCode`] and [`ErrorObject`] are strict (what this
 //! carrier sends and its schemas describe); [`ReceivedErrorCode`] and [`ReceivedError`] are

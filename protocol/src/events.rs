@@ -1,4 +1,4 @@
-//! Event payload types (SPEC sections 5 and 6): the session events the hub numbers with `seq`,
+//! Event payload types (docs/protocol.md, "Events"): the session events the hub numbers with `seq`,
 //! and the carrier's own `protocol_error` and `channel.dropped` events (no `seq`).
 
 use schemars::JsonSchema;
@@ -148,7 +148,7 @@ pub enum SessionEvent {
 /// An event name or payload that is not a valid session event.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EventError {
-    /// Not one of the session events of SPEC section 5.
+    /// Not one of the session events of docs/protocol.md, "Events".
     #[error("unknown session event {0:?}")]
     UnknownEvent(String),
     /// The payload does not match the event's type.
@@ -194,7 +194,7 @@ impl SessionEvent {
     }
 
     /// Validates a session event received as JSON (e.g. from an agent process): only the
-    /// event names and field types of SPEC section 5.
+    /// event names and field types of docs/protocol.md, "Events".
     pub fn from_wire(event: &str, payload: Value) -> Result<SessionEvent, EventError> {
         fn typed<T: serde::de::DeserializeOwned>(
             name: EventName,
@@ -234,7 +234,7 @@ pub struct ReceivedSessionEvent {
     pub kind: ReceivedSessionEventKind,
 }
 
-/// The session events of SPEC section 5 as a client reads them (the tolerant reader of
+/// The session events (docs/protocol.md, "Events") as a client reads them (the tolerant reader of
 /// [`SessionEvent`]). An event with an unknown name, or whose payload does not have the
 /// documented fields, arrives as [`ReceivedSessionEventKind::Other`] rather than being lost.
 ///

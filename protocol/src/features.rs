@@ -1,4 +1,5 @@
-//! Protocol features, the version that introduced each, and feature preflight (SPEC section 4).
+//! Protocol features, the version that introduced each, and feature preflight (docs/protocol.md,
+//! "Features").
 //!
 //! A feature is available to a connection when the server has it (the protocol it speaks
 //! includes it and the host wired it) and the client's announced protocol includes it. A

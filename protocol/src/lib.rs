@@ -18,7 +18,7 @@
 //!   from the catalog.
 //! - [`reference`](mod@reference) — the tables of the protocol reference (`docs/protocol.md`): methods,
 //!   events, error codes, features and their compatibility, generated from the catalog.
-//! - [`channel_frame`] — the binary channel-frame codec (SPEC section 7), zero-copy.
+//! - [`channel_frame`] — the binary channel-frame codec (docs/protocol.md, "Channels"), zero-copy.
 //! - [`error`] — error codes, error objects and the `protocol_error` event.
 //! - [`resume`] — the bounded per-session ring of recent events used for resume.
 //! - [`channel`] — payload channels as the host declares them, and their delivery classes.

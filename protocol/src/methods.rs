@@ -1,12 +1,12 @@
-//! Params and result types of every method (SPEC sections 4 and 5). The method catalog
+//! Params and result types of every method (docs/protocol.md, "Methods"). The method catalog
 //! ([`super::catalog`]) names which type belongs to which method; dispatch, validation and the
 //! JSON Schemas all come from these definitions.
 //!
 //! Decoding rules, shared by every type here:
 //! - an optional field sent as `null` is the same as an omitted one (`Option` + `default`);
 //! - unknown params fields are **ignored** (tolerant reader): a client a minor version ahead may
-//!   send optional params this server does not know, and SPEC section 4 guarantees that an
-//!   omitted optional parameter keeps the old behaviour. A client-claimed identity (e.g. a
+//!   send optional params this server does not know, and an omitted optional parameter always
+//!   keeps the old behaviour (docs/protocol.md, "Features"). A client-claimed identity (e.g. a
 //!   `driver` field on `session.submit`) is therefore ignored too;
 //! - required fields must have the right JSON type; numbers must fit (no negatives, no
 //!   fractions).
@@ -64,7 +64,7 @@ pub struct HandshakeParams {
     pub min_compatible_peer: Option<Value>,
 }
 
-/// The typed outcome of a handshake's `resume` (SPEC section 5).
+/// The typed outcome of a handshake's `resume` (docs/protocol.md, "Sessions and resume").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "outcome", rename_all = "lowercase")]
 pub enum ResumeOutcome {

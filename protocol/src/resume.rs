@@ -1,4 +1,5 @@
-//! The bounded ring of a session's recent events, replayed when a client resumes (SPEC section 5).
+//! The bounded ring of a session's recent events, replayed when a client resumes
+//! (docs/protocol.md, "Sessions and resume").
 //!
 //! The ring stores each event already encoded, so a replay sends the same shared bytes the live
 //! fan-out sent. It is bounded twice — by event count and by total bytes — and whichever bound is
@@ -22,9 +23,9 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
-/// Default bound on the number of events a ring holds (SPEC section 5).
+/// Default bound on the number of events a ring holds (docs/protocol.md, "Limits").
 pub const DEFAULT_MAX_EVENTS: usize = 1024;
-/// Default bound on the total encoded bytes a ring holds: 4 MiB (SPEC section 5).
+/// Default bound on the total encoded bytes a ring holds: 4 MiB (docs/protocol.md, "Limits").
 pub const DEFAULT_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// Room for this many events is never given back by [`ResumeRing::pop_oldest`]: shrinking
@@ -83,7 +84,7 @@ impl Replay {
 }
 
 impl Default for ResumeRing {
-    /// A ring with the SPEC defaults: 1024 events or 4 MiB, whichever is reached first.
+    /// A ring with the published defaults: 1024 events or 4 MiB, whichever is reached first.
     fn default() -> Self {
         ResumeRing::new(DEFAULT_MAX_EVENTS, DEFAULT_MAX_BYTES)
     }

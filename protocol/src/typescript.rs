@@ -1,8 +1,8 @@
-//! TypeScript declarations of the wire types, generated from the method catalog (SPEC section
-//! 10): the same schemas [`super::schema`] generates as JSON Schema, turned into the text of
-//! one `.d.ts` file (`js/wire.d.ts` in this repository) that the JavaScript package's
-//! hand-written declarations import. `carrier schema --out DIR --ts FILE` writes it; `--check
-//! DIR --ts FILE` fails when it is stale or missing.
+//! TypeScript declarations of the wire types, generated from the method catalog (`carrier schema
+//! --ts`): the same schemas [`super::schema`] generates as JSON Schema, turned into the text of one
+//! `.d.ts` file (`js/wire.d.ts` in this repository) that the JavaScript package's hand-written
+//! declarations import. `carrier schema --out DIR --ts FILE` writes it; `--check DIR --ts FILE`
+//! fails when it is stale or missing.
 //!
 //! Every named type of every schema (the root's `title` and its `$defs`) becomes one
 //! declaration; the catalog itself becomes the `Methods` and `Events` maps that type
@@ -34,7 +34,7 @@ const HEADER: &str = "\
 // the Rust method catalog, the same source as the JSON Schemas in `schemas/`;
 // `carrier schema --check schemas --ts js/wire.d.ts` (run by CI) fails when it is stale.
 //
-// The wire types of the carrier protocol (SPEC sections 4-7): every method's params and result,
+// The wire types of the carrier protocol (docs/protocol.md): every method's params and result,
 // every event payload, the error codes and the channel descriptor.
 ";
 

@@ -1,5 +1,5 @@
 //! Protocol versions: `"MAJOR.MINOR"` strings, their order and the compatibility rules of
-//! SPEC section 4.
+//! docs/protocol.md, "Versions".
 //!
 //! Two peers are compatible when they share the major version and each speaks at least the
 //! other's minimum. A different minor is *skew*: the connection works, and features the older
@@ -180,7 +180,7 @@ impl VersionPair {
         VersionPair::new(version.parse().ok()?, min_compatible.parse().ok()?).ok()
     }
 
-    /// The rules of SPEC section 4, from this side's point of view.
+    /// The rules of docs/protocol.md, "Versions", from this side's point of view.
     pub fn check(&self, peer: &VersionPair) -> Compatibility {
         if self.version.major != peer.version.major {
             return Compatibility::Incompatible(Incompatibility::MajorMismatch);
@@ -197,9 +197,9 @@ impl VersionPair {
     }
 }
 
-/// The `version_incompatible` error of SPEC section 4 for a `server` and a `client` that cannot
-/// talk (`why`, from [`VersionPair::check`]): both pairs in its message and its `data`. The
-/// server answers a handshake with it; a client refuses a server's handshake result with it.
+/// The `version_incompatible` error (docs/protocol.md, "Versions") for a `server` and a `client`
+/// that cannot talk (`why`, from [`VersionPair::check`]): both pairs in its message and its `data`.
+/// The server answers a handshake with it; a client refuses a server's handshake result with it.
 pub fn incompatible_error(
     server: VersionPair,
     client: VersionPair,

@@ -1,4 +1,4 @@
-//! The embedded default agent (SPEC section 5): deterministic, so any client can test against
+//! The embedded default agent: deterministic, so any client can test against
 //! it.
 //!
 //! - `session.submit {prompt}` streams `"echo: " + prompt`, one delta per whitespace-separated

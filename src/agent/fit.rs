@@ -1,7 +1,7 @@
 //! Answers the carrier builds from data it does not bound itself — a host directory's sessions,
 //! a session's history — are fitted to the connection's outbound budget before they are
 //! encoded, so every such request is answered in any state instead of failing the connection
-//! (SPEC sections 5 and 8). Sizes are counted as JSON without building it.
+//! (docs/protocol.md, "Delivery and memory"). Sizes are counted as JSON without building it.
 
 use serde::Serialize;
 

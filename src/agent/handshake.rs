@@ -1,5 +1,5 @@
-//! `system.handshake` (SPEC section 4): version negotiation, the initial binding or resume,
-//! and the result that tells the client everything it may rely on.
+//! `system.handshake` (docs/protocol.md, "Handshake"): version negotiation, the initial binding or
+//! resume, and the result that tells the client everything it may rely on.
 
 use super::handler_context::{Io, State};
 use super::reply::{internal, Reply};

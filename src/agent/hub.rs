@@ -13,8 +13,8 @@
 //! [`super::memory`]). An eviction from outside only ever removes this session's oldest
 //! events, so the ring's oldest held seq still tells a resume where its gap ends.
 //!
-//! A failed send is the connection's problem (SPEC section 8): it is dropped from the hub and
-//! the operation that produced the event still succeeds.
+//! A failed send is the connection's problem (docs/protocol.md, "Delivery and memory"): it is
+//! dropped from the hub and the operation that produced the event still succeeds.
 //!
 //! What a turn input changes and which events it causes is decided by the pure state machine
 //! [`Turns`] (`hub_turns.rs`); the hub only locks, answers, emits, and then calls the agent.

@@ -14,9 +14,9 @@ use super::usage::{SessionUsage, UsageReporter};
 use crate::protocol::version::VersionPair;
 use crate::server::{Attachment, CarrierContext, Connection, Gauge, TextProfile, TextSession};
 
-/// The agent protocol (SPEC sections 4–6) on the carrier's text frames: handshake, method
-/// dispatch, session hubs with `seq` and resume, and fan-out of session events to every bound
-/// connection.
+/// The agent protocol (docs/protocol.md, "Envelope" to "Errors") on the carrier's text frames:
+/// handshake, method dispatch, session hubs with `seq` and resume, and fan-out of session events to
+/// every bound connection.
 ///
 /// Cheap to clone; clones share sessions. Re-attaching the same profile after `stop()` keeps
 /// the sessions and their history (the new epoch still makes every resume a `reset`).
@@ -44,7 +44,7 @@ impl std::fmt::Debug for AgentProfile {
 }
 
 impl AgentProfile {
-    /// The embedded default agent (SPEC section 5) in an in-memory directory, with per-session
+    /// The embedded default agent ([`EmbeddedAgent`]) in an in-memory directory, with per-session
     /// usage counters.
     pub fn embedded(agent: EmbeddedAgent) -> Self {
         AgentProfile::builder(InMemoryDirectory::new(move |_| agent.session())).build()
@@ -157,11 +157,11 @@ impl AgentProfileBuilder {
     }
 
     /// The protocol version pair the carrier announces to its clients (`protocol_version` and
-    /// `min_compatible_protocol` in the `system.handshake` result and in `system.status`), and
-    /// the pair every client's handshake is checked against by the rules of SPEC section 4.
-    /// Defaults to [`VersionPair::CURRENT`] (1.1, oldest compatible 1.0), which is what this
-    /// build implements. A pair below 1.1 also turns inbound credit on bulk channels off (no
-    /// `credit` in the descriptors, no `channel.credit`), as a 1.0 server would.
+    /// `min_compatible_protocol` in the `system.handshake` result and in `system.status`), and the
+    /// pair every client's handshake is checked against by the version rules (docs/protocol.md,
+    /// "Versions"). Defaults to [`VersionPair::CURRENT`] (1.1, oldest compatible 1.0), which is
+    /// what this build implements. A pair below 1.1 also turns inbound credit on bulk channels off
+    /// (no `credit` in the descriptors, no `channel.credit`), as a 1.0 server would.
     ///
     /// Announcing another pair does not change what the carrier does; it is for hosts that
     /// speak a newer minor on top of this build and for testing clients against a skewed or

@@ -17,7 +17,8 @@ use super::memory::{Account, Change, SessionMemory, Spare, Store, ENTRY_OVERHEAD
 use crate::protocol::methods::HistoryEntry;
 use crate::protocol::resume::{Replay, ResumeRing};
 
-/// Bounds of a session's resume ring (SPEC default: 1024 events or 4 MiB).
+/// Bounds of a session's resume ring (by default 1024 events or 4 MiB;
+/// docs/protocol.md, "Sessions and resume").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RingConfig {

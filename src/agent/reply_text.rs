@@ -1,5 +1,5 @@
-//! The reply of a turn as the carrier keeps it (SPEC section 5, "Every reply is bounded in the
-//! carrier's memory"): at most `max_reply_bytes` of it, cut at a UTF-8 character boundary and
+//! The reply of a turn as the carrier keeps it (docs/protocol.md, "Events" and
+//! "Limits"): at most `max_reply_bytes` of it, cut at a UTF-8 character boundary and
 //! marked `truncated` when the agent said more. Deltas are never cut, only split: each
 //! `text_delta` the carrier sends carries at most the cap, and their concatenation is exactly
 //! what the agent streamed.

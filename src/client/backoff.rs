@@ -1,4 +1,4 @@
-//! The reconnect delay schedule (SPEC section 11): pure, no clock.
+//! The reconnect delay schedule (docs/protocol.md, "Client behaviour"): pure, no clock.
 
 use std::time::Duration;
 

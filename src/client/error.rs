@@ -1,12 +1,15 @@
-//! Errors a client sees: the wire error object of SPEC section 6, and what can go wrong locally.
+//! Errors a client sees: the wire error object (docs/protocol.md, "Errors"), and what can go wrong
+//! locally.
 
 use std::time::Duration;
 
 use super::transport::{CloseInfo, TransportError};
 
-/// What happened to the effect a request asked for (SPEC section 6): the protocol's type.
+/// What happened to the effect a request asked for (docs/protocol.md, "Errors"): the protocol's
+/// type.
 pub use crate::protocol::error::EffectState;
-/// The error codes of the protocol (SPEC section 6) this client knows: the protocol's type.
+/// The error codes of the protocol (docs/protocol.md, "Errors") this client knows: the protocol's
+/// type.
 pub use crate::protocol::error::ErrorCode;
 /// The `error` object of a response, read tolerantly (the protocol's reader).
 pub use crate::protocol::error::ReceivedError as WireError;

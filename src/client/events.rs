@@ -1,5 +1,5 @@
-//! What a [`Client`](super::Client) tells its application: typed session events (SPEC
-//! section 5) and connection milestones such as a resume outcome.
+//! What a [`Client`](super::Client) tells its application: typed session events
+//! (docs/protocol.md, "Events") and connection milestones such as a resume outcome.
 
 use serde_json::Value;
 
@@ -10,7 +10,7 @@ pub use crate::protocol::methods::Decision;
 
 /// One session event, delivered once and in `seq` order: the protocol's tolerant reader.
 pub use crate::protocol::events::ReceivedSessionEvent as SessionEvent;
-/// The session events of SPEC section 5 as the client types them (unknown ones arrive as
+/// The session events (docs/protocol.md, "Events") as the client types them (unknown ones arrive as
 /// [`SessionEventKind::Other`]): the protocol's tolerant reader.
 pub use crate::protocol::events::ReceivedSessionEventKind as SessionEventKind;
 

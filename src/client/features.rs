@@ -1,5 +1,5 @@
 //! Local feature preflight: which methods need which protocol feature, and the
-//! `unsupported_feature` error a request gets instead of being sent (SPEC sections 4 and 6).
+//! `unsupported_feature` error a request gets instead of being sent (docs/protocol.md, "Features").
 //! The rule and the error are the protocol's ([`Peers::preflight`], the one the server answers
 //! with); this module only names the feature a method needs.
 

@@ -1,5 +1,5 @@
-//! The client side of carrier (SPEC section 11): a swappable [`Transport`], the WebSocket
-//! transport with reconnect, and the handshake layer [`Client`].
+//! The client side of carrier (docs/protocol.md, "Client behaviour"): a swappable [`Transport`],
+//! the WebSocket transport with reconnect, and the handshake layer [`Client`].
 //!
 //! Three layers, each usable on its own:
 //!

@@ -13,7 +13,7 @@ use super::transport::TransportError;
 use crate::discovery::listener::{loopback_ip, OwnerCheck, OwnerPolicy, SocketTables};
 use crate::protocol::Role;
 
-/// How the token reaches the server (SPEC section 2, admission step 3).
+/// How the token reaches the server (docs/protocol.md, "Endpoint and admission", step 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TokenPlacement {
     /// As the `token` query parameter (the default).

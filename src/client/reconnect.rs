@@ -1,5 +1,5 @@
 //! A [`Transport`] over any socket a [`Connector`] can open, with the reconnect policy of
-//! SPEC section 11 built in.
+//! docs/protocol.md, "Client behaviour", built in.
 //!
 //! The policy lives here, not in the WebSocket code, so it is exercised by the same in-memory
 //! sockets the reference tests use, and a new socket kind (a pipe, native messaging) only has to

@@ -1,5 +1,5 @@
-//! Resume bookkeeping (SPEC section 5), with no I/O: which session events are new, and where a
-//! reconnect resumes from.
+//! Resume bookkeeping (docs/protocol.md, "Sessions and resume"), with no I/O: which session events
+//! are new, and where a reconnect resumes from.
 
 use serde::Serialize;
 

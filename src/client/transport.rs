@@ -1,5 +1,5 @@
 //! The `Transport` trait: the one swappable seam between a client and the channel that carries
-//! its frames (SPEC section 11). The contract is documented on [`Transport`].
+//! its frames (docs/protocol.md, "Client behaviour"). The contract is documented on [`Transport`].
 
 use std::fmt;
 use std::sync::Arc;
@@ -127,8 +127,8 @@ pub enum TransportError {
         /// The buffer's budget in bytes.
         budget: usize,
     },
-    /// Every text frame is one JSON object (SPEC section 4); anything else is refused before
-    /// it reaches the wire.
+    /// Every text frame is one JSON object (docs/protocol.md, "Envelope"); anything else is refused
+    /// before it reaches the wire.
     #[error("a text frame must be a JSON object")]
     NotAnObject,
     /// The transport carries only text frames.
@@ -173,7 +173,8 @@ pub enum TransportError {
 
 /// Handler for inbound text frames, each one JSON object.
 pub type MessageHandler = Box<dyn Fn(&Value) + Send + Sync>;
-/// Handler for inbound binary frames (payload channels, SPEC section 7), each one message.
+/// Handler for inbound binary frames (payload channels, docs/protocol.md, "Channels"), each one
+/// message.
 pub type BinaryHandler = Box<dyn Fn(&Bytes) + Send + Sync>;
 /// Handler for state changes; called once per change, never with an unchanged state.
 pub type StateHandler = Box<dyn Fn(ConnectionState) + Send + Sync>;

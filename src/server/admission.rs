@@ -1,4 +1,5 @@
-//! Admission: the one place that decides who may connect (SPEC section 2).
+//! Admission: the one place that decides who may connect (docs/protocol.md,
+//! "Endpoint and admission").
 //!
 //! [`admit`] looks at the upgrade request's `Host`, `Origin`, query string and
 //! `Sec-WebSocket-Protocol` header, in that order, and returns a [`Admission`]: refuse with an
@@ -12,9 +13,9 @@ use subtle::ConstantTimeEq;
 
 use crate::protocol::Role;
 
-/// The credential every connection presents (SPEC section 2). Its `Debug` never shows it, so
-/// a configuration or a policy can be logged whole; the secret is read only through
-/// [`Token::expose`] (to hand it out) and compared only through [`Token::matches`].
+/// The credential every connection presents (docs/protocol.md, "Endpoint and admission"). Its
+/// `Debug` never shows it, so a configuration or a policy can be logged whole; the secret is read
+/// only through [`Token::expose`] (to hand it out) and compared only through [`Token::matches`].
 #[derive(Clone)]
 pub struct Token(String);
 

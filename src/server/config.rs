@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::admission::Token;
 use crate::protocol::Role;
 
-/// Every limit of SPEC sections 3, 5 and 8. All are published in the handshake result.
+/// Every limit of docs/protocol.md, "Limits". All are published in the handshake result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Limits {
@@ -93,8 +93,8 @@ pub const DEFAULT_MAX_INBOUND: usize = 64 << 20;
 /// machine a loopback carrier runs on; a larger value is a typo, not a bound.
 pub const MAX_BUDGET: usize = 64 << 30;
 
-/// Whom a carrier admits (SPEC section 2): one of three choices, so a token in open mode, or
-/// a reason without it, cannot be configured.
+/// Whom a carrier admits (docs/protocol.md, "Endpoint and admission"): one of three choices, so a
+/// token in open mode, or a reason without it, cannot be configured.
 #[derive(Debug, Clone, Default)]
 pub enum Auth {
     /// Every connection presents a token minted from the OS random source when the carrier is
@@ -186,7 +186,7 @@ pub enum ConfigError {
 }
 
 impl CarrierConfig {
-    /// Checks the rules of SPEC section 2 and the limits.
+    /// Checks the admission settings (a token, or open mode with a reason) and the limits.
     pub fn validate(&self) -> Result<(), ConfigError> {
         match &self.auth {
             Auth::Mint => {}

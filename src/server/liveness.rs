@@ -1,6 +1,6 @@
-//! When the peer was last heard from, for the keepalive check (SPEC 3: a ping every
-//! `ping_interval`, no pong within `pong_timeout`: 1001). Bytes from the peer count, and so
-//! does the peer making room in a socket we were waiting to write to ([`WatchedWrite`]).
+//! When the peer was last heard from, for the keepalive check (a ping every `ping_interval`, no
+//! pong within `pong_timeout`: close 1001; docs/protocol.md, "Limits"). Bytes from the peer count,
+//! and so does the peer making room in a socket we were waiting to write to ([`WatchedWrite`]).
 
 use std::future::Future;
 use std::io;

@@ -44,8 +44,8 @@ pub trait TextSession: Send {
     fn on_text(&mut self, text: &str);
 
     /// One complete binary message. The default hands it back, and the carrier routes it to the
-    /// channel registry (SPEC section 7); a session that handles raw binary itself (a plain echo
-    /// endpoint, for conformance testing) returns `None`.
+    /// channel registry (docs/protocol.md, "Channels"); a session that handles raw binary itself (a
+    /// plain echo endpoint, for conformance testing) returns `None`.
     fn on_binary(&mut self, message: Bytes) -> Option<Bytes> {
         Some(message)
     }

@@ -165,10 +165,10 @@ impl WsTransport {
         })
     }
 
-    /// Opt-in: while listening, advertise this carrier in a runtime file (`{pid, url, port,
-    /// role, token, started}`, SPEC section 10) so `carrier send`, `connect`, `status` and
-    /// `doctor` find it without a URL or token; the file is removed on `stop()`. A file that
-    /// cannot be written is logged as a warning and the carrier runs without it.
+    /// Opt-in: while listening, advertise this carrier in a runtime file (`{pid, url, port, role,
+    /// token, started}`; docs/protocol.md, "Discovery and the CLI") so `carrier send`, `connect`,
+    /// `status` and `doctor` find it without a URL or token; the file is removed on `stop()`. A
+    /// file that cannot be written is logged as a warning and the carrier runs without it.
     ///
     /// ```no_run
     /// # fn demo() -> Result<(), carrier::server::ConfigError> {

@@ -70,7 +70,7 @@ pub enum ChannelFrameError {
 }
 
 impl ChannelFrameError {
-    /// The `protocol_error` code a server answers with (SPEC section 6): always
+    /// The `protocol_error` code a server answers with (docs/protocol.md, "Errors"): always
     /// `"malformed_frame"` — the variants only refine the human-readable message.
     pub fn wire_code(&self) -> &'static str {
         "malformed_frame"

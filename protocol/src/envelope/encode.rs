@@ -68,7 +68,7 @@ pub fn encode_event<T: Serialize>(
     .map(exact)
 }
 
-/// The answer to a text message over the soft limit `limit` (SPEC section 3): an error
+/// The answer to a text message over the soft limit `limit` (docs/protocol.md, "Limits"): an error
 /// response `too_large` with `data: {limit, size}` when the message is a request with a usable
 /// id, otherwise a `protocol_error` event with code `too_large`. The socket stays open.
 pub fn too_large_reply(text: &str, limit: usize) -> Vec<u8> {

@@ -18,7 +18,8 @@ use crate::protocol::version::ProtocolVersion;
 pub(crate) enum ChildFrame {
     /// An answer to one of the carrier's requests.
     Response { id: String, answer: Answer },
-    /// A session event that passed validation (names and field types of SPEC section 5).
+    /// A session event that passed validation (names and field types of docs/protocol.md,
+    /// "Events").
     Event(SessionEvent),
     /// A request from the child; the carrier serves none and answers `method_not_found`.
     Request { id: String, method: String },

@@ -41,7 +41,7 @@ pub const DEFAULT_MAX_LINE_BYTES: usize = 1 << 20;
 /// its own writes): with the line cap, this bounds what a flooding child can make us hold.
 pub const DEFAULT_LINE_QUEUE: usize = 32;
 
-/// SPEC section 5: at most 5 restarts a minute.
+/// At most 5 restarts a minute (docs/protocol.md, "Agent processes").
 pub const DEFAULT_MAX_RESTARTS_PER_MINUTE: usize = 5;
 
 impl AgentProcessConfig {

@@ -17,7 +17,8 @@ pub enum AgentProcessError {
         /// What the OS said.
         source: std::io::Error,
     },
-    /// The child's protocol cannot talk to this carrier's (SPEC section 4 rules).
+    /// The child's protocol cannot talk to this carrier's (the rules of docs/protocol.md,
+    /// "Versions").
     #[error(
         "the agent process speaks protocol {agent_version} (accepts {agent_min} or later), this \
          carrier speaks {ours} (accepts {ours_min} or later): {why}; update the {update}"

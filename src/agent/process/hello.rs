@@ -1,5 +1,5 @@
-//! The child's handshake: what the carrier announces (as a client would) and the SPEC section 4
-//! rules applied to the child's answer.
+//! The child's handshake: what the carrier announces (as a client would) and the version
+//! rules (docs/protocol.md, "Versions") applied to the child's answer.
 
 use super::codec::{ChildHello, HandshakeToChild};
 use super::error::AgentProcessError;

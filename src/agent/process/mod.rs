@@ -1,8 +1,8 @@
 //! An external agent process as the session (`carrier serve --agent-cmd "CMD ARGS"`).
 //!
-//! The child speaks the carrier's envelope (SPEC section 4) as JSON lines: one frame per line,
-//! UTF-8, requests from the carrier on its stdin, answers and events on its stdout; its stderr
-//! goes to the carrier's log at `info`. A whole conversation:
+//! The child speaks the carrier's envelope (docs/protocol.md, "Envelope") as JSON lines: one frame
+//! per line, UTF-8, requests from the carrier on its stdin, answers and events on its stdout; its
+//! stderr goes to the carrier's log at `info`. A whole conversation:
 //!
 //! ```text
 //! carrier → {"id":"c1","method":"system.handshake","params":{"protocol_version":"1.0","min_compatible_protocol":"1.0","client":{"name":"carrier","version":"0.1.0"}}}
@@ -20,8 +20,8 @@
 //!   ring and the history, and answers `busy` / `not_found` itself;
 //! - it emits `permission_resolved` when a client answers (then sends the child
 //!   `session.permission.respond`); a child's own `turn_started` or `permission_resolved` is
-//!   dropped, as is an event of a turn that is not running, a line that is not a valid frame,
-//!   or an event whose name or field types are not those of SPEC section 5 (all logged);
+//!   dropped, as is an event of a turn that is not running, a line that is not a valid frame, or an
+//!   event whose name or field types are not those of docs/protocol.md, "Events" (all logged);
 //! - `session.history` / `session.status` are forwarded; a child answering `method_not_found`
 //!   (or not running) is served from the carrier's own record. `session.status` is answered
 //!   under the carrier's `session_id`.
@@ -120,7 +120,7 @@ impl std::fmt::Debug for AgentProcess {
 impl AgentProcess {
     /// Starts the child and completes its handshake. Fails when the program cannot start,
     /// does not answer the handshake within the request timeout, exits, or speaks an
-    /// incompatible protocol (SPEC section 4); the child is then killed.
+    /// incompatible protocol (docs/protocol.md, "Versions"); the child is then killed.
     pub async fn start(config: AgentProcessConfig) -> Result<AgentProcess, AgentProcessError> {
         let sup = Supervisor::new(config);
         sup.launch().await?;

@@ -110,7 +110,8 @@ impl Supervisor {
         self.config.request_timeout.as_millis()
     }
 
-    /// Starts a child and completes its handshake (SPEC section 4 rules).
+    /// Starts a child and completes its handshake (the version rules of docs/protocol.md,
+    /// "Versions").
     pub(crate) async fn launch(self: &Arc<Self>) -> Result<Arc<ChildLink>, AgentProcessError> {
         let generation = {
             let mut st = self.lock();

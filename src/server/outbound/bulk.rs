@@ -1,4 +1,4 @@
-//! The bulk lane of one connection's outbound queue (SPEC section 7, "Bulk channels").
+//! The bulk lane of one connection's outbound queue (docs/protocol.md, "Bulk channels").
 //!
 //! Frames of `bulk` channels wait here, apart from every other frame, each channel within its own
 //! window per connection (outside the connection's byte budget: a slow bulk reader is paced,
@@ -9,7 +9,8 @@
 //! Each bulk frame remembers how many other frames were queued ahead of it. Those always go
 //! first, and they do not count towards [`BULK_EVERY`]: the frame was not waiting while they
 //! were written. So the frame owed to bulk never goes ahead of a frame queued before it, and a
-//! frame other than bulk is never overtaken (SPEC section 7: only bulk frames are).
+//! frame other than bulk is never overtaken (only bulk frames may be: docs/protocol.md,
+//! "Channels").
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -191,9 +191,9 @@ fn the_frame_owed_to_bulk_never_goes_ahead_of_a_frame_queued_before_it() {
 }
 
 mod lanes {
-    //! For any interleaving of sends on the agent protocol, a reliable, a lossy and a bulk
-    //! channel with the writer taking batches in between, every lane reaches the socket in
-    //! its send order, and only bulk frames are ever overtaken (SPEC section 7, `seq`).
+    //! For any interleaving of sends on the agent protocol, a reliable, a lossy and a bulk channel
+    //! with the writer taking batches in between, every lane reaches the socket in its send order,
+    //! and only bulk frames are ever overtaken (docs/protocol.md, "Channels", numbering).
     use super::*;
     use proptest::prelude::*;
 

@@ -1,4 +1,4 @@
-//! The payload-channel registry (SPEC section 7): named, host-declared channels, the
+//! The payload-channel registry (docs/protocol.md, "Channels"): named, host-declared channels, the
 //! connections that receive them, inbound routing and the host-side [`ChannelHandle`].
 //!
 //! Outbound frames are encoded once and shared by every receiving connection: the payload

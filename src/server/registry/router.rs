@@ -74,7 +74,7 @@ pub(crate) struct RouteCache {
 /// reader future carry this state for its whole life (~380 bytes per connection, issue 7).
 ///
 /// The body is checked before anything else, as a full decode would: an event body only as far
-/// as its name (SPEC section 7), and handed on as the bytes received.
+/// as its name (docs/protocol.md, "Channels"), and handed on as the bytes received.
 pub(super) fn route(
     map: &ChannelMap,
     conn: &Connection,
