@@ -70,7 +70,7 @@ pub(crate) async fn start_host(port: u16) -> Result<WsTransport, Box<dyn Error +
             let load = load.split(' ').next().unwrap_or_default();
             let cpu = json!({ "tick": tick, "load": load.parse::<f64>().ok() });
             if telemetry.send_event("cpu", cpu).is_err() {
-                break; // the channel is closed
+                break; // closed with `telemetry.close()`; a stopped transport still accepts sends
             }
         }
     });

@@ -11,7 +11,8 @@ pub use crate::protocol::methods::Decision;
 /// One session event, delivered once and in `seq` order: the protocol's tolerant reader.
 pub use crate::protocol::events::ReceivedSessionEvent as SessionEvent;
 /// The session events (docs/protocol.md, "Events") as the client types them (unknown ones arrive as
-/// [`SessionEventKind::Other`]): the protocol's tolerant reader.
+/// [`SessionEventKind::Other`]). This is the protocol crate's `ReceivedSessionEventKind` under
+/// the client's name: the two names are one type, and the text below uses the original.
 pub use crate::protocol::events::ReceivedSessionEventKind as SessionEventKind;
 
 /// How a handshake bound this connection to a session (the handshake result's `resume`): the

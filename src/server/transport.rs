@@ -323,7 +323,8 @@ impl WsTransport {
         tracing::info!("carrier stopped");
     }
 
-    /// The port bound by the last `start()`, while running.
+    /// The port bound by the last `start()`, while running (`None` after
+    /// [`Self::start_mounted`], which binds nothing).
     pub fn bound_port(&self) -> Option<u16> {
         self.state().port
     }
@@ -382,6 +383,9 @@ impl WsTransport {
     }
 
     /// Starts without binding a listener, for hosts that only serve through [`Self::service`].
+    /// There is no listener of the carrier's own, so [`Self::url`] and [`Self::bound_port`] stay
+    /// `None`: clients dial the host's server at the mount path (`ws://127.0.0.1:PORT/agent`,
+    /// with the port the host bound), as `examples/axum_mount.rs` does.
     pub fn start_mounted(&self) -> Result<(), LifecycleError> {
         let mut st = self.state();
         if st.shutdown.is_some() {

@@ -302,7 +302,16 @@ impl ChannelHandle {
         Ok(seq)
     }
 
-    /// Broadcasts an event.
+    /// Broadcasts an event to every handshaken connection; returns the frame's seq.
+    ///
+    /// With no connection (none yet, or the transport not started or stopped) the send still
+    /// succeeds and reaches no one: a periodic sender needs no lifecycle checks. It fails only
+    /// for the channel itself: an event its descriptor does not declare
+    /// ([`ChannelError::UndeclaredEvent`]), a channel closed with [`ChannelHandle::close`]
+    /// ([`ChannelError::Closed`]: the usual way to end such a loop; stopping the transport does
+    /// not close its channels, so a restarted transport keeps them), or a frame that cannot be
+    /// encoded. A connection that cannot take the frame fails on its own, as for
+    /// [`ChannelHandle::broadcast`].
     pub fn send_event(&self, event: &str, payload: Value) -> Result<u32, ChannelError> {
         self.broadcast(FrameBody::Event {
             event: event.to_string(),
