@@ -26,6 +26,7 @@ tells those apart from distinct definitions by the source location each page's h
 links to, or, for an item inlined from another crate (no source link under --no-deps),
 by its declaration, and names the crate path it comes from when that crate is in DOC_DIR.
 A local item re-exported where it is already public is listed once, at its own path.
+`--dupes` also reports one item public under several names (`pub use A as B`).
 """
 
 import argparse
@@ -265,6 +266,28 @@ def dupes(doc, crate):
                 found = origin(doc, crate, kind, name, ident)
                 where = f"  (inlined from {found})" if found else "  (inlined from another crate)"
             lines.append(f"    {kind} {path}{where}")
+    # One item under several names (`pub use x::A as B` at one path, `A` at another): grouped
+    # by where it is defined, or for an item of another crate by the item it comes from.
+    by_item = defaultdict(list)
+    for kind, path, page in read_items(doc, crate):
+        ident = identity(page)
+        name = path.rsplit("::", 1)[-1]
+        if ident and ident.startswith("decl:"):
+            found = origin(doc, crate, kind, name, ident)
+            key = ("from", found) if found else None
+        else:
+            key = ("src", ident) if ident else None
+        if key:
+            by_item[key].append((path, kind))
+    for key in sorted(by_item, key=lambda k: str(k)):
+        entries = sorted(by_item[key])
+        if len({p.rsplit("::", 1)[-1] for p, _ in entries}) < 2:
+            continue
+        what = f"inlined from {key[1]}" if key[0] == "from" else "one definition"
+        names = ", ".join(sorted({p.rsplit("::", 1)[-1] for p, _ in entries}))
+        lines.append(f"{names}: one item under {len(entries)} paths with different names ({what})")
+        for path, kind in entries:
+            lines.append(f"    {kind} {path}")
     return lines
 
 
