@@ -218,6 +218,19 @@ def identity(page):
     return "src:" + h[0] if h[0] else "decl:" + h[1]
 
 
+TOP_DOC = re.compile(r'<details class="toggle top-doc"[^>]*>.*?<div class="docblock">(.*?)</div></details>', re.S)
+
+
+def top_doc(page):
+    """The item's doc comment as plain text ('' without one)."""
+    try:
+        with open(page, encoding="utf-8") as f:
+            m = TOP_DOC.search(f.read())
+    except OSError:
+        return ""
+    return " ".join(html.unescape(TAG.sub("", m.group(1))).split()) if m else ""
+
+
 def origin(doc, crate, kind, name, ident, only=None):
     """The path in another crate of `doc` (or in `only`) whose page declares the same item
     (under this name or another), if one does."""
@@ -242,7 +255,9 @@ def origin(doc, crate, kind, name, ident, only=None):
 def dupes(doc, crate):
     """Item names that appear at more than one public path, each path with its definition."""
     by_name = defaultdict(list)
+    path_page = {}
     for kind, path, page in read_items(doc, crate):
+        path_page[path] = page
         by_name[path.rsplit("::", 1)[-1]].append((path, kind, identity(page)))
     src_root = os.path.join(os.path.abspath(doc), "src")
     lines = []
@@ -251,8 +266,12 @@ def dupes(doc, crate):
         if len(entries) < 2:
             continue
         ids = {e[2] for e in entries}
-        if len(ids) == 1 and None not in ids:
+        docs = [top_doc(path_page[e[0]]) for e in entries]
+        same_doc = all(d.endswith(docs[0]) or docs[0].endswith(d) for d in docs)
+        if len(ids) == 1 and None not in ids and same_doc:
             verdict = "one item, shown at each path (a re-export)"
+        elif len(ids) == 1 and None not in ids:
+            verdict = "one source span, different docs (items a macro generates?)"
         elif len(ids) == len(entries) and None not in ids:
             verdict = f"{len(entries)} distinct definitions"
         else:
@@ -275,12 +294,33 @@ def dupes(doc, crate):
         if ident and ident.startswith("decl:"):
             found = origin(doc, crate, kind, name, ident)
             key = ("from", found) if found else None
+        elif ident:
+            # Items a macro generates share its call's source span: the declaration, with the
+            # item's own name blanked, must match too.
+            decl = heading(page)[1]
+            key = ("src", ident, kind, re.sub(rf"\b{re.escape(name)}\b", "_", decl))
         else:
-            key = ("src", ident) if ident else None
+            key = None
         if key:
             by_item[key].append((path, kind))
+    groups = []
     for key in sorted(by_item, key=lambda k: str(k)):
-        entries = sorted(by_item[key])
+        if key[0] == "from":
+            groups.append((key, sorted(by_item[key])))
+            continue
+        # Unit structs that one macro call generates have one span and one shape: their doc
+        # comments tell them apart. A re-export's own doc comment goes before the item's.
+        clusters = []
+        for path, kind in sorted(by_item[key]):
+            doc_text = top_doc(path_page[path])
+            for c in clusters:
+                if doc_text.endswith(c[0]) or c[0].endswith(doc_text):
+                    c[1].append((path, kind))
+                    break
+            else:
+                clusters.append((doc_text, [(path, kind)]))
+        groups += [(key, c[1]) for c in clusters]
+    for key, entries in groups:
         if len({p.rsplit("::", 1)[-1] for p, _ in entries}) < 2:
             continue
         what = f"inlined from {key[1]}" if key[0] == "from" else "one definition"
