@@ -231,6 +231,17 @@ def top_doc(page):
     return " ".join(html.unescape(TAG.sub("", m.group(1))).split()) if m else ""
 
 
+def docs_agree(a, b):
+    """Whether two pages can show one item: a re-export's own doc comment goes before the
+    item's, so the two texts end alike (both empty, or a common ending of 20+ characters)."""
+    if a == b or a.endswith(b) or b.endswith(a):
+        return True
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n >= 20
+
+
 def origin(doc, crate, kind, name, ident, only=None):
     """The path in another crate of `doc` (or in `only`) whose page declares the same item
     (under this name or another), if one does."""
@@ -267,7 +278,7 @@ def dupes(doc, crate):
             continue
         ids = {e[2] for e in entries}
         docs = [top_doc(path_page[e[0]]) for e in entries]
-        same_doc = all(d.endswith(docs[0]) or docs[0].endswith(d) for d in docs)
+        same_doc = all(docs_agree(d, docs[0]) for d in docs)
         if len(ids) == 1 and None not in ids and same_doc:
             verdict = "one item, shown at each path (a re-export)"
         elif len(ids) == 1 and None not in ids:
@@ -314,7 +325,7 @@ def dupes(doc, crate):
         for path, kind in sorted(by_item[key]):
             doc_text = top_doc(path_page[path])
             for c in clusters:
-                if doc_text.endswith(c[0]) or c[0].endswith(doc_text):
+                if docs_agree(doc_text, c[0]):
                     c[1].append((path, kind))
                     break
             else:
