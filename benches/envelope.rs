@@ -17,7 +17,7 @@ use carrier::protocol::envelope;
 use carrier::protocol::Role;
 use carrier::server::bench_support::drain;
 use carrier::server::testing::Outbound;
-use carrier::server::{CarrierContext, Connection, ConnectionId, Driver, Limits, TextProfile};
+use carrier::server::{CarrierContext, Connection, ConnectionId, DriverInfo, Limits, TextProfile};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -93,7 +93,7 @@ fn dispatch(c: &mut Criterion) {
         .expect("runtime");
     let _enter = rt.enter();
     let profile = AgentProfile::embedded(EmbeddedAgent::default());
-    let driver = Driver {
+    let driver = DriverInfo {
         driver_id: "bench".into(),
         surface: "bench".into(),
     };

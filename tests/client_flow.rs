@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use carrier::client::{
-    ChannelError, Client, ClientError, Transport, TransportError, WsClientTransport, WsOptions,
+    ChannelSendError, Client, ClientError, Transport, TransportError, WsClientTransport, WsOptions,
 };
 use carrier::protocol::channel_frame::{self, FrameBody};
 use futures_util::{FutureExt, SinkExt, StreamExt};
@@ -220,7 +220,7 @@ async fn bulk_sends_stay_within_credit_and_wait_for_a_grant() {
     assert!(
         matches!(
             refused,
-            ClientError::Channel(ChannelError::AwaitingCredit { left: 10_000, .. })
+            ClientError::Channel(ChannelSendError::AwaitingCredit { left: 10_000, .. })
         ),
         "{refused}"
     );
@@ -236,7 +236,7 @@ async fn bulk_sends_stay_within_credit_and_wait_for_a_grant() {
         .expect_err("over the whole credit");
     assert!(matches!(
         oversized,
-        ClientError::Channel(ChannelError::OverCredit { .. })
+        ClientError::Channel(ChannelSendError::OverCredit { .. })
     ));
     // The grant lets it go.
     grants_tx.send(25_000).expect("reader alive");

@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use carrier::agent::{AgentProfile, Bridge, BridgeFrame, EmbeddedAgent};
 use carrier::protocol::Role;
-use carrier::server::{CarrierContext, Driver, Limits};
+use carrier::server::{CarrierContext, DriverInfo, Limits};
 use serde_json::{json, Value};
 use support::{handshake_params, WAIT};
 use tokio::sync::mpsc;
 
 fn ctx(limits: Limits) -> CarrierContext {
-    let driver = Driver {
+    let driver = DriverInfo {
         driver_id: "bridge-host".into(),
         surface: "bridge".into(),
     };

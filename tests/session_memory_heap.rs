@@ -24,7 +24,7 @@ use carrier::agent::{
 };
 use carrier::protocol::methods::Decision;
 use carrier::protocol::Role;
-use carrier::server::{CarrierContext, Driver, Limits};
+use carrier::server::{CarrierContext, DriverInfo, Limits};
 use serde_json::json;
 
 struct Live;
@@ -120,7 +120,7 @@ impl Driving {
         }))
         .max_session_bytes(max_session_bytes)
         .build();
-        let driver = Driver {
+        let driver = DriverInfo {
             driver_id: "heap".into(),
             surface: "test".into(),
         };

@@ -18,7 +18,7 @@ use serde::Deserialize;
 // Every mode dials through the carrier client's one dialer (owner check, upgrade), and the
 // carrier modes start with the client's own handshake (docs/protocol.md, "Handshake").
 use carrier::client::{
-    dial, read_response, ConnectionMachine, DialedSocket, HandshakeStep, PeerInfo, TransportError,
+    dial, read_response, AppInfo, ConnectionMachine, DialedSocket, HandshakeStep, TransportError,
     WsOptions,
 };
 use carrier::discovery::listener::DialError;
@@ -178,7 +178,7 @@ pub(crate) async fn upgrade(target: &Target, timeout: Duration) -> Result<Dialed
 
 /// The client machine a load connection starts with (it names itself `carrier-bench`).
 fn machine() -> ConnectionMachine {
-    ConnectionMachine::new(PeerInfo {
+    ConnectionMachine::new(AppInfo {
         name: "carrier-bench".into(),
         version: env!("CARGO_PKG_VERSION").into(),
     })

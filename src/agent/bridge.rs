@@ -13,10 +13,10 @@
 //! # async fn main() {
 //! use carrier::agent::{AgentProfile, Bridge, BridgeFrame, EmbeddedAgent};
 //! use carrier::protocol::Role;
-//! use carrier::server::{CarrierContext, Driver, Limits};
+//! use carrier::server::{CarrierContext, DriverInfo, Limits};
 //!
 //! let profile = AgentProfile::embedded(EmbeddedAgent::default());
-//! let driver = Driver { driver_id: "me".into(), surface: "bridge".into() };
+//! let driver = DriverInfo { driver_id: "me".into(), surface: "bridge".into() };
 //! let ctx = CarrierContext::standalone(Limits::default(), Role::Drive, driver, "epoch-1");
 //! let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
 //! let mut bridge = Bridge::open(&profile, &ctx, Role::Drive, move |frame| {

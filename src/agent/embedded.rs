@@ -9,12 +9,9 @@
 //!   `{"command": REST}` and waits; `allow` streams `"tool ran: " + REST`, `deny` streams
 //!   `"tool denied"`.
 //!
-//! ```
-//! use carrier::agent::embedded::reply_deltas;
-//!
-//! assert_eq!(reply_deltas("echo: hello  big world"), ["echo:", " hello", "  big", " world"]);
-//! assert_eq!(reply_deltas("echo: ").concat(), "echo: ");
-//! ```
+//! A reply is streamed one word per delta, each word with the whitespace before it (trailing
+//! whitespace stays with the last word): `"echo: hello  big world"` arrives as `"echo:"`,
+//! `" hello"`, `"  big"`, `" world"`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,11 +65,12 @@ pub const DEMO_TOOL: &str = "demo.tool";
 /// Splits a reply into the embedded agent's deltas: a new delta starts where whitespace follows
 /// a non-whitespace character and more non-whitespace comes later. The deltas concatenate to
 /// `text` exactly.
-pub fn reply_deltas(text: &str) -> Vec<&str> {
+#[cfg(test)]
+fn reply_deltas(text: &str) -> Vec<&str> {
     Deltas::new(text).collect()
 }
 
-/// [`reply_deltas`] one at a time: a running turn holds its reply, not a list of every word
+/// The reply split into deltas (see the module docs) one at a time: a running turn holds its reply, not a list of every word
 /// in it (a 1 MiB reply of one-letter words is half a million of them).
 struct Deltas<'a> {
     text: &'a str,

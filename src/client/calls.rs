@@ -23,12 +23,12 @@ use super::settings::ClientOptions;
 use super::subscribers::{lock, Subscribers};
 use super::transport::{ConnectionState, Subscription, Transport};
 use crate::protocol::catalog::{def, MethodDef};
-use crate::protocol::methods::{AppInfo, PermissionRespondParams, SubmitParams};
+use crate::protocol::methods::{PermissionRespondParams, SubmitParams};
 
 /// A channel as the handshake describes it (with a bulk channel's `credit`).
 pub use crate::protocol::channel_info::ChannelInfo;
-/// A `{name, version}` pair, as the server names itself: the protocol's [`AppInfo`].
-pub use crate::protocol::methods::AppInfo as PeerInfo;
+/// A `{name, version}` pair, as the server (and this client) names itself.
+pub use crate::protocol::methods::AppInfo;
 /// The `system.handshake` result as the client reads it: the protocol's tolerant reader.
 pub use crate::protocol::methods::HandshakeInfo;
 

@@ -6,7 +6,7 @@ use bytes::{Bytes, BytesMut};
 use serde_json::Value;
 
 use super::calls::Client;
-use super::error::{ChannelError, ClientError};
+use super::error::{ChannelSendError, ClientError};
 use super::machine::{ChannelGo, SendKind};
 use super::routes::ChannelStream;
 use super::subscribers::lock;
@@ -34,7 +34,7 @@ impl Outgoing<'_> {
         }
     }
 
-    fn encode(&self, channel: &str, seq: u32) -> Result<Bytes, ChannelError> {
+    fn encode(&self, channel: &str, seq: u32) -> Result<Bytes, ChannelSendError> {
         let encoded = match self {
             Outgoing::Binary(body) => channel_frame::encode_binary(channel, seq, body.clone()),
             Outgoing::Event { body, .. } => {
@@ -54,8 +54,8 @@ fn join(frame: EncodedFrame) -> Bytes {
     out.freeze()
 }
 
-fn encode_error(channel: &str, error: impl std::fmt::Display) -> ChannelError {
-    ChannelError::Encode {
+fn encode_error(channel: &str, error: impl std::fmt::Display) -> ChannelSendError {
+    ChannelSendError::Encode {
         channel: channel.to_owned(),
         reason: error.to_string(),
     }
@@ -99,7 +99,7 @@ impl Client {
 
     /// [`send_channel_event`](Client::send_channel_event) without waiting: a full outbound
     /// buffer fails with [`TransportError::BufferFull`](super::TransportError::BufferFull),
-    /// too little credit with [`ChannelError::AwaitingCredit`]; nothing is sent then.
+    /// too little credit with [`ChannelSendError::AwaitingCredit`]; nothing is sent then.
     pub fn try_send_channel_event(
         &self,
         channel: &str,
@@ -134,7 +134,7 @@ impl Client {
     }
 
     fn awaiting_credit(&self, channel: &str) -> ClientError {
-        ChannelError::AwaitingCredit {
+        ChannelSendError::AwaitingCredit {
             channel: channel.to_owned(),
             left: self.channel_credit(channel).unwrap_or(0),
         }

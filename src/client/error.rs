@@ -79,13 +79,13 @@ pub enum ClientError {
     ReservedMethod,
     /// A channel frame was refused before it was sent.
     #[error(transparent)]
-    Channel(#[from] ChannelError),
+    Channel(#[from] ChannelSendError),
 }
 
 /// Why a channel frame was not sent (nothing went out).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum ChannelError {
+pub enum ChannelSendError {
     /// The server declared no channel of that name in the handshake.
     #[error("the server has no channel `{channel}`")]
     Unknown {

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use super::error::{ChannelError, ClientError, ErrorCode, WireError};
+use super::error::{ChannelSendError, ClientError, ErrorCode, WireError};
 use super::events::ResumeOutcome;
 use super::features;
 use super::resume::{ResumePoint, SessionCursor};
@@ -277,16 +277,16 @@ impl ConnectionMachine {
             .handshake
             .as_ref()
             .and_then(|info| info.channel(channel));
-        let unknown = || ChannelError::Unknown {
+        let unknown = || ChannelSendError::Unknown {
             channel: channel.to_owned(),
         };
         let descriptor = descriptor.ok_or_else(unknown)?;
         match kind {
-            SendKind::Binary if !descriptor.binary => Err(ChannelError::BinaryRefused {
+            SendKind::Binary if !descriptor.binary => Err(ChannelSendError::BinaryRefused {
                 channel: channel.to_owned(),
             })?,
             SendKind::Event(event) if !descriptor.declares(event) => {
-                Err(ChannelError::EventNotDeclared {
+                Err(ChannelSendError::EventNotDeclared {
                     channel: channel.to_owned(),
                     event: event.to_owned(),
                 })?
@@ -297,7 +297,7 @@ impl ConnectionMachine {
         let bytes = body_len as u64;
         if let (Some(left), Some(initial)) = (lane.credit.as_mut(), lane.initial) {
             if bytes > initial {
-                Err(ChannelError::OverCredit {
+                Err(ChannelSendError::OverCredit {
                     channel: channel.to_owned(),
                     bytes,
                     credit: initial,

@@ -105,9 +105,11 @@ mod ws;
 
 pub use backlog::{Backlog, BacklogStream};
 pub use backoff::Backoff;
-pub use calls::{ChannelInfo, Client, EventHandler, EventStream, HandshakeInfo, PeerInfo};
+pub use calls::{AppInfo, ChannelInfo, Client, EventHandler, EventStream, HandshakeInfo};
 pub use dialer::{dial, Dialed, DialedSocket};
-pub use error::{ChannelError, ClientError, EffectState, ErrorCode, ReceivedErrorCode, WireError};
+pub use error::{
+    ChannelSendError, ClientError, EffectState, ErrorCode, ReceivedErrorCode, WireError,
+};
 pub use events::{
     ClientEvent, Decision, HistoryEntry, ResumeOutcome, SessionEvent, SessionEventKind,
 };

@@ -15,7 +15,8 @@ use crate::protocol::Role;
 
 /// The credential every connection presents (docs/protocol.md, "Endpoint and admission"). Its
 /// `Debug` never shows it, so a configuration or a policy can be logged whole; the secret is read
-/// only through [`Token::expose`] (to hand it out) and compared only through [`Token::matches`].
+/// only through [`Token::expose`] (to hand it out), and compared only inside the carrier, in
+/// constant time.
 #[derive(Clone)]
 pub struct Token(String);
 
@@ -32,7 +33,7 @@ impl Token {
     }
 
     /// Whether `presented` is this token, compared in constant time.
-    pub fn matches(&self, presented: &str) -> bool {
+    pub(crate) fn matches(&self, presented: &str) -> bool {
         tokens_equal(&self.0, presented)
     }
 }

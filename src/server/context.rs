@@ -8,9 +8,8 @@ use super::registry::ChannelRegistry;
 use crate::protocol::channel::ChannelDescriptor;
 use crate::protocol::Role;
 
-/// The identity the host stamps on turns: never a value a client claims. The wire's
-/// [`DriverInfo`](crate::protocol::events::DriverInfo), under the name hosts configure it by.
-pub use crate::protocol::events::DriverInfo as Driver;
+/// The identity the host stamps on turns: never a value a client claims.
+pub use crate::protocol::events::DriverInfo;
 
 /// Read access to the running carrier for text profiles: limits, grant, driver identity, epoch,
 /// connection count, declared channels, and the protocol-error counter.
@@ -18,7 +17,7 @@ pub use crate::protocol::events::DriverInfo as Driver;
 pub struct CarrierContext {
     pub(crate) limits: Arc<Limits>,
     pub(crate) grant: Role,
-    pub(crate) driver: Arc<Driver>,
+    pub(crate) driver: Arc<DriverInfo>,
     pub(crate) epoch: Arc<str>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) registry: ChannelRegistry,
@@ -31,7 +30,7 @@ impl CarrierContext {
     pub fn standalone(
         limits: Limits,
         grant: Role,
-        driver: Driver,
+        driver: DriverInfo,
         epoch: impl Into<Arc<str>>,
     ) -> Self {
         CarrierContext {
@@ -55,7 +54,7 @@ impl CarrierContext {
     }
 
     /// The host-configured driver identity.
-    pub fn driver(&self) -> &Driver {
+    pub fn driver(&self) -> &DriverInfo {
         &self.driver
     }
 

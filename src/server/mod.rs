@@ -58,7 +58,7 @@ pub use admission::Token;
 pub use config::{
     Auth, CarrierConfig, ConfigError, Limits, DEFAULT_MAX_INBOUND, MAX_BUDGET, MAX_MESSAGE_CAP,
 };
-pub use context::{CarrierContext, Driver};
+pub use context::{CarrierContext, DriverInfo};
 pub use handle::{Connection, ConnectionId};
 pub use http::{Body, CarrierService};
 pub use listener::BindError;

@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 
 use super::admission::{AdmissionPolicy, Token};
 use super::config::{Auth, CarrierConfig, ConfigError};
-use super::context::{CarrierContext, Driver};
+use super::context::{CarrierContext, DriverInfo};
 use super::http::CarrierService;
 use super::listener::{accept_loop, bind_loopback, BindError};
 use super::metrics::Metrics;
@@ -128,14 +128,23 @@ impl WsTransport {
     /// Validates the configuration and mints the token when [`Auth::Mint`] asks for one.
     /// Nothing is bound yet.
     pub fn new(config: CarrierConfig) -> Result<Self, ConfigError> {
-        Self::with_random_source(config, &mut rand::rngs::OsRng)
+        Self::minting_from(config, &mut rand::rngs::OsRng)
     }
 
-    /// Test seam, not a supported API: [`WsTransport::new`] with the token minted from `rng`
-    /// instead of the OS random source, so a test can make that source fail and check that the
-    /// carrier refuses to start ([`ConfigError::RandomSource`]) rather than run without a token.
+    /// Test seam (the `testing` feature), not a supported API: [`WsTransport::new`] with the
+    /// token minted from `rng` instead of the OS random source, so a test can make that source
+    /// fail and check that the carrier refuses to start ([`ConfigError::RandomSource`]) rather
+    /// than run without a token.
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn with_random_source<R: TryRngCore>(
+        config: CarrierConfig,
+        rng: &mut R,
+    ) -> Result<Self, ConfigError> {
+        Self::minting_from(config, rng)
+    }
+
+    fn minting_from<R: TryRngCore>(
         config: CarrierConfig,
         rng: &mut R,
     ) -> Result<Self, ConfigError> {
@@ -259,7 +268,7 @@ impl WsTransport {
         CarrierContext {
             limits: self.shared.limits.clone(),
             grant: self.config.role,
-            driver: Arc::new(Driver {
+            driver: Arc::new(DriverInfo {
                 driver_id: self.config.driver_id.clone(),
                 surface: self.config.surface.clone(),
             }),
@@ -406,11 +415,12 @@ impl WsTransport {
 }
 
 impl WsTransport {
-    /// Test and fuzzing seam, not a supported API: serves one byte stream that has already
+    /// Test and fuzzing seam (the `testing` feature), not a supported API: serves one byte stream that has already
     /// completed the WebSocket upgrade through the real connection task (reader, reassembly,
     /// routing, the single writer), with `verdict` standing in for admission's. It takes a
     /// connection slot like an upgrade would. `None` when the transport is not running or every
     /// slot is taken. The returned future ends when the connection has ended.
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn serve_stream<IO>(
         &self,

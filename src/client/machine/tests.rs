@@ -250,15 +250,15 @@ fn frames_the_descriptor_does_not_allow_are_refused_and_take_no_seq() {
         };
     assert!(matches!(
         refused(&mut m, "nope", SendKind::Binary),
-        ChannelError::Unknown { .. }
+        ChannelSendError::Unknown { .. }
     ));
     assert!(matches!(
         refused(&mut m, "m", SendKind::Binary),
-        ChannelError::BinaryRefused { .. }
+        ChannelSendError::BinaryRefused { .. }
     ));
     assert!(matches!(
         refused(&mut m, "m", SendKind::Event("shout")),
-        ChannelError::EventNotDeclared { .. }
+        ChannelSendError::EventNotDeclared { .. }
     ));
     assert_eq!(
         send(&mut m, "m", SendKind::Event("say"), 1),
@@ -311,7 +311,7 @@ fn a_frame_larger_than_the_whole_credit_is_refused_at_once() {
     );
     assert!(matches!(
         m.channel_frame("e", SendKind::Binary, 101),
-        Err(ClientError::Channel(ChannelError::OverCredit {
+        Err(ClientError::Channel(ChannelSendError::OverCredit {
             bytes: 101,
             credit: 100,
             ..

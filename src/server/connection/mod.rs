@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::AsyncRead;
 use tokio::net::TcpStream;
 
 #[cfg(feature = "testing")]
@@ -93,13 +93,14 @@ pub(crate) async fn run(
 /// Runs a connection over any byte stream that has already completed the WebSocket upgrade.
 /// The same task as [`run`]; only the splitting differs. Used by tests and fuzzing to drive the
 /// real connection layer over an in-memory stream or a socket with injected faults.
+#[cfg(feature = "testing")]
 pub(crate) async fn run_io<IO>(
     io: IO,
     verdict: Result<Role, CloseRefusal>,
     linger: Linger,
     shared: Arc<Shared>,
 ) where
-    IO: AsyncRead + AsyncWrite + Send + 'static,
+    IO: AsyncRead + tokio::io::AsyncWrite + Send + 'static,
 {
     let (reader, writer) = tokio::io::split(io);
     run_split(
