@@ -135,6 +135,7 @@ pub mod client;
 pub mod discovery;
 pub mod server;
 mod setters;
+mod timestamp;
 
 /// The wire (the `carrier-protocol` crate): one module, reachable as `carrier::protocol`.
 pub use carrier_protocol as protocol;

@@ -50,15 +50,14 @@ pub mod listener;
 // The two modules that call libc (kill(2), getuid(2), getpwuid_r(3)); each block says why it holds.
 #[allow(unsafe_code)]
 mod process;
-mod timestamp;
 #[allow(unsafe_code)]
 mod user;
 
 pub use process::ProcessStart;
 pub use user::User;
 
+use crate::timestamp::rfc3339_utc;
 use process::{liveness, Liveness};
-use timestamp::rfc3339_utc;
 use user::real_uid;
 
 /// A runtime file is a few hundred bytes; anything much larger is not one of ours, and is not

@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::agent::history::EntryMeta;
 use crate::protocol::events::SessionEvent;
 use crate::protocol::methods::{HistoryEntry, HistoryRole};
+use crate::timestamp::rfc3339_millis;
 
 /// What the carrier has no figures for: the context window of a turn is reported as zeros.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -292,31 +293,6 @@ fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// `YYYY-MM-DDTHH:MM:SS.mmmZ`, as JavaScript's `Date.toJSON` writes it.
-pub(super) fn rfc3339_millis(ms: u64) -> String {
-    let (secs, millis) = (ms / 1000, ms % 1000);
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
-}
-
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (Hinnant's algorithm).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let (era, doe) = (z / 146_097, z % 146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + u64::from(month <= 2), month, day)
 }
 
 #[cfg(test)]

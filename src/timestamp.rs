@@ -1,4 +1,5 @@
-//! The `started` time of a runtime file: RFC 3339 in UTC, to the second.
+//! RFC 3339 timestamps in UTC: a runtime file's `started` (to the second) and the Robota
+//! profile's message times (to the millisecond, as JavaScript's `Date.toJSON` writes them).
 //!
 //! Hand-written rather than `humantime::format_rfc3339_seconds`, which panics for a clock set
 //! before 1970 and fails (a panic in `to_string`) past the year 9999; this one never fails: a
@@ -7,12 +8,23 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `YYYY-MM-DDTHH:MM:SSZ` for `time` (the Unix epoch for a clock set before it).
-pub(super) fn rfc3339_utc(time: SystemTime) -> String {
+pub(crate) fn rfc3339_utc(time: SystemTime) -> String {
     let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    format!("{}Z", date_time(secs))
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for `ms` milliseconds since the Unix epoch.
+pub(crate) fn rfc3339_millis(ms: u64) -> String {
+    format!("{}.{:03}Z", date_time(ms / 1000), ms % 1000)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` for `secs` seconds since the Unix epoch.
+fn date_time(secs: u64) -> String {
     let (days, rest) = (secs / 86_400, secs % 86_400);
+    // At most u64::MAX / 86,400 days: an i64 holds it.
     let (year, month, day) = civil_from_days(days as i64);
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
         rest / 3600,
         rest % 3600 / 60,
         rest % 60
