@@ -107,24 +107,13 @@ impl Client {
         payload: &Value,
     ) -> Result<u32, ClientError> {
         let frame = event_frame(channel, event, payload)?;
-        let room = self
-            .inner
-            .transport
-            .try_reserve(MAX_HEAD + frame.body_len())?;
-        self.send_now(channel, &frame, room)?
-            .ok_or_else(|| self.awaiting_credit(channel))
+        self.try_send_channel(channel, frame)
     }
 
     /// [`send_channel_binary`](Client::send_channel_binary) without waiting, failing as
     /// [`try_send_channel_event`](Client::try_send_channel_event) does.
     pub fn try_send_channel_binary(&self, channel: &str, body: Bytes) -> Result<u32, ClientError> {
-        let frame = Outgoing::Binary(body);
-        let room = self
-            .inner
-            .transport
-            .try_reserve(MAX_HEAD + frame.body_len())?;
-        self.send_now(channel, &frame, room)?
-            .ok_or_else(|| self.awaiting_credit(channel))
+        self.try_send_channel(channel, Outgoing::Binary(body))
     }
 
     /// Credit left on a bulk `channel` of the current connection (`None`: not counted — not a
@@ -133,12 +122,20 @@ impl Client {
         lock(&self.inner.core).machine.credit(channel)
     }
 
-    fn awaiting_credit(&self, channel: &str) -> ClientError {
-        ChannelSendError::AwaitingCredit {
-            channel: channel.to_owned(),
-            left: self.channel_credit(channel).unwrap_or(0),
-        }
-        .into()
+    /// One frame now or not at all: room in the outbound buffer and, on a counted bulk channel,
+    /// enough credit.
+    fn try_send_channel(&self, channel: &str, frame: Outgoing<'_>) -> Result<u32, ClientError> {
+        let room = self
+            .inner
+            .transport
+            .try_reserve(MAX_HEAD + frame.body_len())?;
+        self.send_now(channel, &frame, room)?.ok_or_else(|| {
+            ChannelSendError::AwaitingCredit {
+                channel: channel.to_owned(),
+                left: self.channel_credit(channel).unwrap_or(0),
+            }
+            .into()
+        })
     }
 
     async fn send_channel(&self, channel: &str, frame: Outgoing<'_>) -> Result<u32, ClientError> {
