@@ -44,6 +44,18 @@ pub(crate) fn carrier() -> Result<WsTransport, Box<dyn std::error::Error>> {
     Ok(transport)
 }
 
+/// Serves [`app`] on a free port of 127.0.0.1 until `shutdown` completes; returns the port and
+/// the server's task.
+pub(crate) async fn serve(
+    transport: &WsTransport,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<(u16, tokio::task::JoinHandle<std::io::Result<()>>)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    let server = axum::serve(listener, app(transport)).with_graceful_shutdown(shutdown);
+    Ok((port, tokio::spawn(async move { server.await })))
+}
+
 /// Sends every frame on `channel` back to the connection it came from.
 async fn echo_back(channel: ChannelHandle) {
     let mut inbound = channel.inbound(64);
@@ -61,8 +73,10 @@ async fn echo_back(channel: ChannelHandle) {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let transport = carrier()?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let port = listener.local_addr()?.port();
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let (port, server) = serve(&transport, ctrl_c).await?;
     let line = serde_json::json!({
         "event": "listening",
         "url": format!("ws://127.0.0.1:{port}/agent"),
@@ -71,11 +85,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "token": transport.resolved_token(),
     });
     println!("{line}");
-    axum::serve(listener, app(&transport))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+    server.await??;
     transport.stop().await;
     Ok(())
 }

@@ -34,12 +34,9 @@ impl Host {
             .resolved_token()
             .expect("a minted token")
             .to_owned();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let app = axum_mount::app(&transport);
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let (port, _server) = axum_mount::serve(&transport, std::future::pending())
+            .await
+            .expect("the host's server binds");
         Host {
             transport,
             port,

@@ -674,12 +674,9 @@ async fn console_works_under_the_path_a_host_mounted_the_carrier_at() {
     // The example's carrier and router, served by axum in this process.
     let transport = axum_mount::carrier().expect("the example's carrier starts");
     let token = transport.resolved_token().unwrap().to_owned();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let app = axum_mount::app(&transport);
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let (port, server) = axum_mount::serve(&transport, std::future::pending())
+        .await
+        .expect("the host's server binds");
     let browser = Chromium::launch(&[]).await;
     let page = browser.new_page().await;
 

@@ -121,12 +121,9 @@ async fn the_package_drives_a_carrier_mounted_in_a_host_server() {
     // The example's carrier and router, served by axum here while node runs beside it.
     let transport = axum_mount::carrier().expect("the example's carrier starts");
     let token = transport.resolved_token().unwrap().to_owned();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let app = axum_mount::app(&transport);
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let (port, server) = axum_mount::serve(&transport, std::future::pending())
+        .await
+        .expect("the host's server binds");
     let mut node = Command::new("node");
     node.args(["--test", NODE_TEST_TIMEOUT, "test-real/mounted.js"])
         .current_dir(js_dir())
