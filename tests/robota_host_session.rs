@@ -136,10 +136,7 @@ async fn a_host_session_drives_the_seed_systems_wire_like_the_embedded_agent() {
 
     // Abort mid-turn.
     let prompt = vec!["w"; 100].join(" ");
-    c.send(json!({"type": "submit", "prompt": prompt})).await;
-    let mut seen = c.until("text_delta").await;
-    c.send(json!({"type": "abort"})).await;
-    seen.extend(c.until_turn_ends().await);
+    let seen = c.submit_and_abort(&prompt).await;
     let end = seen.last().unwrap();
     assert_eq!(end["type"], "interrupted");
     assert_eq!(end["result"]["response"], deltas(&seen));

@@ -170,10 +170,7 @@ async fn abort_mid_turn_ends_it_interrupted_with_what_was_streamed() {
     let url = format!("ws://127.0.0.1:{port}/robota?token=test-token");
     let (mut c, _, _) = RobotaClient::connect_greeted(&url).await;
     let prompt = vec!["w"; 100].join(" ");
-    c.send(json!({"type": "submit", "prompt": prompt})).await;
-    let mut rest = c.until("text_delta").await;
-    c.send(json!({"type": "abort"})).await;
-    rest.extend(c.until_turn_ends().await);
+    let rest = c.submit_and_abort(&prompt).await;
     let end = rest.last().unwrap();
     assert_eq!(end["type"], "interrupted");
     assert_eq!(rest[rest.len() - 2]["isThinking"], false);

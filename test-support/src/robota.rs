@@ -123,6 +123,16 @@ impl RobotaClient {
         }
     }
 
+    /// Submits `prompt`, aborts the turn at its first `text_delta`, and returns every message
+    /// from the submit to the turn's end (an `interrupted`, or a `complete` if the turn won).
+    pub async fn submit_and_abort(&mut self, prompt: &str) -> Vec<Value> {
+        self.send(json!({"type": "submit", "prompt": prompt})).await;
+        let mut seen = self.until("text_delta").await;
+        self.send(json!({"type": "abort"})).await;
+        seen.extend(self.until_turn_ends().await);
+        seen
+    }
+
     /// The next binary frame (those that came between text messages first).
     pub async fn binary(&mut self) -> Bytes {
         if let Some(b) = self.binary.pop_front() {
