@@ -300,7 +300,7 @@ async fn connection(plan: Plan, target: Target) -> ConnResult {
 }
 
 async fn drive(plan: &Plan, target: &Target, r: &mut ConnResult) -> Result<(), LoadError> {
-    // The client's dialer keeps the socket's unsent bytes at 16 KiB (TCP_NOTSENT_LOWAT), as
+    // The client's dialer keeps the socket's unsent bytes at 64 KiB (TCP_NOTSENT_LOWAT), as
     // the project's clients do: a ping written after the transfer's frames waits behind at
     // most that much of them in the socket.
     let ws = upgrade(target, plan.connect_timeout).await?;

@@ -11,14 +11,15 @@ use tokio::net::TcpStream;
 
 /// At most this many bytes unsent in the kernel before the socket stops reporting writable.
 ///
-/// 16 KiB, not the server's 128 KiB: what a client sends ahead of its own ping is all on its
+/// 64 KiB, half the server's 128 KiB: what a client sends ahead of its own ping is all on its
 /// side, and the carrier keeps its receive buffer small on a connection with bulk traffic, so
 /// this is most of what a ping waits behind on the way in. Measured with
-/// `benches/mixed_credit.sh` (16 frames of 64 KiB in flight to a `bulk` echo channel, 7 runs):
-/// ping p99 during the transfer ÷ idle 3.4–4.9 at 128 KiB, 0.33–0.95 at 16 KiB (with the
-/// server's 64 KiB receive buffer), and the transfer went faster, not slower (1.5–1.9 GB/s
-/// against 0.9–1.3).
-pub(crate) const NOTSENT_LOWAT: u32 = 16 << 10;
+/// `benches/mixed_credit.sh` (16 frames of 64 KiB in flight to a `bulk` echo channel, server's
+/// 64 KiB receive buffer, 3 runs each): ping p99 during the transfer ÷ idle 2.6–5.4 at 128 KiB,
+/// 0.76–0.95 at 64 KiB, 0.69–0.86 at 32 KiB, 0.83–0.90 at 16 KiB, the transfer at 1.85–2.04 GB/s
+/// from 64 KiB down against 1.3–1.5 at 128 KiB. Lower costs large messages: a 1 MiB echo on one
+/// connection went 870–940 messages/s at 64 and 128 KiB, 750–880 at 16 KiB.
+pub(crate) const NOTSENT_LOWAT: u32 = 64 << 10;
 
 /// Sets [`NOTSENT_LOWAT`] on `stream` (Linux and Android; elsewhere nothing), as the server's
 /// writer does on connections with bulk traffic. A failure only costs latency, so it is

@@ -41,12 +41,13 @@ pub(super) const UNSENT_LOWAT: u32 = 128 * 1024;
 /// fills it at once: its `system.ping`, written after its bulk frames, then waits behind all of
 /// them here before the reader sees it. With a small buffer the transfer waits on the client's
 /// side instead, where a client that keeps its own unsent bytes small (the project's clients
-/// keep 16 KiB) writes the ping ahead of it. Measured with `benches/mixed_credit.sh` (16 frames
-/// of 64 KiB in flight to a `bulk` echo channel, server on CPU 0, client on CPU 1, 4 runs each):
-/// ping p99 during the transfer ÷ idle 3.4–4.9 with the kernel's default, 0.82–0.95 with 64 KiB,
-/// and the transfer itself went from 0.9–1.3 to 1.5–1.9 GB/s. Set with [`UNSENT_LOWAT`], when
-/// the writer first sends a bulk frame; set instead when the reader first took one, the same
-/// 64 KiB measured 4.0–4.3 (why the moment matters so much is not understood yet).
+/// keep 64 KiB) writes the ping ahead of it. Measured with `benches/mixed_credit.sh` (16 frames
+/// of 64 KiB in flight to a `bulk` echo channel, server on CPU 0, client on CPU 1): ping p99
+/// during the transfer ÷ idle 4.5–4.7 with the kernel's default (3 runs), 0.97 with 64 KiB
+/// (median of 5, runs 0.82–1.41), and the transfer itself went from 1.0–1.3 to 1.9 GB/s. Set
+/// with [`UNSENT_LOWAT`], when the writer first sends a bulk frame; set instead when the reader
+/// first took one, the same 64 KiB measured 4.0–4.3 (why the moment matters so much is not
+/// understood yet).
 pub(super) const BULK_RCVBUF: usize = 64 * 1024;
 
 /// The write half of a connection's stream, and what the writer may ask of its socket.
