@@ -46,8 +46,9 @@ pub(super) const UNSENT_LOWAT: u32 = 128 * 1024;
 /// during the transfer ÷ idle 4.5–4.7 with the kernel's default (3 runs), 0.97 with 64 KiB
 /// (median of 5, runs 0.82–1.41), and the transfer itself went from 1.0–1.3 to 1.9 GB/s. Set
 /// with [`UNSENT_LOWAT`], when the writer first sends a bulk frame; set instead when the reader
-/// first took one, the same 64 KiB measured 4.0–4.3 (why the moment matters so much is not
-/// understood yet).
+/// first took one, the same 64 KiB measured 4.0–4.3 under BBR, the congestion control here;
+/// under cubic both moments measure alike, and 64 KiB then costs the transfer a quarter of its
+/// rate (BENCHMARKS.md, issue 25). 128 KiB and more let the ratio above 1.3 under either.
 pub(super) const BULK_RCVBUF: usize = 64 * 1024;
 
 /// The write half of a connection's stream, and what the writer may ask of its socket.
