@@ -300,9 +300,9 @@ async fn connection(plan: Plan, target: Target) -> ConnResult {
 }
 
 async fn drive(plan: &Plan, target: &Target, r: &mut ConnResult) -> Result<(), LoadError> {
-    // The client's dialer keeps the socket's unsent bytes at 64 KiB (TCP_NOTSENT_LOWAT), as
-    // the project's clients do: a ping written after the transfer's frames waits behind at
-    // most that much of them in the socket.
+    // The client's dialer keeps the socket's unsent bytes small (TCP_NOTSENT_LOWAT), as the
+    // project's clients do: a ping written after the transfer's frames waits behind little of
+    // them in the socket.
     let ws = upgrade(target, plan.connect_timeout).await?;
     let (read, write) = ws.split(tokio::io::split);
     let read = FragmentCollectorRead::new(read);

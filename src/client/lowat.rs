@@ -13,12 +13,10 @@ use tokio::net::TcpStream;
 ///
 /// 64 KiB, half the server's 128 KiB: what a client sends ahead of its own ping is all on its
 /// side, and the carrier keeps its receive buffer small on a connection with bulk traffic, so
-/// this is most of what a ping waits behind on the way in. Measured with
-/// `benches/mixed_credit.sh` (16 frames of 64 KiB in flight to a `bulk` echo channel, server's
-/// 64 KiB receive buffer, 3 runs each): ping p99 during the transfer ÷ idle 2.6–5.4 at 128 KiB,
-/// 0.76–0.95 at 64 KiB, 0.69–0.86 at 32 KiB, 0.83–0.90 at 16 KiB, the transfer at 1.85–2.04 GB/s
-/// from 64 KiB down against 1.3–1.5 at 128 KiB. Lower costs large messages: a 1 MiB echo on one
-/// connection went 870–940 messages/s at 64 and 128 KiB, 750–880 at 16 KiB.
+/// this is most of what a ping waits behind on the way in. With 16 frames of 64 KiB in flight
+/// to a `bulk` echo channel (the runs `benches/mixed_credit.sh` makes), ping p99 during the
+/// transfer ÷ idle was 2.6–5.4 at 128 KiB and under 1 from 64 KiB down; below 64 KiB a 1 MiB
+/// echo on one connection loses 10–15 % of its rate. The runs: BENCHMARKS.md, issue 25.
 pub(crate) const NOTSENT_LOWAT: u32 = 64 << 10;
 
 /// Sets [`NOTSENT_LOWAT`] on `stream` (Linux and Android; elsewhere nothing), as the server's

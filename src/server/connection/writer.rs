@@ -40,15 +40,12 @@ pub(super) const UNSENT_LOWAT: u32 = 128 * 1024;
 /// The kernel otherwise autotunes it to megabytes, and on loopback a client streaming to an echo
 /// fills it at once: its `system.ping`, written after its bulk frames, then waits behind all of
 /// them here before the reader sees it. With a small buffer the transfer waits on the client's
-/// side instead, where a client that keeps its own unsent bytes small (the project's clients
-/// keep 64 KiB) writes the ping ahead of it. Measured with `benches/mixed_credit.sh` (16 frames
-/// of 64 KiB in flight to a `bulk` echo channel, server on CPU 0, client on CPU 1): ping p99
-/// during the transfer ÷ idle 4.5–4.7 with the kernel's default (3 runs), 0.97 with 64 KiB
-/// (median of 5, runs 0.82–1.41), and the transfer itself went from 1.0–1.3 to 1.9 GB/s. Set
-/// with [`UNSENT_LOWAT`], when the writer first sends a bulk frame; set instead when the reader
-/// first took one, the same 64 KiB measured 4.0–4.3 under BBR, the congestion control here;
-/// under cubic both moments measure alike, and 64 KiB then costs the transfer a quarter of its
-/// rate (BENCHMARKS.md, issue 25). 128 KiB and more let the ratio above 1.3 under either.
+/// side instead, where a client that keeps its own unsent bytes small (the project's clients do)
+/// writes the ping ahead of it. With 16 frames of 64 KiB in flight (`benches/mixed_credit.sh`),
+/// ping p99 during the transfer ÷ idle went from 3.9 to 0.97 (medians of 5). 128 KiB and more
+/// let it back above 1.3; under cubic, 64 KiB costs the transfer a quarter of its rate (under
+/// BBR it gains). Set with [`UNSENT_LOWAT`], when the writer first sends a bulk frame: set when
+/// the reader first took one, it did not help under BBR. The runs: BENCHMARKS.md, issue 25.
 pub(super) const BULK_RCVBUF: usize = 64 * 1024;
 
 /// The write half of a connection's stream, and what the writer may ask of its socket.
@@ -61,12 +58,12 @@ pub(super) trait SocketWrite: AsyncWrite + Send + Unpin {
 
 impl SocketWrite for tokio::net::tcp::OwnedWriteHalf {
     fn limit_buffers(&self) {
+        // A failure of either only costs latency: logged, not returned.
         let socket = socket2::SockRef::from(self.as_ref());
         #[cfg(any(target_os = "linux", target_os = "android"))]
         if let Err(e) = socket.set_tcp_notsent_lowat(UNSENT_LOWAT) {
             tracing::debug!(error = %e, "TCP_NOTSENT_LOWAT not set");
         }
-        // A failure only costs latency, as above.
         if let Err(e) = socket.set_recv_buffer_size(BULK_RCVBUF) {
             tracing::debug!(error = %e, "SO_RCVBUF not set");
         }
