@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cross-version checks: builds an older release (default: the tag v0.1.0) beside the current tree
+# Cross-version checks: builds an older release (default: 0.1.0, by its commit) beside the current tree
 # and runs every client of each build against the server of each build:
 #
 #   clients: the `carrier` CLI (status --json, send, pipe, doctor), the Rust client
@@ -17,9 +17,12 @@
 # (the rules: scripts/cross-version/evaluate.py, checked on made-up outputs of a 1.0 and a 1.1
 # build by scripts/cross-version/evaluate_test.py).
 #
-# Usage: scripts/cross-version.sh [--old REF] [--release] [--write] [--self] [--keep]
-#   --old REF   the older build (default v0.1.0), checked out with `git worktree` in a temporary
-#               directory and built in its own target directory
+# Usage: scripts/cross-version.sh [--old REF] [--release] [--write] [--self] [--keep] [--resolve]
+#   --old REF   the older build (default 0.1.0), checked out with `git worktree` in a temporary
+#               directory and built in its own target directory. A release is named by its
+#               version (`0.1.0`, or the tag `v0.1.0`, which a clone may not have): the script
+#               knows each release's commit (RELEASES below). Any other REF is given to git.
+#   --resolve   print the commit the old build would be made from, and exit
 #   --release   build both with the release profile (default: debug, which builds faster: the
 #               checks carry a few MiB and time nothing). Each build takes minutes on 2 cores.
 #   --write     also write the table into docs/compatibility.md (between its markers)
@@ -33,7 +36,13 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-OLD_REF=v0.1.0
+# Each release by its commit, so the default resolves in any full clone: tags are not always
+# fetched (a plain `git clone` of a mirror, or CI), commits are.
+RELEASES=(
+  "0.1.0 687167a541e6b85993e07a7a96161d219c30ef30"
+)
+OLD_REF=0.1.0
+RESOLVE=0
 PROFILE=debug
 WRITE=0
 SELF=0
@@ -45,10 +54,31 @@ while [ $# -gt 0 ]; do
     --write) WRITE=1; shift ;;
     --self) SELF=1; shift ;;
     --keep) KEEP=1; shift ;;
+    --resolve) RESOLVE=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "cross-version: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+
+# The commit a release name (0.1.0 or v0.1.0) stands for; any other ref as git resolves it.
+resolve_ref() {
+  local ref="$1" entry
+  for entry in "${RELEASES[@]}"; do
+    if [ "$ref" = "${entry%% *}" ] || [ "$ref" = "v${entry%% *}" ]; then
+      ref="${entry#* }"
+      break
+    fi
+  done
+  if ! git -C "$ROOT" rev-parse --quiet --verify "$ref^{commit}"; then
+    echo "cross-version: $1 is not a commit of this clone (a shallow clone? git fetch --unshallow)" >&2
+    exit 2
+  fi
+}
+OLD_COMMIT="$(resolve_ref "$OLD_REF")"
+if [ "$RESOLVE" = 1 ]; then
+  echo "$OLD_COMMIT"
+  exit 0
+fi
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/carrier-cross-version.XXXXXX")"
 OLD_DIR="$WORK/old"
@@ -101,7 +131,7 @@ if [ "$SELF" = 1 ]; then
   OLD_BIN="$NEW_BIN"; OLD_RUST="$NEW_RUST"; OLD_JS="$NEW_JS"
 else
   say "$OLD_REF: git worktree in $OLD_DIR"
-  git -C "$ROOT" worktree add --quiet --detach "$OLD_DIR" "$OLD_REF"
+  git -C "$ROOT" worktree add --quiet --detach "$OLD_DIR" "$OLD_COMMIT"
   # The Rust client's checks are this tree's example, built against the old library: it uses
   # only what the client offered then. A tree that lists its examples by hand gets it listed.
   cp "$ROOT/examples/cross_version_client.rs" "$OLD_DIR/examples/"

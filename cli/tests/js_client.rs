@@ -78,7 +78,7 @@ fn reference_suite_passes_on_a_fake_socket_with_no_installs() {
         .current_dir(&copy)
         .env(
             "CARRIER_VECTORS",
-            repo().join("../shared/vectors/channel-frames.json"),
+            repo().join("protocol/tests/vectors/channel-frames.json"),
         );
     let out = run(node, "node --test in a copy of js/");
     assert_node_tests_passed(&out, "node --test (fake socket, no installs)");

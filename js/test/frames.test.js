@@ -4,9 +4,9 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { ChannelFrameError, decodeChannelFrame, encodeChannelFrame } from "../frames.js";
 
-// The project's shared vectors sit beside the repository; CARRIER_VECTORS points elsewhere (a
-// copy of this package tested outside the repository).
-const vectorsPath = process.env.CARRIER_VECTORS ?? new URL("../../../shared/vectors/channel-frames.json", import.meta.url);
+// The vectors live with the protocol crate (protocol/tests/vectors/, with their origin);
+// CARRIER_VECTORS points a copy of this package tested outside the repository at them.
+const vectorsPath = process.env.CARRIER_VECTORS ?? new URL("../../protocol/tests/vectors/channel-frames.json", import.meta.url);
 const vectors = JSON.parse(readFileSync(vectorsPath, "utf8"));
 
 const fromHex = (hex) => Uint8Array.from(hex.match(/../g) ?? [], (byte) => Number.parseInt(byte, 16));

@@ -1,5 +1,6 @@
-//! The channel-frame codec against the shared wire vectors, produced by the independent
-//! reference codec (`shared/vectors/channel-frames.json`, read as it is).
+//! The channel-frame codec against wire vectors produced by an independent reference codec
+//! (`tests/vectors/channel-frames.json`, kept byte for byte as received; its origin is in
+//! `tests/vectors/README.md`).
 
 use bytes::Bytes;
 use carrier_protocol::channel_frame::{decode, encode, peek, ChannelFrame, FrameBody};
@@ -7,7 +8,7 @@ use serde_json::Value;
 
 const VECTORS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/vectors/channel-frames.json"
+    "/tests/vectors/channel-frames.json"
 );
 
 fn vectors() -> Value {
