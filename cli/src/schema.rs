@@ -1,22 +1,26 @@
 //! `carrier schema --out DIR | --check DIR [--ts FILE] [--js DIR] [--docs FILE]`: the files
 //! generated from the method catalog — the JSON Schemas, the TypeScript declarations of the
 //! wire types, the JavaScript package's tables and the tables of the protocol reference —
-//! written, or checked against the committed ones. The protocol crate generates their text;
-//! the disk is this command's.
+//! written, or checked against the committed ones. The generators below return text; the disk
+//! is this command's.
 
 mod files;
+mod javascript;
+mod json_schema;
+mod reference;
+mod typescript;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use carrier::protocol::javascript::{javascript_tables, GENERATED_MARKER};
-use carrier::protocol::reference::{fill_reference, ReferenceError};
-use carrier::protocol::schema::schema_files;
-use carrier::protocol::typescript::{typescript_declarations, TypeScriptError};
 use clap::Args;
 
 use files::{FileSet, Strays};
+use javascript::{javascript_tables, GENERATED_MARKER};
+use json_schema::schema_files;
+use reference::{fill_reference, ReferenceError};
+use typescript::{typescript_declarations, TypeScriptError};
 
 /// Flags of `carrier schema`.
 #[derive(Debug, Args)]

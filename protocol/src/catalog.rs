@@ -6,10 +6,11 @@
 //! rebinds the connection's session. Dispatch ([`Method::from_name`], [`MethodDef`]), role
 //! checks ([`MethodSpec::least_role`]), feature preflight
 //! ([`Peers::preflight`](super::features::Peers::preflight)), the clients' session rebinding
-//! ([`MethodSpec::rebinds_session`]) and the JSON Schemas ([`super::schema`]) are all derived
-//! from the [`METHODS`] table built by one macro invocation below; the events are listed in
-//! [`EVENTS`] (and named by [`EventName`]) the same way. The JavaScript package's tables
-//! ([`super::javascript`]) come from the same two lists.
+//! ([`MethodSpec::rebinds_session`]) and the JSON Schemas are all derived from the [`METHODS`]
+//! table built by one macro invocation below; the events are listed in [`EVENTS`] (and named by
+//! [`EventName`]) the same way. `carrier schema` generates the JSON Schemas, the TypeScript
+//! declarations, the JavaScript package's tables and the protocol reference's tables from the
+//! same two lists.
 //!
 //! ```
 //! use carrier_protocol::catalog::{Effect, Method};

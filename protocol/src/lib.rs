@@ -12,21 +12,16 @@
 //! - [`features`] — protocol features, the version that introduced each, and feature preflight.
 //! - [`catalog`] — the method catalog, the single source of every method and event name.
 //! - [`methods`] / [`events`] — the params, result and event payload types.
-//! - [`schema`] — the JSON Schemas generated from the catalog.
-//! - [`typescript`] — the same types as TypeScript declarations, for the JavaScript package.
-//! - [`javascript`] — the JavaScript package's tables (methods, features, versions), generated
-//!   from the catalog.
-//! - [`reference`](mod@reference) — the tables of the protocol reference (`docs/protocol.md`): methods,
-//!   events, error codes, features and their compatibility, generated from the catalog.
 //! - [`channel_frame`] — the binary channel-frame codec (docs/protocol.md, "Channels"), zero-copy.
 //! - [`error`] — error codes, error objects and the `protocol_error` event.
 //! - [`resume`] — the bounded per-session ring of recent events used for resume.
 //! - [`channel`] — payload channels as the host declares them, and their delivery classes.
 //! - [`close`] — the WebSocket close codes the carrier sends.
 //!
-//! No file access either: the generators return text (file name → contents), and `carrier
-//! schema` writes it and checks it against the committed files (`protocol/tests/no_io.rs`
-//! keeps this crate free of file and stream writes).
+//! No file access either (`protocol/tests/no_io.rs` keeps this crate free of file and stream
+//! writes), and no code generators: the JSON Schemas, TypeScript declarations, JavaScript tables
+//! and reference tables derived from the catalog are written by `carrier schema`, their only
+//! caller, in the CLI crate.
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -40,13 +35,9 @@ pub mod error;
 pub mod events;
 pub mod features;
 pub mod ids;
-pub mod javascript;
 pub mod methods;
-pub mod reference;
 pub mod resume;
 pub mod role;
-pub mod schema;
-pub mod typescript;
 pub mod version;
 
 pub use role::Role;

@@ -1,5 +1,5 @@
 //! TypeScript declarations of the wire types, generated from the method catalog (`carrier schema
-//! --ts`): the same schemas [`super::schema`] generates as JSON Schema, turned into the text of one
+//! --ts`): the same schemas [`super::json_schema`] generates as JSON Schema, turned into the text of one
 //! `.d.ts` file (`js/wire.d.ts` in this repository) that the JavaScript package's hand-written
 //! declarations import. `carrier schema --out DIR --ts FILE` writes it; `--check DIR --ts FILE`
 //! fails when it is stale or missing.
@@ -14,13 +14,13 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
-use super::catalog::{EVENTS, METHODS};
-use super::error::ErrorObject;
-use super::features::Feature;
+use carrier::protocol::catalog::{EVENTS, METHODS};
+use carrier::protocol::error::ErrorObject;
+use carrier::protocol::features::Feature;
 
 /// Why the declarations could not be generated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TypeScriptError {
+pub(crate) enum TypeScriptError {
     /// Two schemas define the same type name differently.
     #[error("two wire types are both named `{0}`; rename one")]
     Conflict(String),
@@ -39,7 +39,7 @@ const HEADER: &str = "\
 ";
 
 /// The declarations this build generates (the whole `.d.ts` file).
-pub fn typescript_declarations() -> Result<String, TypeScriptError> {
+pub(crate) fn typescript_declarations() -> Result<String, TypeScriptError> {
     let mut types = BTreeMap::new();
     let mut add = |schema: schemars::Schema| -> Result<String, TypeScriptError> {
         collect(schema.as_value(), &mut types)

@@ -11,19 +11,19 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::catalog::METHODS;
-use super::features::Feature;
+use carrier::protocol::catalog::METHODS;
+use carrier::protocol::features::Feature;
 use super::typescript::property_name;
-use super::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
+use carrier::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
 
 /// How every generated file of the JavaScript package begins (`wire.d.ts` too), so a check can
 /// tell a generated file this build no longer writes from a hand-written one.
-pub const GENERATED_MARKER: &str = "// GENERATED FILE: do not edit.";
+pub(crate) const GENERATED_MARKER: &str = "// GENERATED FILE: do not edit.";
 
 /// The tables' module, imported by `client.js`.
-pub const CATALOG_JS: &str = "catalog.js";
+pub(crate) const CATALOG_JS: &str = "catalog.js";
 /// Its declarations.
-pub const CATALOG_D_TS: &str = "catalog.d.ts";
+pub(crate) const CATALOG_D_TS: &str = "catalog.d.ts";
 
 const HEADER: &str = "\
 // GENERATED FILE: do not edit. Written by `carrier schema --out schemas --js js` from the Rust
@@ -38,7 +38,7 @@ const DOC_CLIENT_VERSION: &str =
 
 /// The package's generated tables, file name → contents: [`CATALOG_JS`] and [`CATALOG_D_TS`].
 /// `package_version` is the version the client reports in its handshake (the carrier's).
-pub fn javascript_tables(package_version: &str) -> BTreeMap<String, String> {
+pub(crate) fn javascript_tables(package_version: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (CATALOG_JS.to_owned(), catalog_js(package_version)),
         (CATALOG_D_TS.to_owned(), catalog_d_ts()),

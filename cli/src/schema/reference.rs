@@ -13,13 +13,13 @@
 
 use std::fmt::Write as _;
 
-use super::catalog::{Effect, EventName, Method, EVENTS, METHODS};
-use super::error::{ErrorCode, ProtocolErrorCode};
-use super::features::Feature;
-use super::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
+use carrier::protocol::catalog::{Effect, EventName, Method, EVENTS, METHODS};
+use carrier::protocol::error::{ErrorCode, ProtocolErrorCode};
+use carrier::protocol::features::Feature;
+use carrier::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
 
 /// The generated tables, in the order they appear in the reference.
-pub const TABLES: [&str; 6] = [
+pub(crate) const TABLES: [&str; 6] = [
     "methods",
     "events",
     "errors",
@@ -29,18 +29,18 @@ pub const TABLES: [&str; 6] = [
 ];
 
 /// The line that opens the generated table `name`.
-pub fn begin_marker(name: &str) -> String {
+pub(crate) fn begin_marker(name: &str) -> String {
     format!("<!-- generated table: {name} (`carrier schema --docs`; do not edit by hand) -->")
 }
 
 /// The line that closes the generated table `name`.
-pub fn end_marker(name: &str) -> String {
+pub(crate) fn end_marker(name: &str) -> String {
     format!("<!-- end of generated table: {name} -->")
 }
 
 /// Why a document cannot take the generated tables.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ReferenceError {
+pub(crate) enum ReferenceError {
     /// A marker line is absent.
     #[error("the line `{0}` is missing: the reference holds each generated table between its two marker lines")]
     MissingMarker(String),
@@ -54,7 +54,7 @@ pub enum ReferenceError {
 
 /// `doc` with the contents between every pair of markers replaced by the table this build
 /// generates (one blank line either side). Text outside the markers is kept byte for byte.
-pub fn fill_reference(doc: &str) -> Result<String, ReferenceError> {
+pub(crate) fn fill_reference(doc: &str) -> Result<String, ReferenceError> {
     let mut out = doc.to_owned();
     for name in TABLES {
         let begin = begin_marker(name);
@@ -87,7 +87,7 @@ fn line_position(text: &str, line: &str) -> Result<usize, ReferenceError> {
 }
 
 /// The table `name` of [`TABLES`], as Markdown (no trailing newline).
-pub fn table(name: &str) -> String {
+pub(crate) fn table(name: &str) -> String {
     match name {
         "methods" => methods(),
         "events" => events(),

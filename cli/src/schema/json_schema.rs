@@ -7,11 +7,11 @@
 
 use std::collections::BTreeMap;
 
-use super::catalog::{EVENTS, METHODS};
-use super::error::ErrorObject;
+use carrier::protocol::catalog::{EVENTS, METHODS};
+use carrier::protocol::error::ErrorObject;
 
 /// Every schema file this build defines: file name → contents (pretty JSON, newline-terminated).
-pub fn schema_files() -> BTreeMap<String, String> {
+pub(crate) fn schema_files() -> BTreeMap<String, String> {
     let mut files = BTreeMap::new();
     let mut add = |name: String, schema: schemars::Schema| {
         let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
