@@ -7,10 +7,11 @@
 //! checks ([`MethodSpec::least_role`]), feature preflight
 //! ([`Peers::preflight`](super::features::Peers::preflight)), the clients' session rebinding
 //! ([`MethodSpec::rebinds_session`]) and the JSON Schemas are all derived from the [`METHODS`]
-//! table built by one macro invocation below; the events are listed in [`EVENTS`] (and named by
-//! [`EventName`]) the same way. `carrier schema` generates the JSON Schemas, the TypeScript
-//! declarations, the JavaScript package's tables and the protocol reference's tables from the
-//! same two lists.
+//! table built by one macro invocation below; the events are listed the same way, beside their
+//! payload types ([`EVENTS`](super::events::EVENTS), named by
+//! [`EventName`](super::events::EventName)). `carrier schema` generates the JSON Schemas, the
+//! TypeScript declarations, the JavaScript package's tables and the protocol reference's tables
+//! from the two lists.
 //!
 //! ```
 //! use carrier_protocol::catalog::{Effect, Method};
@@ -25,7 +26,6 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::envelope::Rejection;
-use super::events::*;
 use super::features::Feature;
 use super::methods::*;
 use super::Role;
@@ -66,7 +66,7 @@ pub enum Effect {
 /// A JSON Schema generator for one type.
 pub type SchemaFn = fn() -> schemars::Schema;
 
-fn schema_of<T: schemars::JsonSchema>() -> schemars::Schema {
+pub(crate) fn schema_of<T: schemars::JsonSchema>() -> schemars::Schema {
     schemars::schema_for!(T)
 }
 
@@ -320,95 +320,6 @@ pub fn validate_result<M: MethodDef>(
 ) -> Result<serde_json::Value, serde_json::Error> {
     let typed: M::Result = serde_json::from_value(result)?;
     serde_json::to_value(typed)
-}
-
-/// Everything the catalog knows about one event.
-#[derive(Debug, Clone, Copy)]
-pub struct EventSpec {
-    /// The event.
-    pub event: EventName,
-    /// Its wire name.
-    pub name: &'static str,
-    /// Whether it is a session event (numbered with `seq`).
-    pub session: bool,
-    /// The Rust name of its payload type.
-    pub payload_type: &'static str,
-    /// The payload's JSON Schema.
-    pub payload_schema: SchemaFn,
-}
-
-macro_rules! events {
-    ($(
-        $(#[$doc:meta])*
-        $variant:ident = $wire:literal => $payload:ty, session: $session:expr
-    ),* $(,)?) => {
-        /// Every event the server sends. Its wire name is [`EventName::as_str`]; the session
-        /// events ([`super::events::SessionEvent`] and its tolerant reader) carry the same
-        /// variant names.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum EventName {
-            $( $(#[$doc])* $variant, )*
-        }
-
-        impl EventName {
-            /// The Rust name of the variant, which the session events' tolerant reader shares.
-            pub(crate) fn variant_name(self) -> &'static str {
-                match self {
-                    $( EventName::$variant => stringify!($variant), )*
-                }
-            }
-        }
-
-        /// Every event the server sends, in the order the generated "Events" table lists it.
-        pub static EVENTS: &[EventSpec] = &[
-            $( EventSpec {
-                event: EventName::$variant,
-                name: $wire,
-                session: $session,
-                payload_type: stringify!($payload),
-                payload_schema: schema_of::<$payload>,
-            }, )*
-        ];
-    };
-}
-
-events! {
-    /// `session.turn_started`.
-    TurnStarted = "session.turn_started" => TurnStarted, session: true,
-    /// `session.text_delta`.
-    TextDelta = "session.text_delta" => TextDelta, session: true,
-    /// `session.permission_request`.
-    PermissionRequest = "session.permission_request" => PermissionRequest, session: true,
-    /// `session.permission_resolved`.
-    PermissionResolved = "session.permission_resolved" => PermissionResolved, session: true,
-    /// `session.turn_completed`.
-    TurnCompleted = "session.turn_completed" => TurnCompleted, session: true,
-    /// `session.error`.
-    Error = "session.error" => SessionErrorEvent, session: true,
-    /// `protocol_error`: the answer to a frame with no usable id.
-    ProtocolError = "protocol_error" => ProtocolErrorPayload, session: false,
-    /// `channel.dropped`: frames of a lossy channel dropped for this receiver.
-    ChannelDropped = "channel.dropped" => ChannelDropped, session: false,
-    /// `channel.credit`: more bytes this connection may send on a bulk channel (protocol 1.1).
-    ChannelCredit = "channel.credit" => ChannelCredit, session: false,
-}
-
-impl EventName {
-    /// Looks a wire name up.
-    pub fn from_name(name: &str) -> Option<EventName> {
-        EVENTS.iter().find(|s| s.name == name).map(|s| s.event)
-    }
-
-    /// The catalog entry.
-    pub fn spec(self) -> &'static EventSpec {
-        // The table is built from the same list as the enum, in the same order.
-        &EVENTS[self as usize]
-    }
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        self.spec().name
-    }
 }
 
 #[cfg(test)]

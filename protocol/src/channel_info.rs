@@ -52,21 +52,6 @@ fn lenient_delivery<'de, D: Deserializer<'de>>(
     Ok(serde_json::from_value(value).ok())
 }
 
-impl crate::methods::HandshakeInfo {
-    /// The declared channel called `name`, if the server has one.
-    pub fn channel(&self, name: &str) -> Option<&ChannelInfo> {
-        self.channels.iter().find(|channel| channel.name == name)
-    }
-
-    /// `limits.max_message_bytes`: the largest message the server accepts, when it says.
-    pub fn max_message_bytes(&self) -> Option<usize> {
-        self.limits
-            .get("max_message_bytes")
-            .and_then(serde_json::Value::as_u64)
-            .and_then(|max| usize::try_from(max).ok())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Value};
 
-use super::catalog::EventName;
+use super::catalog::{schema_of, SchemaFn};
 use super::error::ProtocolErrorCode;
 use super::methods::Decision;
 
@@ -373,9 +373,111 @@ impl<'de> Deserialize<'de> for ReceivedSessionEventKind {
     }
 }
 
+// The event catalog: every event the server sends, its wire name and payload type, listed
+// once (the method catalog, `super::catalog`, lists the methods the same way).
+
+/// Everything the catalog knows about one event.
+#[derive(Debug, Clone, Copy)]
+pub struct EventSpec {
+    /// The event.
+    pub event: EventName,
+    /// Its wire name.
+    pub name: &'static str,
+    /// Whether it is a session event (numbered with `seq`).
+    pub session: bool,
+    /// The Rust name of its payload type.
+    pub payload_type: &'static str,
+    /// The payload's JSON Schema.
+    pub payload_schema: SchemaFn,
+}
+
+macro_rules! events {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident = $wire:literal => $payload:ty, session: $session:expr
+    ),* $(,)?) => {
+        /// Every event the server sends. Its wire name is [`EventName::as_str`]; the session
+        /// events ([`SessionEvent`] and its tolerant reader) carry the same
+        /// variant names.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum EventName {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl EventName {
+            /// The Rust name of the variant, which the session events' tolerant reader shares.
+            pub(crate) fn variant_name(self) -> &'static str {
+                match self {
+                    $( EventName::$variant => stringify!($variant), )*
+                }
+            }
+        }
+
+        /// Every event the server sends, in the order the generated "Events" table lists it.
+        pub static EVENTS: &[EventSpec] = &[
+            $( EventSpec {
+                event: EventName::$variant,
+                name: $wire,
+                session: $session,
+                payload_type: stringify!($payload),
+                payload_schema: schema_of::<$payload>,
+            }, )*
+        ];
+    };
+}
+
+events! {
+    /// `session.turn_started`.
+    TurnStarted = "session.turn_started" => TurnStarted, session: true,
+    /// `session.text_delta`.
+    TextDelta = "session.text_delta" => TextDelta, session: true,
+    /// `session.permission_request`.
+    PermissionRequest = "session.permission_request" => PermissionRequest, session: true,
+    /// `session.permission_resolved`.
+    PermissionResolved = "session.permission_resolved" => PermissionResolved, session: true,
+    /// `session.turn_completed`.
+    TurnCompleted = "session.turn_completed" => TurnCompleted, session: true,
+    /// `session.error`.
+    Error = "session.error" => SessionErrorEvent, session: true,
+    /// `protocol_error`: the answer to a frame with no usable id.
+    ProtocolError = "protocol_error" => ProtocolErrorPayload, session: false,
+    /// `channel.dropped`: frames of a lossy channel dropped for this receiver.
+    ChannelDropped = "channel.dropped" => ChannelDropped, session: false,
+    /// `channel.credit`: more bytes this connection may send on a bulk channel (protocol 1.1).
+    ChannelCredit = "channel.credit" => ChannelCredit, session: false,
+}
+
+impl EventName {
+    /// Looks a wire name up.
+    pub fn from_name(name: &str) -> Option<EventName> {
+        EVENTS.iter().find(|s| s.name == name).map(|s| s.event)
+    }
+
+    /// The catalog entry.
+    pub fn spec(self) -> &'static EventSpec {
+        // The table is built from the same list as the enum, in the same order.
+        &EVENTS[self as usize]
+    }
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        self.spec().name
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_table_and_enum_agree() {
+        for (i, spec) in EVENTS.iter().enumerate() {
+            assert_eq!(spec.event as usize, i);
+            assert_eq!(EventName::from_name(spec.name), Some(spec.event));
+            assert_eq!(spec.event.as_str(), spec.name);
+        }
+        assert_eq!(EventName::from_name("session.nope"), None);
+    }
 
     #[test]
     fn encode_and_validate_round_trip() {
@@ -419,10 +521,7 @@ mod tests {
 
     #[test]
     fn every_session_event_of_the_catalog_is_read_by_both_readers_under_its_wire_name() {
-        let session: Vec<_> = crate::catalog::EVENTS
-            .iter()
-            .filter(|e| e.session)
-            .collect();
+        let session: Vec<_> = EVENTS.iter().filter(|e| e.session).collect();
         assert_eq!(session.len(), 6);
         for spec in session {
             let strict = SessionEvent::from_wire(spec.name, sample(spec.event)).unwrap();

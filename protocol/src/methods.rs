@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::channel::ChannelDescriptor;
+use super::channel_info::ChannelInfo;
 use super::version::ProtocolVersion;
 use super::Role;
 
@@ -160,7 +161,7 @@ pub struct HandshakeResult {
 /// The `system.handshake` result as a client reads it: the tolerant reader of
 /// [`HandshakeResult`]. The versions are parsed strictly (a server announcing `"01.0"` fails
 /// the handshake, as a client announcing it does on the server); the channels are typed
-/// ([`ChannelInfo`](crate::channel_info::ChannelInfo)), what a client only shows or passes on
+/// ([`ChannelInfo`]), what a client only shows or passes on
 /// (`limits`) stays JSON, and what an older server may leave out has a default.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct HandshakeInfo {
@@ -184,13 +185,28 @@ pub struct HandshakeInfo {
     pub features: BTreeMap<String, bool>,
     /// The declared channels, typed (a bulk channel's inbound `credit` included).
     #[serde(default)]
-    pub channels: Vec<crate::channel_info::ChannelInfo>,
+    pub channels: Vec<ChannelInfo>,
     /// The server's limits (message sizes, timeouts …).
     #[serde(default)]
     pub limits: Value,
     /// How the connection was bound to its session.
     #[serde(default)]
     pub resume: ResumeOutcome,
+}
+
+impl HandshakeInfo {
+    /// The declared channel called `name`, if the server has one.
+    pub fn channel(&self, name: &str) -> Option<&ChannelInfo> {
+        self.channels.iter().find(|channel| channel.name == name)
+    }
+
+    /// `limits.max_message_bytes`: the largest message the server accepts, when it says.
+    pub fn max_message_bytes(&self) -> Option<usize> {
+        self.limits
+            .get("max_message_bytes")
+            .and_then(serde_json::Value::as_u64)
+            .and_then(|max| usize::try_from(max).ok())
+    }
 }
 
 /// A feature as `system.status` reports it for the asking client.

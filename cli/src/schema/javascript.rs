@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::typescript::property_name;
 use carrier::protocol::catalog::METHODS;
 use carrier::protocol::features::Feature;
-use super::typescript::property_name;
 use carrier::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
 
 /// How every generated file of the JavaScript package begins (`wire.d.ts` too), so a check can

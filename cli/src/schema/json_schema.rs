@@ -7,8 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use carrier::protocol::catalog::{EVENTS, METHODS};
+use carrier::protocol::catalog::METHODS;
 use carrier::protocol::error::ErrorObject;
+use carrier::protocol::events::EVENTS;
 
 /// Every schema file this build defines: file name → contents (pretty JSON, newline-terminated).
 pub(crate) fn schema_files() -> BTreeMap<String, String> {

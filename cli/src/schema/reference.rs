@@ -13,8 +13,9 @@
 
 use std::fmt::Write as _;
 
-use carrier::protocol::catalog::{Effect, EventName, Method, EVENTS, METHODS};
+use carrier::protocol::catalog::{Effect, Method, METHODS};
 use carrier::protocol::error::{ErrorCode, ProtocolErrorCode};
+use carrier::protocol::events::{EventName, EVENTS};
 use carrier::protocol::features::Feature;
 use carrier::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
 

@@ -14,8 +14,9 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
-use carrier::protocol::catalog::{EVENTS, METHODS};
+use carrier::protocol::catalog::METHODS;
 use carrier::protocol::error::ErrorObject;
+use carrier::protocol::events::EVENTS;
 use carrier::protocol::features::Feature;
 
 /// Why the declarations could not be generated.

@@ -60,16 +60,6 @@ fn result_validation_refuses_wrong_shapes() {
 }
 
 #[test]
-fn event_table_and_enum_agree() {
-    for (i, spec) in EVENTS.iter().enumerate() {
-        assert_eq!(spec.event as usize, i);
-        assert_eq!(EventName::from_name(spec.name), Some(spec.event));
-        assert_eq!(spec.event.as_str(), spec.name);
-    }
-    assert_eq!(EventName::from_name("session.nope"), None);
-}
-
-#[test]
 fn only_sessions_start_and_switch_rebind_the_session() {
     let rebinding: Vec<_> = METHODS
         .iter()
