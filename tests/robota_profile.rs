@@ -64,18 +64,23 @@ async fn on_connect_the_history_then_the_empty_workspace_arrive_with_no_handshak
     );
 }
 
+/// The order is the seed system's session's: the end of a turn is `complete`, then `thinking`
+/// off, then the workspace snapshot.
 #[tokio::test]
 async fn a_submit_streams_the_embedded_reply_and_completes_with_it() {
     let server = server().await;
     let mut c = greeted(&server, "").await;
     c.send(json!({"type": "submit", "prompt": "hello  big world"}))
         .await;
-    let turn = c.until_turn_ends().await;
+    let turn = c.until_turn_settles().await;
     let kinds = types(&turn);
     assert_eq!(kinds[..2], ["user_message", "thinking"]);
-    assert_eq!(kinds[kinds.len() - 2..], ["thinking", "complete"]);
-    assert!(kinds[2..kinds.len() - 2].iter().all(|k| k == "text_delta"));
-    assert_eq!(kinds.len(), 4 + 4, "one delta per word of the reply");
+    assert_eq!(
+        kinds[kinds.len() - 3..],
+        ["complete", "thinking", "execution_workspace_event"]
+    );
+    assert!(kinds[2..kinds.len() - 3].iter().all(|k| k == "text_delta"));
+    assert_eq!(kinds.len(), 5 + 4, "one delta per word of the reply");
     assert_eq!(
         turn[0],
         json!({"type": "user_message", "content": "hello  big world", "driverId": "host-driver"})
@@ -88,16 +93,23 @@ async fn a_submit_streams_the_embedded_reply_and_completes_with_it() {
     assert_eq!(deltas(&turn), reply);
     assert_eq!(turn[2]["driverId"], "host-driver");
     assert_eq!(
-        turn[turn.len() - 2],
-        json!({"type": "thinking", "isThinking": false, "driverId": "host-driver"})
-    );
-    assert_eq!(
-        turn[turn.len() - 1],
+        turn[turn.len() - 3],
         json!({"type": "complete", "driverId": "host-driver", "result": {
             "response": reply, "history": [], "toolSummaries": [],
             "contextState": {"maxTokens": 0, "usedTokens": 0, "usedPercentage": 0,
                              "remainingPercentage": 0}}})
     );
+    // The turn has let go of its driver: no `driverId` from here on.
+    assert_eq!(
+        turn[turn.len() - 2],
+        json!({"type": "thinking", "isThinking": false})
+    );
+    let snapshot = &turn[turn.len() - 1]["snapshot"];
+    assert_eq!(
+        (snapshot["sessionId"].clone(), snapshot["entries"].clone()),
+        (json!("s1"), json!([]))
+    );
+    assert!(snapshot["updatedAt"].as_str().is_some_and(|t| t.ends_with('Z')));
 
     // The history, as the conversation's messages.
     let messages = c.ask("get-messages", json!({})).await;
@@ -173,7 +185,7 @@ async fn abort_mid_turn_ends_it_interrupted_with_what_was_streamed() {
     let rest = c.submit_and_abort(&prompt).await;
     let end = rest.last().unwrap();
     assert_eq!(end["type"], "interrupted");
-    assert_eq!(rest[rest.len() - 2]["isThinking"], false);
+    assert_eq!(end["driverId"], "host-driver");
     let streamed = deltas(&rest);
     assert_eq!(end["result"]["response"], streamed);
     assert!(streamed.len() < "echo: ".len() + prompt.len());

@@ -10,17 +10,18 @@ use serde_json::Value;
 use super::background;
 use super::client::{decision, required, type_name, Kind};
 use super::listener::RobotaListener;
+use super::refusal;
 use super::wire::{message, ServerMessage, WorkspaceSnapshot};
 use crate::agent::fit;
 use crate::agent::history::EntryMeta;
 use crate::agent::host::AgentHost;
 use crate::agent::hub::{EventListener, SessionHub};
-use crate::agent::reply::Answer;
+use crate::agent::reply::{Answer, Quiet};
 use crate::protocol::close::CloseCode;
 use crate::protocol::error::ErrorObject;
 use crate::protocol::methods::{HistoryEntry, PermissionRespondParams, SessionState, SubmitParams};
 use crate::protocol::Role;
-use crate::server::{CarrierContext, Connection, TextSession};
+use crate::server::{CarrierContext, ChannelRefusal, Connection, TextSession};
 
 /// The per-connection side of [`super::RobotaProfile`].
 pub(super) struct RobotaConnection {
@@ -42,7 +43,7 @@ impl RobotaConnection {
         match &me.hub {
             Some(hub) => {
                 let listener: Arc<dyn EventListener> =
-                    Arc::new(RobotaListener::new(me.conn.clone()));
+                    Arc::new(RobotaListener::new(me.conn.clone(), hub.id().clone()));
                 hub.listen(listener, me.budget(), |history| {
                     me.send_messages(&history);
                     me.send_workspace(hub);
@@ -163,16 +164,6 @@ impl<R> Answer<R> for Refusals<'_> {
     }
 }
 
-/// No answer either way: the wire answers abort and permission responses with nothing, and
-/// their effect (or its absence) shows in the session's events.
-struct Quiet;
-
-impl<R> Answer<R> for Quiet {
-    fn ok(&self, _: &R) {}
-
-    fn err(&self, _: ErrorObject) {}
-}
-
 impl TextSession for RobotaConnection {
     fn on_text(&mut self, text: &str) {
         let Ok(msg) = serde_json::from_str::<Value>(text) else {
@@ -202,6 +193,12 @@ impl TextSession for RobotaConnection {
             }
             .encode(),
         )
+    }
+
+    /// A binary frame the carrier could not route, as the seed system's server answers it.
+    fn channel_refused(&mut self, refusal: &ChannelRefusal) -> Option<bytes::Bytes> {
+        let message = refusal::message(refusal);
+        Some(ServerMessage::ProtocolError { message: &message }.encode())
     }
 
     fn on_close(&mut self) {
