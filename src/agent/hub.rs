@@ -50,8 +50,8 @@ use super::reply::Answer;
 use super::session::{ProtocolSession, TurnStart};
 use super::turn::{turn_life, Completion, TurnEnded, TurnOutput, TurnSink};
 use super::usage::{TurnRecord, UsageReporter};
-pub(crate) use prompts::DEFAULT_UNATTENDED_PROMPT_TIMEOUT;
 use prompts::OpenPrompts;
+pub(crate) use prompts::DEFAULT_UNATTENDED_PROMPT_TIMEOUT;
 
 struct HubState {
     last_seq: u64,

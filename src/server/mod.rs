@@ -68,8 +68,7 @@ pub use profile::{Attachment, TextProfile, TextSession};
 /// What a channel handler receives (the client's `Inbound` is another thing: a socket read).
 pub use registry::Inbound as ChannelInbound;
 pub use registry::{
-    ChannelError, ChannelHandle, ChannelRefusal, ChannelRegistry, InboundBody,
-    DEFAULT_LOSSY_BUDGET,
+    ChannelError, ChannelHandle, ChannelRefusal, ChannelRegistry, InboundBody, DEFAULT_LOSSY_BUDGET,
 };
 pub use transport::{mint_token, LifecycleError, RuntimeFileOptions, WsTransport};
 

@@ -63,7 +63,10 @@ fn hub(agent: Asker) -> Arc<SessionHub> {
 
 fn connection(role: Role) -> (Connection, Outbound) {
     let out = Outbound::new(1 << 20);
-    (Connection::new(ConnectionId::next(), role, out.clone()), out)
+    (
+        Connection::new(ConnectionId::next(), role, out.clone()),
+        out,
+    )
 }
 
 /// Every text frame queued on `out` so far, parsed.

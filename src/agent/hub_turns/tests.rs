@@ -307,10 +307,7 @@ fn ending_a_turn_resolves_each_pending_prompt_denied_before_its_turn_completed()
         let events = end(&mut t);
         assert_eq!(events.len(), 3, "{how}: {events:?}");
         assert_eq!(events[..2], [resolved("r1"), resolved("r3")], "{how}");
-        assert!(
-            matches!(events[2], SessionEvent::TurnCompleted(_)),
-            "{how}"
-        );
+        assert!(matches!(events[2], SessionEvent::TurnCompleted(_)), "{how}");
         assert_eq!(t.state(), SessionState::Idle, "{how}");
         // Nothing is left to answer.
         let (code, _) = error_code(t.answer_permission(&request("r1"), Decision::Allow).answer);

@@ -18,7 +18,10 @@ pub(super) fn message(refusal: &ChannelRefusal) -> String {
             format!("Channel \"{channel}\" did not declare binary payload support")
         }
         ProtocolErrorCode::UndeclaredEvent => {
-            let event = truncate(refusal.undeclared_event().unwrap_or_default(), MAX_ECHO_BYTES);
+            let event = truncate(
+                refusal.undeclared_event().unwrap_or_default(),
+                MAX_ECHO_BYTES,
+            );
             format!("Channel \"{channel}\" did not declare event \"{event}\"")
         }
         // The wire's own answer to an observer's controls.

@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use crate::agent::history::EntryMeta;
 use crate::protocol::events::{DriverInfo, SessionEvent};
-use crate::server::DEFAULT_DRIVER_ID;
 use crate::protocol::methods::{HistoryEntry, HistoryRole};
+use crate::server::DEFAULT_DRIVER_ID;
 use crate::timestamp::rfc3339_millis;
 
 /// What the carrier has no figures for: the context window of a turn is reported as zeros.
