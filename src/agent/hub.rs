@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
 
 use crate::protocol::events::{DriverInfo, SessionEvent};
 use crate::protocol::ids::{RequestId, SessionId, TurnId};
@@ -46,12 +47,12 @@ use crate::server::{Connection, ConnectionId};
 use super::history::EntryMeta;
 use super::hub_turns::{Ended, ErrorScope, Step, Turns};
 use super::record::SessionRecord;
-use super::reply::Answer;
+use super::reply::{Answer, Quiet};
 use super::session::{ProtocolSession, TurnStart};
 use super::turn::{turn_life, Completion, TurnEnded, TurnOutput, TurnSink};
 use super::usage::{TurnRecord, UsageReporter};
-use prompts::OpenPrompts;
 pub(crate) use prompts::DEFAULT_UNATTENDED_PROMPT_TIMEOUT;
+use prompts::{OpenPrompts, Unattended};
 
 struct HubState {
     last_seq: u64,
@@ -206,7 +207,15 @@ impl SessionHub {
     /// runs only while a prompt is open and no drive connection is bound.
     fn membership_changed(&self, st: &mut HubState) {
         let driven = st.driven();
-        self.watch_unattended(&mut st.prompts, driven);
+        if !st.prompts.attended(driven) {
+            return;
+        }
+        let me: Weak<dyn Unattended> = self.me.clone();
+        if prompts::watch(me) {
+            st.prompts.watching();
+        } else {
+            tracing::warn!(session = %self.id, "no runtime to time unattended prompts out on");
+        }
     }
 
     /// Binds `conn` to this session. Under the lock: `respond` sends the reply (it gets the
@@ -488,6 +497,33 @@ impl SessionHub {
             reply: &ended.reply,
             aborted: ended.aborted,
         });
+    }
+}
+
+/// What the task that times unattended prompts out works on (see `prompts`).
+impl Unattended for SessionHub {
+    fn next_deadline(&self) -> Option<Instant> {
+        self.lock().prompts.next_deadline()
+    }
+
+    fn deny_due(&self) {
+        let due = self.lock().prompts.due(Instant::now());
+        for request_id in due {
+            tracing::info!(
+                session = %self.id,
+                request = %request_id,
+                "no driver bound for the unattended-prompt timeout: the prompt is denied"
+            );
+            let answer = PermissionRespondParams {
+                request_id: request_id.to_string(),
+                decision: Decision::Deny,
+            };
+            // Answered in the meantime: nothing to do.
+            self.respond_permission(&Quiet, answer);
+            // Closed whatever happened, so a prompt the turn machine no longer knows cannot
+            // keep the task waking.
+            self.lock().prompts.close(request_id.as_str());
+        }
     }
 }
 

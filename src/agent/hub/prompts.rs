@@ -15,11 +15,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::SessionHub;
-use crate::agent::reply::Quiet;
 use crate::protocol::events::SessionEvent;
 use crate::protocol::ids::RequestId;
-use crate::protocol::methods::{Decision, PermissionRespondParams};
 
 /// How long a prompt may wait with no drive connection bound to its session before it is
 /// denied, unless the host configures another value.
@@ -108,7 +105,7 @@ impl OpenPrompts {
     }
 
     /// Closes the prompt `request_id` (when open).
-    fn close(&mut self, request_id: &str) {
+    pub(super) fn close(&mut self, request_id: &str) {
         self.open.retain(|o| o.request_id() != request_id);
     }
 
@@ -118,7 +115,8 @@ impl OpenPrompts {
     }
 
     /// Notes whether a drive connection is bound now. Returns whether a task should start
-    /// watching the deadlines (the caller starts it, then calls [`OpenPrompts::watching`]).
+    /// watching the deadlines (the caller starts it with [`watch`], then calls
+    /// [`OpenPrompts::watching`]).
     pub(super) fn attended(&mut self, driven: bool) -> bool {
         if driven {
             self.unattended_since = None;
@@ -135,7 +133,7 @@ impl OpenPrompts {
 
     /// When the first open prompt is due, or `None` when none will be (a driver is bound, or
     /// nothing is open): the watching task then ends, and is marked ended.
-    fn next_deadline(&mut self) -> Option<Instant> {
+    pub(super) fn next_deadline(&mut self) -> Option<Instant> {
         let deadline = self.unattended_since.and_then(|since| {
             self.open
                 .iter()
@@ -149,7 +147,7 @@ impl OpenPrompts {
     }
 
     /// The prompts that have waited with no driver for the whole timeout by `now`.
-    fn due(&self, now: Instant) -> Vec<RequestId> {
+    pub(super) fn due(&self, now: Instant) -> Vec<RequestId> {
         let Some(since) = self.unattended_since else {
             return Vec::new();
         };
@@ -161,59 +159,35 @@ impl OpenPrompts {
     }
 }
 
-impl SessionHub {
-    /// Starts the task that denies unattended prompts when they are due, if one should run.
-    /// Called with the hub's lock held: the task only takes the lock once it runs.
-    pub(super) fn watch_unattended(&self, prompts: &mut OpenPrompts, driven: bool) {
-        if !prompts.attended(driven) {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(session = %self.id, "no runtime to time unattended prompts out on");
-            return;
-        };
-        prompts.watching();
-        runtime.spawn(deny_when_unattended(self.me.clone()));
-    }
+/// What the watching task works on: the session, known only by what it needs (so this module
+/// knows nothing of hubs).
+pub(super) trait Unattended: Send + Sync + 'static {
+    /// When the session's first open prompt is due; `None` when none will be (the task ends).
+    fn next_deadline(&self) -> Option<Instant>;
 
-    fn next_unattended_deadline(&self) -> Option<Instant> {
-        self.lock().prompts.next_deadline()
-    }
-
-    /// Denies every prompt that is due, as a client's `deny` would (the agent is told).
-    fn deny_due(&self) {
-        let due = self.lock().prompts.due(Instant::now());
-        for request_id in due {
-            tracing::info!(
-                session = %self.id,
-                request = %request_id,
-                "no driver bound for the unattended-prompt timeout: the prompt is denied"
-            );
-            let answer = PermissionRespondParams {
-                request_id: request_id.to_string(),
-                decision: Decision::Deny,
-            };
-            // Answered in the meantime: nothing to do.
-            self.respond_permission(&Quiet, answer);
-            // Closed whatever happened, so a prompt the turn machine no longer knows cannot
-            // keep the task waking.
-            self.lock().prompts.close(request_id.as_str());
-        }
-    }
+    /// Denies every prompt that is due by now, as a client's `deny` would.
+    fn deny_due(&self);
 }
 
-/// Sleeps until the session's first unattended prompt is due, denies what is due, and goes on
-/// until no prompt is due any more (a driver bound, or nothing open). A deadline only moves
-/// later while it sleeps (a driver leaving later, a prompt asked later), so it never wakes late.
-async fn deny_when_unattended(hub: Weak<SessionHub>) {
-    loop {
-        let Some(deadline) = hub.upgrade().and_then(|h| h.next_unattended_deadline()) else {
-            return;
-        };
-        tokio::time::sleep_until(deadline).await;
-        let Some(hub) = hub.upgrade() else {
-            return;
-        };
-        hub.deny_due();
-    }
+/// Starts the task that sleeps until `session`'s first unattended prompt is due, has what is
+/// due denied, and goes on until no prompt is due any more (a driver bound, or nothing open).
+/// A deadline only moves later while it sleeps (a driver leaving later, a prompt asked later),
+/// so it never wakes late. `false` when there is no runtime to run it on.
+pub(super) fn watch(session: Weak<dyn Unattended>) -> bool {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return false;
+    };
+    runtime.spawn(async move {
+        loop {
+            let Some(deadline) = session.upgrade().and_then(|s| s.next_deadline()) else {
+                return;
+            };
+            tokio::time::sleep_until(deadline).await;
+            let Some(session) = session.upgrade() else {
+                return;
+            };
+            session.deny_due();
+        }
+    });
+    true
 }

@@ -237,11 +237,12 @@ async fn an_abort_resolves_the_open_prompt_denied_and_the_agent_sees_the_turn_en
         ]
     );
     // The agent's future ends with the turn (cancelled); it is not told a decision.
-    let seen = seen.lock().unwrap();
-    assert_eq!(seen.answers, [Err(TurnEnded)]);
-    assert!(seen.decided.is_empty());
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.answers, [Err(TurnEnded)]);
+        assert!(seen.decided.is_empty());
+    }
     // Nothing is left to time out.
-    drop(seen);
     hub.unbind(driver.id());
     tokio::time::advance(2 * TIMEOUT).await;
     settle().await;
