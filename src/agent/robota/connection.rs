@@ -1,7 +1,9 @@
 //! [`RobotaConnection`]: one connection speaking the seed system's wire. No handshake: on
-//! admission it is bound to its session, sent the history and the (empty) execution workspace,
-//! and takes channel frames; then each client message is answered as that system's handler
-//! answers it, over the same session hub the agent protocol uses.
+//! admission it is bound to its session, sent the history and the (empty) execution workspace
+//! (and, when it drives, the session's open prompts), and takes channel frames; then each
+//! client message is answered as that system's handler answers it, over the same session hub
+//! the agent protocol uses. A channel frame the carrier cannot route is answered as that
+//! system's server answers it.
 
 use std::sync::Arc;
 
@@ -33,7 +35,8 @@ pub(super) struct RobotaConnection {
 
 impl RobotaConnection {
     /// Binds the connection to the session the host's binder picks for it, sends `messages`
-    /// then `execution_workspace_event`, and opens it to channel frames.
+    /// then `execution_workspace_event` (then the hub sends a driving connection each open
+    /// prompt's `permission_request`), and opens it to channel frames.
     pub(super) fn open(host: &AgentHost, conn: Connection, ctx: CarrierContext) -> Self {
         let initial = host
             .binder

@@ -205,7 +205,7 @@ impl ServerMessage<'_> {
 /// The seed system's own identity for the local operator, the default driver of its turns
 /// (`OWNER_DRIVER_ID` of its transport interface); its GUI labels a turn of any other driver
 /// as a co-driver's.
-pub(super) const OWNER_DRIVER_ID: &str = "owner";
+const OWNER_DRIVER_ID: &str = "owner";
 
 /// The `driverId` a turn of `driver` carries on this wire: the carrier's default driver is the
 /// seed system's owner, a host-configured one is itself; `None` for an empty id.
