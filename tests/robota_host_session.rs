@@ -90,7 +90,7 @@ async fn a_host_session_drives_the_seed_systems_wire_like_the_embedded_agent() {
 
     c.send(json!({"type": "submit", "prompt": "quiet words"}))
         .await;
-    let turn = c.until_turn_ends().await;
+    let turn = c.until_turn_settles().await;
     assert_eq!(
         types(&turn),
         [
@@ -98,13 +98,14 @@ async fn a_host_session_drives_the_seed_systems_wire_like_the_embedded_agent() {
             "thinking",
             "text_delta",
             "text_delta",
+            "complete",
             "thinking",
-            "complete"
+            "execution_workspace_event"
         ]
     );
     assert_eq!(deltas(&turn), "QUIET WORDS");
-    assert_eq!(turn[5]["result"]["response"], "QUIET WORDS");
-    assert_eq!(turn[5]["driverId"], "host-driver");
+    assert_eq!(turn[4]["result"]["response"], "QUIET WORDS");
+    assert_eq!(turn[4]["driverId"], "host-driver");
 
     for (result, reply) in [(json!(true), "host ran it"), (json!(false), "host refused")] {
         c.send(json!({"type": "submit", "prompt": "/tool grep"}))

@@ -64,18 +64,23 @@ async fn on_connect_the_history_then_the_empty_workspace_arrive_with_no_handshak
     );
 }
 
+/// The order is the seed system's session's: the end of a turn is `complete`, then `thinking`
+/// off, then the workspace snapshot.
 #[tokio::test]
 async fn a_submit_streams_the_embedded_reply_and_completes_with_it() {
     let server = server().await;
     let mut c = greeted(&server, "").await;
     c.send(json!({"type": "submit", "prompt": "hello  big world"}))
         .await;
-    let turn = c.until_turn_ends().await;
+    let turn = c.until_turn_settles().await;
     let kinds = types(&turn);
     assert_eq!(kinds[..2], ["user_message", "thinking"]);
-    assert_eq!(kinds[kinds.len() - 2..], ["thinking", "complete"]);
-    assert!(kinds[2..kinds.len() - 2].iter().all(|k| k == "text_delta"));
-    assert_eq!(kinds.len(), 4 + 4, "one delta per word of the reply");
+    assert_eq!(
+        kinds[kinds.len() - 3..],
+        ["complete", "thinking", "execution_workspace_event"]
+    );
+    assert!(kinds[2..kinds.len() - 3].iter().all(|k| k == "text_delta"));
+    assert_eq!(kinds.len(), 5 + 4, "one delta per word of the reply");
     assert_eq!(
         turn[0],
         json!({"type": "user_message", "content": "hello  big world", "driverId": "host-driver"})
@@ -88,16 +93,25 @@ async fn a_submit_streams_the_embedded_reply_and_completes_with_it() {
     assert_eq!(deltas(&turn), reply);
     assert_eq!(turn[2]["driverId"], "host-driver");
     assert_eq!(
-        turn[turn.len() - 2],
-        json!({"type": "thinking", "isThinking": false, "driverId": "host-driver"})
-    );
-    assert_eq!(
-        turn[turn.len() - 1],
+        turn[turn.len() - 3],
         json!({"type": "complete", "driverId": "host-driver", "result": {
             "response": reply, "history": [], "toolSummaries": [],
             "contextState": {"maxTokens": 0, "usedTokens": 0, "usedPercentage": 0,
                              "remainingPercentage": 0}}})
     );
+    // The turn has let go of its driver: no `driverId` from here on.
+    assert_eq!(
+        turn[turn.len() - 2],
+        json!({"type": "thinking", "isThinking": false})
+    );
+    let snapshot = &turn[turn.len() - 1]["snapshot"];
+    assert_eq!(
+        (snapshot["sessionId"].clone(), snapshot["entries"].clone()),
+        (json!("s1"), json!([]))
+    );
+    assert!(snapshot["updatedAt"]
+        .as_str()
+        .is_some_and(|t| t.ends_with('Z')));
 
     // The history, as the conversation's messages.
     let messages = c.ask("get-messages", json!({})).await;
@@ -173,7 +187,7 @@ async fn abort_mid_turn_ends_it_interrupted_with_what_was_streamed() {
     let rest = c.submit_and_abort(&prompt).await;
     let end = rest.last().unwrap();
     assert_eq!(end["type"], "interrupted");
-    assert_eq!(rest[rest.len() - 2]["isThinking"], false);
+    assert_eq!(end["driverId"], "host-driver");
     let streamed = deltas(&rest);
     assert_eq!(end["result"]["response"], streamed);
     assert!(streamed.len() < "echo: ".len() + prompt.len());
@@ -431,4 +445,237 @@ async fn the_session_memory_figure_is_reported_when_robota_is_attached() {
         .and_then(|v| v.trim().parse().ok())
         .expect("carrier_session_bytes");
     assert!(used > 0, "{metrics}");
+}
+
+/// As the seed system's session does on abort: every open prompt is resolved (`prompt_resolved`
+/// on every connection, the prompt denied), then the turn ends `interrupted`.
+#[tokio::test]
+async fn an_abort_resolves_the_open_prompt_on_every_connection_before_the_turn_ends() {
+    let server = server().await;
+    let mut driver = greeted(&server, "").await;
+    let mut observer = greeted(&server, "&role=observe").await;
+    driver
+        .send(json!({"type": "submit", "prompt": "/tool x"}))
+        .await;
+    let asked = driver.until("permission_request").await.pop().unwrap();
+    let id = asked["event"]["id"].clone();
+    assert_eq!(
+        observer.until("permission_request").await.pop().unwrap(),
+        asked
+    );
+    driver.send(json!({"type": "abort"})).await;
+    for c in [&mut driver, &mut observer] {
+        let end = c.until_turn_ends().await;
+        assert_eq!(types(&end), ["prompt_resolved", "interrupted"]);
+        assert_eq!(
+            end[0],
+            json!({"type": "prompt_resolved", "event": {"id": id}})
+        );
+        assert_eq!(end[1]["result"]["response"], "");
+    }
+    // Answering it now is a stale id: nothing happens, and the session is idle.
+    driver
+        .send(json!({"type": "permission-response", "id": id, "result": true}))
+        .await;
+    assert_eq!(
+        driver.ask("get-executing", json!({})).await,
+        json!({"type": "executing", "executing": false})
+    );
+    driver
+        .send(json!({"type": "submit", "prompt": "after"}))
+        .await;
+    assert_eq!(deltas(&driver.until_turn_ends().await), "echo: after");
+}
+
+/// The seed server's own payload-channel test sends a frame for a channel never registered and
+/// expects `{type: "protocol_error", message}` naming it; every refusal of a binary frame on
+/// this wire is that message with the seed server's strings, and the socket stays open.
+#[tokio::test]
+async fn an_unroutable_binary_frame_is_answered_in_the_seed_servers_words() {
+    use bytes::Bytes;
+    use carrier::protocol::channel_frame::{encode_binary, encode_event};
+    use carrier::server::{Binary, ChannelDescriptor};
+
+    let server = server().await;
+    let _file = server
+        .transport
+        .register_channel(ChannelDescriptor::new(
+            "file",
+            &["manifest"],
+            Binary::Accepted,
+        ))
+        .expect("file");
+    let _notes = server
+        .transport
+        .register_channel(ChannelDescriptor::new(
+            "notes",
+            &["manifest"],
+            Binary::Refused,
+        ))
+        .expect("notes");
+    let mut c = greeted(&server, "").await;
+    let binary = |channel: &str| {
+        encode_binary(channel, 0, Bytes::from_static(&[1, 2, 3]))
+            .expect("frame")
+            .to_vec()
+    };
+    // An event frame on `file` with `body` as its body, as sent (not encoded by us).
+    let event_body = |body: &[u8]| {
+        let mut frame = b"RBF\x01\x02\x04file\x00\x00\x00\x00".to_vec();
+        frame.extend_from_slice(body);
+        frame
+    };
+    let refusals: Vec<(Vec<u8>, &str)> = vec![
+        (
+            binary("never-registered"),
+            "No channel registered for \"never-registered\"",
+        ),
+        (
+            binary("notes"),
+            "Channel \"notes\" did not declare binary payload support",
+        ),
+        (
+            encode_event("file", 0, "other", &json!({}))
+                .expect("frame")
+                .to_vec(),
+            "Channel \"file\" did not declare event \"other\"",
+        ),
+        (
+            b"hello".to_vec(),
+            "channel frame: bad magic (not a channel frame)",
+        ),
+        (b"RBF\x01".to_vec(), "channel frame: truncated header"),
+        (
+            b"RBF\x07\x01\x01x\x00\x00\x00\x00".to_vec(),
+            "channel frame: unsupported version 7",
+        ),
+        (
+            b"RBF\x01\x09\x01x\x00\x00\x00\x00".to_vec(),
+            "channel frame: unknown kind 9",
+        ),
+        (
+            b"RBF\x01\x01\x00\x00\x00\x00\x00".to_vec(),
+            "channel frame: empty channel name",
+        ),
+        (
+            b"RBF\x01\x01\x09file".to_vec(),
+            "channel frame: truncated (header longer than the frame)",
+        ),
+        (
+            event_body(b"{not json"),
+            "channel frame: malformed JSON body",
+        ),
+        (
+            event_body(b"[1]"),
+            "channel frame: event body must be a JSON object",
+        ),
+        (
+            event_body(br#"{"payload":1}"#),
+            "channel frame: event body is missing a non-empty `event` name",
+        ),
+    ];
+    let count = refusals.len() as u64;
+    for (frame, message) in refusals {
+        c.send_binary(frame).await;
+        assert_protocol_error(&c.next().await, message);
+    }
+    // The socket stays open, and every refusal counts as a protocol error.
+    assert_eq!(c.ask("get-pending", json!({})).await["type"], "pending");
+    assert_eq!(server.transport.metrics().protocol_errors(), count);
+    // An observer may not send channel frames: the wire's words for it.
+    let mut observer = greeted(&server, "&role=observe").await;
+    observer.send_binary(binary("file")).await;
+    assert_protocol_error(&observer.next().await, "forbidden: observe role");
+}
+
+/// A prompt does not go with the client that saw it: the next driver to connect is sent it
+/// right after the greeting, and its answer decides.
+#[tokio::test]
+async fn a_prompt_whose_driver_left_is_sent_to_the_next_driver_after_the_greeting() {
+    let server = server().await;
+    let mut first = greeted(&server, "").await;
+    first
+        .send(json!({"type": "submit", "prompt": "/tool x"}))
+        .await;
+    let asked = first.until("permission_request").await.pop().unwrap();
+    let _ = first.ws.close(None).await;
+    drop(first);
+
+    // An observer cannot answer it, so is not sent it.
+    let mut observer = greeted(&server, "&role=observe").await;
+    assert_eq!(
+        observer.ask("get-executing", json!({})).await,
+        json!({"type": "executing", "executing": true})
+    );
+    let (mut next, messages, _) = RobotaClient::connect_greeted(&server.robota_url("")).await;
+    assert_eq!(messages["messages"][0]["content"], "/tool x");
+    assert_eq!(next.next().await, asked, "right after the greeting");
+    next.send(json!({"type": "permission-response", "id": asked["event"]["id"], "result": true}))
+        .await;
+    let rest = next.until_turn_ends().await;
+    assert_eq!(
+        rest[0],
+        json!({"type": "prompt_resolved", "event": {"id": asked["event"]["id"]}})
+    );
+    assert_eq!(deltas(&rest), "tool ran: x");
+    let seen = observer.until_turn_ends().await;
+    assert_eq!(types(&seen)[0], "prompt_resolved");
+}
+
+/// A prompt no driver is connected to answer is denied after the unattended-prompt timeout
+/// (30 s by default; short here), as the seed system's session denies a prompt whose last
+/// surface left: `prompt_resolved`, the agent goes on denied, and the next submit runs.
+#[tokio::test]
+async fn a_prompt_left_with_no_driver_is_denied_after_the_timeout_and_the_session_goes_on() {
+    let profile = AgentProfile::builder(carrier::agent::InMemoryDirectory::new(|_| {
+        EmbeddedAgent::default().with_demo_delay(DELAY).session()
+    }))
+    .unattended_prompt_timeout(Duration::from_millis(300))
+    .build();
+    let server = Server::with(config(), profile).await;
+    let mut observer = greeted(&server, "&role=observe").await;
+    let mut driver = greeted(&server, "").await;
+    driver
+        .send(json!({"type": "submit", "prompt": "/tool x"}))
+        .await;
+    let asked = driver.until("permission_request").await.pop().unwrap();
+    let _ = driver.ws.close(None).await;
+    drop(driver);
+
+    let rest = observer.until_turn_ends().await;
+    let rest: Vec<Value> = rest
+        .into_iter()
+        .skip_while(|m| m["type"] != "prompt_resolved")
+        .collect();
+    assert_eq!(
+        rest[0],
+        json!({"type": "prompt_resolved", "event": {"id": asked["event"]["id"]}})
+    );
+    assert_eq!(deltas(&rest), "tool denied", "the agent was told deny");
+    assert_eq!(rest.last().unwrap()["type"], "complete");
+    let mut next = greeted(&server, "").await;
+    next.send(json!({"type": "submit", "prompt": "again"}))
+        .await;
+    assert_eq!(deltas(&next.until_turn_ends().await), "echo: again");
+}
+
+/// The carrier's default driver (`local`) is the seed system's owner on this wire, so its GUI
+/// labels the turn as the local operator's; a host-configured driver stays itself.
+#[tokio::test]
+async fn the_default_driver_is_the_seed_systems_owner() {
+    let server = Server::with(config().with_driver_id("local".into()), embedded(DELAY)).await;
+    let mut c = greeted(&server, "").await;
+    c.send(json!({"type": "submit", "prompt": "mine"})).await;
+    let turn = c.until_turn_ends().await;
+    assert_eq!(
+        types(&turn),
+        [
+            "user_message",
+            "thinking",
+            "text_delta",
+            "text_delta",
+            "complete"
+        ]
+    );
+    assert!(turn.iter().all(|m| m["driverId"] == "owner"), "{turn:?}");
 }

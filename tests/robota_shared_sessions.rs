@@ -98,3 +98,45 @@ async fn a_connection_that_joins_mid_turn_gets_the_prompt_then_the_rest_without_
     );
     transport.stop().await;
 }
+
+/// A prompt belongs to the session, not to the wire of the client that saw it: one asked while
+/// a carrier client drove reaches a Robota driver that connects after it left, and the other
+/// way round.
+#[tokio::test]
+async fn a_prompt_left_on_one_wire_is_sent_to_a_driver_of_the_other() {
+    let server = Server::start().await;
+    let (mut carrier, _) = server.drive().await;
+    let turn = carrier.submit("/tool a").await;
+    let asked = carrier.event("session.permission_request").await;
+    carrier.close().await;
+    let (mut robota, _, _) = RobotaClient::connect_greeted(&server.robota_url("")).await;
+    assert_eq!(
+        robota.next().await,
+        json!({"type": "permission_request", "event": {
+            "id": asked["payload"]["request_id"], "toolName": "demo.tool",
+            "toolArgs": {"command": "a"}}})
+    );
+    robota
+        .send(json!({"type": "permission-response", "id": asked["payload"]["request_id"], "result": false}))
+        .await;
+    assert_eq!(deltas(&robota.until_turn_ends().await), "tool denied");
+
+    robota
+        .send(json!({"type": "submit", "prompt": "/tool b"}))
+        .await;
+    let asked = robota.until("permission_request").await.pop().unwrap();
+    let _ = robota.ws.close(None).await;
+    let (mut carrier, _) = server.drive().await;
+    let resent = carrier.next().await;
+    assert_eq!(resent["event"], "session.permission_request");
+    assert_eq!(resent["payload"]["request_id"], asked["event"]["id"]);
+    assert_ne!(resent["payload"]["turn_id"], turn.as_str());
+    carrier
+        .ok(
+            "session.permission.respond",
+            json!({"request_id": asked["event"]["id"], "decision": "allow"}),
+        )
+        .await;
+    let done = carrier.event("session.turn_completed").await;
+    assert_eq!(done["payload"]["text"], "tool ran: b");
+}

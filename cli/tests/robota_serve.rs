@@ -79,7 +79,8 @@ async fn an_agent_process_drives_the_seed_systems_wire_like_the_embedded_agent()
         .await;
     let first = c.until_turn_ends().await;
     assert_eq!(types(&first)[..2], ["user_message", "thinking"]);
-    assert_eq!(first[0]["driverId"], "local");
+    // `carrier serve`'s default driver is the seed system's owner on its wire.
+    assert_eq!(first[0]["driverId"], "owner");
     assert_eq!(deltas(&first), "child: from a child");
     assert_eq!(
         first.last().unwrap()["result"]["response"],
@@ -109,15 +110,29 @@ async fn an_agent_process_drives_the_seed_systems_wire_like_the_embedded_agent()
     assert_eq!(end["type"], "interrupted");
     assert_eq!(end["result"]["response"], deltas(&seen));
 
+    // The child's prompt outlives neither its driver nor its turn: a driver that connects
+    // after the first one left is sent it, and an abort resolves it.
+    c.send(json!({"type": "submit", "prompt": "/tool rm"}))
+        .await;
+    let asked = c.until("permission_request").await.pop().unwrap();
+    let _ = c.ws.close(None).await;
+    let (mut c, _, _) = RobotaClient::connect_greeted(&url(&serve, "/robota")).await;
+    assert_eq!(c.next().await, asked);
+    c.send(json!({"type": "abort"})).await;
+    let end = c.until_turn_ends().await;
+    assert_eq!(types(&end), ["prompt_resolved", "interrupted"]);
+    assert_eq!(end[0]["event"]["id"], asked["event"]["id"]);
+
     let history = c.ask("get-messages", json!({})).await;
     let list = history["messages"].as_array().unwrap();
-    assert_eq!(list.len(), 8, "four turns: {history}");
+    assert_eq!(list.len(), 10, "five turns: {history}");
     assert_eq!(
         (list[0]["role"].clone(), list[0]["content"].clone()),
         (json!("user"), json!("from a child"))
     );
     assert_eq!(list[1]["content"], "child: from a child");
     assert_eq!(list[7]["state"], "interrupted");
+    assert_eq!(list[9]["state"], "interrupted");
     serve.finish().await;
 }
 
@@ -180,5 +195,21 @@ async fn channel_frames_work_on_a_robota_connection_from_admission_on() {
         body(carrier_binary(&mut carrier).await),
         ("hub".into(), b"to carrier".to_vec())
     );
+
+    // An unroutable frame is answered in the seed server's words on this wire, in the
+    // carrier's on the agent protocol's.
+    robota.send_binary(frame("never-registered", 0, b"x")).await;
+    assert_eq!(
+        robota.next().await,
+        json!({"type": "protocol_error",
+               "message": "No channel registered for \"never-registered\""})
+    );
+    carrier
+        .ws
+        .send(Message::binary(frame("never-registered", 0, b"x")))
+        .await
+        .expect("send");
+    let refused = carrier.event("protocol_error").await;
+    assert_eq!(refused["payload"]["code"], "unknown_channel");
     serve.finish().await;
 }

@@ -3,10 +3,11 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use super::directory::{SessionBinder, SessionDirectory, SessionEntry};
 use super::history::HistoryConfig;
-use super::hub::SessionHub;
+use super::hub::{SessionHub, DEFAULT_UNATTENDED_PROMPT_TIMEOUT};
 use super::memory::SessionMemory;
 use super::record::{RingConfig, SessionRecord};
 use super::session::HostError;
@@ -28,6 +29,8 @@ pub(crate) struct AgentHost {
     /// What the handshake and `system.status` announce, and what every client's versions are
     /// checked against ([`VersionPair::CURRENT`] unless the host configured another pair).
     pub(crate) protocol: VersionPair,
+    /// How long a prompt waits with no drive connection bound before it is denied.
+    pub(crate) unattended_prompt_timeout: Duration,
     hubs: Mutex<HashMap<SessionId, Arc<SessionHub>>>,
     /// Held across `sessions.start`'s count and start.
     starting: Mutex<()>,
@@ -60,9 +63,17 @@ impl AgentHost {
             history,
             memory,
             protocol,
+            unattended_prompt_timeout: DEFAULT_UNATTENDED_PROMPT_TIMEOUT,
             hubs: Mutex::new(HashMap::new()),
             starting: Mutex::new(()),
         }
+    }
+
+    /// How long a prompt of any session may wait with no drive connection bound to it before
+    /// it is denied (default [`DEFAULT_UNATTENDED_PROMPT_TIMEOUT`]).
+    pub(crate) fn with_unattended_prompt_timeout(mut self, timeout: Duration) -> Self {
+        self.unattended_prompt_timeout = timeout;
+        self
     }
 
     fn hubs(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Arc<SessionHub>>> {
@@ -82,6 +93,7 @@ impl AgentHost {
             agent,
             self.usage.clone(),
             SessionRecord::new(&self.memory, self.ring, self.history),
+            self.unattended_prompt_timeout,
         );
         hubs.insert(hub.id().clone(), hub.clone());
         Some(hub)

@@ -18,11 +18,21 @@
 //!
 //! What a turn input changes and which events it causes is decided by the pure state machine
 //! [`Turns`] (`hub_turns.rs`); the hub only locks, answers, emits, and then calls the agent.
+//!
+//! No prompt outlives its drivers (`prompts`): the hub keeps the running turn's open
+//! permission prompts, sends them to each drive connection that binds (of any wire), and denies
+//! those that no drive connection is bound to answer for the unattended-prompt timeout.
+
+mod prompts;
+#[cfg(test)]
+mod tests;
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
 
 use crate::protocol::events::{DriverInfo, SessionEvent};
 use crate::protocol::ids::{RequestId, SessionId, TurnId};
@@ -31,15 +41,18 @@ use crate::protocol::methods::{
     ResumeOutcome, SessionState, SessionStatusResult, SubmitParams, TurnIdResult,
 };
 use crate::protocol::resume::Replay;
+use crate::protocol::Role;
 use crate::server::{Connection, ConnectionId};
 
 use super::history::EntryMeta;
 use super::hub_turns::{Ended, ErrorScope, Step, Turns};
 use super::record::SessionRecord;
-use super::reply::Answer;
+use super::reply::{Answer, Quiet};
 use super::session::{ProtocolSession, TurnStart};
 use super::turn::{turn_life, Completion, TurnEnded, TurnOutput, TurnSink};
 use super::usage::{TurnRecord, UsageReporter};
+pub(crate) use prompts::DEFAULT_UNATTENDED_PROMPT_TIMEOUT;
+use prompts::{OpenPrompts, Unattended};
 
 struct HubState {
     last_seq: u64,
@@ -49,6 +62,8 @@ struct HubState {
     turns: Turns,
     /// What the agent of the running turn awaits; `None` when no turn runs.
     waits: Option<TurnWaits>,
+    /// The running turn's unanswered prompts, and whether a driver is bound to answer them.
+    prompts: OpenPrompts,
 }
 
 /// What the agent of the running turn awaits: the turn's end and its permission answers.
@@ -70,6 +85,12 @@ impl HubState {
         let turns = &self.turns;
         self.waits.take_if(|w| !turns.is_current(&w.turn_id))
     }
+
+    /// Whether a drive connection of any wire is bound (one that may answer a prompt).
+    fn driven(&self) -> bool {
+        self.subscribers.iter().any(|c| c.role() == Role::Drive)
+            || self.listeners.iter().any(|l| l.drives())
+    }
 }
 
 /// A connection that reads this session's events in a wire of its own rather than the agent
@@ -79,6 +100,9 @@ impl HubState {
 pub(crate) trait EventListener: Send + Sync {
     /// The connection it sends to.
     fn id(&self) -> ConnectionId;
+
+    /// Whether the connection may drive the session (answer its prompts).
+    fn drives(&self) -> bool;
 
     /// Sends `event` in the listener's wire; must not block. `false` when the connection can
     /// take nothing more: the hub drops it.
@@ -92,6 +116,8 @@ pub(crate) struct SessionHub {
     pub(crate) usage: Arc<dyn UsageReporter>,
     state: Mutex<HubState>,
     record: Arc<SessionRecord>,
+    /// This hub, for the task that times its unattended prompts out.
+    me: Weak<SessionHub>,
 }
 
 impl SessionHub {
@@ -100,8 +126,9 @@ impl SessionHub {
         agent: Arc<dyn ProtocolSession>,
         usage: Arc<dyn UsageReporter>,
         record: Arc<SessionRecord>,
+        unattended_prompt_timeout: Duration,
     ) -> Arc<Self> {
-        Arc::new(SessionHub {
+        Arc::new_cyclic(|me| SessionHub {
             id,
             agent,
             usage,
@@ -111,8 +138,10 @@ impl SessionHub {
                 listeners: Vec::new(),
                 turns: Turns::new(),
                 waits: None,
+                prompts: OpenPrompts::new(unattended_prompt_timeout),
             }),
             record,
+            me: me.clone(),
         })
     }
 
@@ -160,15 +189,45 @@ impl SessionHub {
         };
         st.last_seq = seq;
         self.record.push_event(seq, frame.clone());
+        let bound = st.subscribers.len() + st.listeners.len();
         st.subscribers
             .retain(|c| c.send_text(frame.clone()).is_ok());
         st.listeners.retain(|l| l.on_event(&event));
+        let left = st.subscribers.len() + st.listeners.len() < bound;
+        let prompted = matches!(event, SessionEvent::PermissionRequest(_));
+        if OpenPrompts::follows(&event) {
+            st.prompts.follow(seq, event);
+        }
+        if left || prompted {
+            self.membership_changed(st);
+        }
+    }
+
+    /// Notes a connection binding or leaving, or a prompt asked: the unattended-prompt clock
+    /// runs only while a prompt is open and no drive connection is bound.
+    fn membership_changed(&self, st: &mut HubState) {
+        let driven = st.driven();
+        if !st.prompts.attended(driven) {
+            return;
+        }
+        let me: Weak<dyn Unattended> = self.me.clone();
+        if prompts::watch(me) {
+            st.prompts.watching();
+        } else {
+            tracing::warn!(session = %self.id, "no runtime to time unattended prompts out on");
+        }
     }
 
     /// Binds `conn` to this session. Under the lock: `respond` sends the reply (it gets the
     /// resume outcome), then the replay of every held event after `after_seq` (when given)
     /// is queued, then the connection receives live events. An `after_seq` beyond the last
     /// assigned seq is a `reset`.
+    ///
+    /// A drive connection is also sent each open prompt it would otherwise miss, as the
+    /// `permission_request` event it was, under its own `seq`, in `seq` order before the
+    /// replay: every open prompt on a new binding (or a reset), those lost in a gap on a
+    /// resume, none on a full resume (the replay holds them). The client's `seq` still only
+    /// rises.
     pub(crate) fn bind(
         &self,
         conn: &Connection,
@@ -176,25 +235,38 @@ impl SessionHub {
         respond: impl FnOnce(ResumeOutcome),
     ) {
         let mut st = self.lock();
-        let (outcome, frames) = match after_seq {
-            None => (ResumeOutcome::New, Vec::new()),
+        // What the connection has seen, and the first seq the replay holds.
+        let everything = (0, u64::MAX);
+        let (outcome, frames, (seen, held_from)) = match after_seq {
+            None => (ResumeOutcome::New, Vec::new(), everything),
             // A client cannot have seen a seq this session never assigned: its state is from
             // somewhere else, so it must start over rather than drop live events as duplicates.
-            Some(after) if after > st.last_seq => (ResumeOutcome::Reset, Vec::new()),
+            Some(after) if after > st.last_seq => (ResumeOutcome::Reset, Vec::new(), everything),
             Some(after) => match self.record.replay_after(after, st.last_seq) {
                 Replay::Resumed { frames } => (
                     ResumeOutcome::Resumed {
                         replayed: frames.len() as u64,
                     },
                     frames,
+                    (after, after + 1),
                 ),
-                Replay::Gap { from, to, frames } => (ResumeOutcome::Gap { from, to }, frames),
+                Replay::Gap { from, to, frames } => {
+                    (ResumeOutcome::Gap { from, to }, frames, (after, to + 1))
+                }
             },
         };
         // A connection bound or resumed to the session uses it.
         self.record.touch();
         respond(outcome);
-        for frame in frames {
+        let prompts: Vec<_> = if conn.role() == Role::Drive {
+            st.prompts
+                .missed(seen, held_from)
+                .filter_map(|(seq, event)| event.encode(seq).ok())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for frame in prompts.into_iter().chain(frames) {
             if conn.send_text(frame).is_err() {
                 return;
             }
@@ -202,12 +274,14 @@ impl SessionHub {
         if conn.is_open() {
             st.subscribers.retain(|c| c.id() != conn.id());
             st.subscribers.push(conn.clone());
+            self.membership_changed(&mut st);
         }
     }
 
     /// Makes `listener` receive this session's live events. Under the lock, `greet` first gets
     /// the history (every entry held, up to `budget` bytes of text, with its note) to send
-    /// what the listener's wire sends on binding: no event falls between it and the first
+    /// what the listener's wire sends on binding; then a listener that drives is handed each
+    /// open prompt's `permission_request` event: no event falls between them and the first
     /// live one.
     pub(crate) fn listen(
         &self,
@@ -217,8 +291,12 @@ impl SessionHub {
     ) {
         let mut st = self.lock();
         greet(self.record.history_noted(budget));
+        if listener.drives() && !st.prompts.events().all(|event| listener.on_event(event)) {
+            return;
+        }
         st.listeners.retain(|l| l.id() != listener.id());
         st.listeners.push(listener);
+        self.membership_changed(&mut st);
     }
 
     /// The history with every entry's note (see [`SessionHub::listen`]).
@@ -231,6 +309,7 @@ impl SessionHub {
         let mut st = self.lock();
         st.subscribers.retain(|c| c.id() != id);
         st.listeners.retain(|l| l.id() != id);
+        self.membership_changed(&mut st);
     }
 
     /// What the session is doing.
@@ -418,6 +497,33 @@ impl SessionHub {
             reply: &ended.reply,
             aborted: ended.aborted,
         });
+    }
+}
+
+/// What the task that times unattended prompts out works on (see `prompts`).
+impl Unattended for SessionHub {
+    fn next_deadline(&self) -> Option<Instant> {
+        self.lock().prompts.next_deadline()
+    }
+
+    fn deny_due(&self) {
+        let due = self.lock().prompts.due(Instant::now());
+        for request_id in due {
+            tracing::info!(
+                session = %self.id,
+                request = %request_id,
+                "no driver bound for the unattended-prompt timeout: the prompt is denied"
+            );
+            let answer = PermissionRespondParams {
+                request_id: request_id.to_string(),
+                decision: Decision::Deny,
+            };
+            // Answered in the meantime: nothing to do.
+            self.respond_permission(&Quiet, answer);
+            // Closed whatever happened, so a prompt the turn machine no longer knows cannot
+            // keep the task waking.
+            self.lock().prompts.close(request_id.as_str());
+        }
     }
 }
 

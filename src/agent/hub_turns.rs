@@ -8,7 +8,8 @@
 //! calls the agent and the usage reporter after the lock is released.
 //!
 //! The carrier owns the turn: it picks the `turn_id`, answers `busy` and `not_found`, emits
-//! `turn_started`, `permission_resolved` and (on abort) `turn_completed` itself, and refuses
+//! `turn_started`, `permission_resolved` (also, `deny`, for every prompt still pending when the
+//! turn ends) and (on abort) `turn_completed` itself, and refuses
 //! output of a turn that is no longer running ([`TurnEnded`]) instead of letting it leak into
 //! a later turn.
 
@@ -300,8 +301,9 @@ impl Turns {
         self.running.as_mut().filter(|t| t.id == *turn_id)
     }
 
-    /// Ends `turn`: its `turn_completed`, and the reply for the history, both cut to the
-    /// reply cap.
+    /// Ends `turn`: a `permission_resolved` (`deny`) for each prompt still pending, since no
+    /// prompt outlives its turn, then its `turn_completed`; and the reply for the history, both
+    /// cut to the reply cap.
     fn end(turn: RunningTurn, text: Option<Completion<'_>>, aborted: bool) -> Step<Ended> {
         let cap = turn.reply.cap();
         let (reply, truncated) = match text {
@@ -324,6 +326,17 @@ impl Turns {
             aborted,
             truncated,
         };
+        let mut events: Vec<SessionEvent> = turn
+            .pending
+            .iter()
+            .map(|request_id| {
+                SessionEvent::PermissionResolved(PermissionResolved {
+                    request_id: request_id.to_string(),
+                    decision: Decision::Deny,
+                })
+            })
+            .collect();
+        events.push(SessionEvent::TurnCompleted(completed));
         Step {
             answer: Ended {
                 turn_id: turn.id,
@@ -332,7 +345,7 @@ impl Turns {
                 aborted,
             },
             history: vec![replied],
-            events: vec![SessionEvent::TurnCompleted(completed)],
+            events,
         }
     }
 }

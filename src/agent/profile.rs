@@ -1,12 +1,14 @@
 //! [`AgentProfile`]: the agent protocol as a [`TextProfile`], and its builder.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::connection::AgentConnection;
 use super::directory::{DefaultBinder, InMemoryDirectory, SessionBinder, SessionDirectory};
 use super::embedded::EmbeddedAgent;
 use super::history::HistoryConfig;
 use super::host::AgentHost;
+use super::hub::DEFAULT_UNATTENDED_PROMPT_TIMEOUT;
 use super::memory::SessionMemory;
 use super::record::RingConfig;
 use super::robota::{RobotaProfile, ROBOTA_PATH};
@@ -60,6 +62,7 @@ impl AgentProfile {
             history: HistoryConfig::default(),
             memory: None,
             protocol: VersionPair::CURRENT,
+            unattended_prompt_timeout: DEFAULT_UNATTENDED_PROMPT_TIMEOUT,
         }
     }
 
@@ -83,9 +86,9 @@ impl AgentProfile {
 }
 
 /// Builds an [`AgentProfile`]: the directory is required; binder, usage reporter, resume ring
-/// and history bounds, session memory and protocol version have defaults ([`DefaultBinder`],
-/// [`SessionUsage`], 1024 events / 4 MiB, 1000 entries / 4 MiB, 64 MiB for all sessions
-/// together, [`VersionPair::CURRENT`]).
+/// and history bounds, session memory, protocol version and unattended-prompt timeout have
+/// defaults ([`DefaultBinder`], [`SessionUsage`], 1024 events / 4 MiB, 1000 entries / 4 MiB,
+/// 64 MiB for all sessions together, [`VersionPair::CURRENT`], 30 s).
 pub struct AgentProfileBuilder {
     directory: Arc<dyn SessionDirectory>,
     binder: Arc<dyn SessionBinder>,
@@ -94,6 +97,7 @@ pub struct AgentProfileBuilder {
     history: HistoryConfig,
     memory: Option<SessionMemory>,
     protocol: VersionPair,
+    unattended_prompt_timeout: Duration,
 }
 
 impl AgentProfileBuilder {
@@ -184,18 +188,41 @@ impl AgentProfileBuilder {
         self
     }
 
+    /// How long a permission prompt may wait while no drive connection (of any wire) is bound
+    /// to its session before the carrier denies it, as a client answering `deny` would: every
+    /// connection is sent the resolution and the agent is told `deny`, so a session is never
+    /// left blocked by a client that went away. The clock starts when the prompt is asked or
+    /// when the last drive connection leaves, whichever is later, and a drive connection that
+    /// binds in time is sent the prompt and stops it. Default 30 s.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
+    ///
+    /// let agent = EmbeddedAgent::default();
+    /// let profile = AgentProfile::builder(InMemoryDirectory::new(move |_| agent.session()))
+    ///     .unattended_prompt_timeout(Duration::from_secs(120))
+    ///     .build();
+    /// ```
+    pub fn unattended_prompt_timeout(mut self, timeout: Duration) -> Self {
+        self.unattended_prompt_timeout = timeout;
+        self
+    }
+
     /// The profile.
     pub fn build(self) -> AgentProfile {
+        let host = AgentHost::new(
+            self.directory,
+            self.binder,
+            self.usage,
+            self.ring,
+            self.history,
+            self.memory.unwrap_or_default(),
+            self.protocol,
+        )
+        .with_unattended_prompt_timeout(self.unattended_prompt_timeout);
         AgentProfile {
-            host: Arc::new(AgentHost::new(
-                self.directory,
-                self.binder,
-                self.usage,
-                self.ring,
-                self.history,
-                self.memory.unwrap_or_default(),
-                self.protocol,
-            )),
+            host: Arc::new(host),
         }
     }
 }

@@ -127,6 +127,17 @@ impl<M: MethodDef> Answer<M::Result> for Reply<M> {
     }
 }
 
+/// No answer either way: for inputs whose effect (or its absence) shows only in the session's
+/// events (the seed system's wire answers abort and permission responses with nothing, and the
+/// carrier's own denials of unattended prompts have no requester).
+pub(crate) struct Quiet;
+
+impl<R> Answer<R> for Quiet {
+    fn ok(&self, _: &R) {}
+
+    fn err(&self, _: ErrorObject) {}
+}
+
 /// A result that failed its own schema: never sent; the effect may have happened.
 fn invalid_result() -> ErrorObject {
     ErrorObject::new(ErrorCode::ProtocolError, "the result failed validation")

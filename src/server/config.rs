@@ -147,6 +147,10 @@ crate::setters::with_setters!(CarrierConfig {
     limits => with_limits: Limits,
 });
 
+/// The driver identity a carrier stamps on turns unless its host configures another
+/// (`CarrierConfig::driver_id`, `carrier serve --driver-id`).
+pub(crate) const DEFAULT_DRIVER_ID: &str = "local";
+
 impl Default for CarrierConfig {
     fn default() -> Self {
         CarrierConfig {
@@ -156,7 +160,7 @@ impl Default for CarrierConfig {
             role: Role::Drive,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
-            driver_id: "local".to_string(),
+            driver_id: DEFAULT_DRIVER_ID.to_string(),
             surface: "carrier".to_string(),
             limits: Limits::default(),
         }

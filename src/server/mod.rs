@@ -68,19 +68,21 @@ pub use profile::{Attachment, TextProfile, TextSession};
 /// What a channel handler receives (the client's `Inbound` is another thing: a socket read).
 pub use registry::Inbound as ChannelInbound;
 pub use registry::{
-    ChannelError, ChannelHandle, ChannelRegistry, InboundBody, DEFAULT_LOSSY_BUDGET,
+    ChannelError, ChannelHandle, ChannelRefusal, ChannelRegistry, InboundBody, DEFAULT_LOSSY_BUDGET,
 };
 pub use transport::{mint_token, LifecycleError, RuntimeFileOptions, WsTransport};
 
 // The wire's types that the server's signatures take or return, so a host needs no second
 // import path for them.
 pub use crate::protocol::channel::{Binary, ChannelDescriptor, DeliveryClass, DEFAULT_BULK_WINDOW};
-pub use crate::protocol::channel_frame::{EventBytes, FrameBody};
+pub use crate::protocol::channel_frame::{ChannelFrameError, EventBytes, FrameBody};
 pub use crate::protocol::close::CloseCode;
+pub use crate::protocol::error::ProtocolErrorCode;
 pub use crate::protocol::Role;
 /// Shared byte buffers (the `bytes` crate), as channel sends and inbound frames carry them.
 pub use bytes::Bytes;
 
+pub(crate) use config::DEFAULT_DRIVER_ID;
 pub(crate) use outbound::{FailReason, MessageKind, OutItem, Outbound};
 
 /// Internals for this package's tests, benches and fuzz targets (feature `testing`): not part

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use super::context::CarrierContext;
 use super::handle::Connection;
 use super::metrics::Gauge;
+use super::registry::ChannelRefusal;
 
 /// Builds a [`TextSession`] for each admitted connection.
 pub trait TextProfile: Send + Sync + 'static {
@@ -53,6 +54,13 @@ pub trait TextSession: Send {
     /// The answer to a text message of `size` bytes over the soft limit `limit` (the socket
     /// stays open). The default, `None`, is the agent protocol's `too_large` reply.
     fn too_large(&mut self, _size: usize, _limit: usize) -> Option<Bytes> {
+        None
+    }
+
+    /// The answer (a text message) to a binary message the channel registry refused — not a
+    /// channel frame, an unknown channel, an undeclared event, … (the socket stays open). The
+    /// default, `None`, is the agent protocol's `protocol_error` event.
+    fn channel_refused(&mut self, _refusal: &ChannelRefusal) -> Option<Bytes> {
         None
     }
 

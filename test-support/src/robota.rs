@@ -110,21 +110,48 @@ impl RobotaClient {
         }
     }
 
-    /// Every message up to and including the first `complete` or `interrupted`, in order.
+    /// Every message up to and including the first `complete` or `interrupted`, in order. The
+    /// two that end every turn after it, as the seed system's session sends them — `thinking`
+    /// off (with no `driverId`: the turn has let go of its driver) then the execution
+    /// workspace snapshot — are read and checked, not returned ([`Self::until_turn_settles`]
+    /// returns them).
     pub async fn until_turn_ends(&mut self) -> Vec<Value> {
+        let mut out = self.until_turn_settles().await;
+        out.truncate(out.len() - 2);
+        out
+    }
+
+    /// Every message of a turn's end, in order: up to the first `complete` or `interrupted`,
+    /// then the `thinking` off and the execution workspace snapshot that follow it (checked).
+    pub async fn until_turn_settles(&mut self) -> Vec<Value> {
         let mut out = Vec::new();
         loop {
             let m = self.next().await;
             let done = m["type"] == "complete" || m["type"] == "interrupted";
             out.push(m);
             if done {
-                return out;
+                break;
             }
         }
+        let thinking = self.next().await;
+        assert_eq!(
+            thinking,
+            json!({"type": "thinking", "isThinking": false}),
+            "after the turn's end: {out:?}"
+        );
+        let workspace = self.next().await;
+        assert_eq!(
+            workspace["type"], "execution_workspace_event",
+            "last of the turn's end: {workspace}"
+        );
+        assert_eq!(workspace["snapshot"]["entries"], json!([]), "{workspace}");
+        out.extend([thinking, workspace]);
+        out
     }
 
     /// Submits `prompt`, aborts the turn at its first `text_delta`, and returns every message
-    /// from the submit to the turn's end (an `interrupted`, or a `complete` if the turn won).
+    /// from the submit to the turn's end (an `interrupted`, or a `complete` if the turn won; see
+    /// [`Self::until_turn_ends`]).
     pub async fn submit_and_abort(&mut self, prompt: &str) -> Vec<Value> {
         self.send(json!({"type": "submit", "prompt": prompt})).await;
         let mut seen = self.until("text_delta").await;

@@ -278,6 +278,43 @@ fn a_request_of_an_ended_turn_cannot_be_answered() {
     assert_eq!(code, ErrorCode::NotFound);
 }
 
+#[test]
+fn ending_a_turn_resolves_each_pending_prompt_denied_before_its_turn_completed() {
+    let resolved = |id: &str| {
+        SessionEvent::PermissionResolved(PermissionResolved {
+            request_id: id.into(),
+            decision: Decision::Deny,
+        })
+    };
+    type End = fn(&mut Turns) -> Vec<SessionEvent>;
+    let ends: [(&str, End); 3] = [
+        ("abort", |t| t.abort(None).events),
+        ("complete", |t| {
+            let done = Completion {
+                text: "done",
+                truncated: false,
+            };
+            t.finish(&turn("t1"), Some(done), false).events
+        }),
+        ("failure", |t| t.finish(&turn("t1"), None, true).events),
+    ];
+    for (how, end) in ends {
+        let mut t = running(CAP);
+        let _ = t.permission_request(&turn("t1"), &request("r1"), "a", json!({}));
+        let _ = t.permission_request(&turn("t1"), &request("r2"), "b", json!({}));
+        let _ = t.permission_request(&turn("t1"), &request("r3"), "c", json!({}));
+        let _ = t.answer_permission(&request("r2"), Decision::Allow);
+        let events = end(&mut t);
+        assert_eq!(events.len(), 3, "{how}: {events:?}");
+        assert_eq!(events[..2], [resolved("r1"), resolved("r3")], "{how}");
+        assert!(matches!(events[2], SessionEvent::TurnCompleted(_)), "{how}");
+        assert_eq!(t.state(), SessionState::Idle, "{how}");
+        // Nothing is left to answer.
+        let (code, _) = error_code(t.answer_permission(&request("r1"), Decision::Allow).answer);
+        assert_eq!(code, ErrorCode::NotFound, "{how}");
+    }
+}
+
 // abort
 
 #[test]

@@ -1,7 +1,9 @@
 //! [`RobotaConnection`]: one connection speaking the seed system's wire. No handshake: on
-//! admission it is bound to its session, sent the history and the (empty) execution workspace,
-//! and takes channel frames; then each client message is answered as that system's handler
-//! answers it, over the same session hub the agent protocol uses.
+//! admission it is bound to its session, sent the history and the (empty) execution workspace
+//! (and, when it drives, the session's open prompts), and takes channel frames; then each
+//! client message is answered as that system's handler answers it, over the same session hub
+//! the agent protocol uses. A channel frame the carrier cannot route is answered as that
+//! system's server answers it.
 
 use std::sync::Arc;
 
@@ -10,17 +12,18 @@ use serde_json::Value;
 use super::background;
 use super::client::{decision, required, type_name, Kind};
 use super::listener::RobotaListener;
+use super::refusal;
 use super::wire::{message, ServerMessage, WorkspaceSnapshot};
 use crate::agent::fit;
 use crate::agent::history::EntryMeta;
 use crate::agent::host::AgentHost;
 use crate::agent::hub::{EventListener, SessionHub};
-use crate::agent::reply::Answer;
+use crate::agent::reply::{Answer, Quiet};
 use crate::protocol::close::CloseCode;
 use crate::protocol::error::ErrorObject;
 use crate::protocol::methods::{HistoryEntry, PermissionRespondParams, SessionState, SubmitParams};
 use crate::protocol::Role;
-use crate::server::{CarrierContext, Connection, TextSession};
+use crate::server::{CarrierContext, ChannelRefusal, Connection, TextSession};
 
 /// The per-connection side of [`super::RobotaProfile`].
 pub(super) struct RobotaConnection {
@@ -32,7 +35,8 @@ pub(super) struct RobotaConnection {
 
 impl RobotaConnection {
     /// Binds the connection to the session the host's binder picks for it, sends `messages`
-    /// then `execution_workspace_event`, and opens it to channel frames.
+    /// then `execution_workspace_event` (then the hub sends a driving connection each open
+    /// prompt's `permission_request`), and opens it to channel frames.
     pub(super) fn open(host: &AgentHost, conn: Connection, ctx: CarrierContext) -> Self {
         let initial = host
             .binder
@@ -42,7 +46,7 @@ impl RobotaConnection {
         match &me.hub {
             Some(hub) => {
                 let listener: Arc<dyn EventListener> =
-                    Arc::new(RobotaListener::new(me.conn.clone()));
+                    Arc::new(RobotaListener::new(me.conn.clone(), hub.id().clone()));
                 hub.listen(listener, me.budget(), |history| {
                     me.send_messages(&history);
                     me.send_workspace(hub);
@@ -163,16 +167,6 @@ impl<R> Answer<R> for Refusals<'_> {
     }
 }
 
-/// No answer either way: the wire answers abort and permission responses with nothing, and
-/// their effect (or its absence) shows in the session's events.
-struct Quiet;
-
-impl<R> Answer<R> for Quiet {
-    fn ok(&self, _: &R) {}
-
-    fn err(&self, _: ErrorObject) {}
-}
-
 impl TextSession for RobotaConnection {
     fn on_text(&mut self, text: &str) {
         let Ok(msg) = serde_json::from_str::<Value>(text) else {
@@ -202,6 +196,12 @@ impl TextSession for RobotaConnection {
             }
             .encode(),
         )
+    }
+
+    /// A binary frame the carrier could not route, as the seed system's server answers it.
+    fn channel_refused(&mut self, refusal: &ChannelRefusal) -> Option<bytes::Bytes> {
+        let message = refusal::message(refusal);
+        Some(ServerMessage::ProtocolError { message: &message }.encode())
     }
 
     fn on_close(&mut self) {

@@ -7,6 +7,7 @@
 //! - `client` — the message kinds a client sends and how their fields are read.
 //! - `listener` — the session's events as that wire's messages, per connection.
 //! - `background` — answers for what the carrier does not have (background tasks, commands).
+//! - `refusal` — a binary frame the carrier could not route, in the seed system's words.
 //! - `wire` — the server's messages as types.
 //!
 //! A [`RobotaProfile`] shares everything with the [`super::AgentProfile`] it comes from:
@@ -17,6 +18,7 @@ mod background;
 mod client;
 mod connection;
 mod listener;
+mod refusal;
 mod wire;
 
 use std::sync::Arc;

@@ -7,8 +7,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::agent::history::EntryMeta;
-use crate::protocol::events::SessionEvent;
+use crate::protocol::events::{DriverInfo, SessionEvent};
 use crate::protocol::methods::{HistoryEntry, HistoryRole};
+use crate::server::DEFAULT_DRIVER_ID;
 use crate::timestamp::rfc3339_millis;
 
 /// What the carrier has no figures for: the context window of a turn is reported as zeros.
@@ -201,11 +202,31 @@ impl ServerMessage<'_> {
     }
 }
 
+/// The seed system's own identity for the local operator, the default driver of its turns
+/// (`OWNER_DRIVER_ID` of its transport interface); its GUI labels a turn of any other driver
+/// as a co-driver's.
+const OWNER_DRIVER_ID: &str = "owner";
+
+/// The `driverId` a turn of `driver` carries on this wire: the carrier's default driver is the
+/// seed system's owner, a host-configured one is itself; `None` for an empty id.
+pub(super) fn driver_id(driver: &DriverInfo) -> Option<String> {
+    match driver.driver_id.as_str() {
+        "" => None,
+        DEFAULT_DRIVER_ID => Some(OWNER_DRIVER_ID.to_owned()),
+        id => Some(id.to_owned()),
+    }
+}
+
 /// The messages one session event becomes, in order. `driver` is the driver of the turn the
-/// event belongs to.
+/// event belongs to; `session_id` names the session in the workspace snapshot a turn ends with.
+///
+/// A turn ends as the seed system's session ends one: `complete` (or `interrupted`) with the
+/// driver, then `thinking {isThinking:false}` and the execution workspace snapshot, which it
+/// sends once the turn has let go of its driver, so without one.
 pub(super) fn from_event<'a>(
     event: &'a SessionEvent,
     driver: Option<&'a str>,
+    session_id: &'a str,
 ) -> Vec<ServerMessage<'a>> {
     match event {
         SessionEvent::TurnStarted(started) => vec![
@@ -251,11 +272,14 @@ pub(super) fn from_event<'a>(
                 }
             };
             vec![
+                end,
                 ServerMessage::Thinking {
                     is_thinking: false,
-                    driver_id: driver,
+                    driver_id: None,
                 },
-                end,
+                ServerMessage::ExecutionWorkspaceEvent {
+                    snapshot: WorkspaceSnapshot::empty(session_id),
+                },
             ]
         }
         SessionEvent::Error(e) => vec![ServerMessage::Error {
@@ -312,13 +336,24 @@ mod tests {
     }
 
     #[test]
+    fn the_carriers_default_driver_is_the_seed_systems_owner() {
+        let driver = |id: &str| DriverInfo {
+            driver_id: id.into(),
+            surface: "carrier".into(),
+        };
+        assert_eq!(driver_id(&driver("local")).as_deref(), Some("owner"));
+        assert_eq!(driver_id(&driver("phone")).as_deref(), Some("phone"));
+        assert_eq!(driver_id(&driver("")), None);
+    }
+
+    #[test]
     fn messages_carry_their_type_and_camel_case_fields() {
         let json = |m: &ServerMessage<'_>| serde_json::from_slice::<Value>(&m.encode()).unwrap();
         let delta = SessionEvent::TextDelta(TextDelta {
             turn_id: "t1".into(),
             delta: "hi".into(),
         });
-        let out = from_event(&delta, Some("d"));
+        let out = from_event(&delta, Some("d"), "s1");
         assert_eq!(
             json(&out[0]),
             serde_json::json!({"type": "text_delta", "delta": "hi", "driverId": "d"})
@@ -329,18 +364,20 @@ mod tests {
             aborted: true,
             truncated: None,
         });
-        let out = from_event(&done, None);
+        let out = from_event(&done, Some("d"), "s1");
         assert_eq!(
             json(&out[0]),
-            serde_json::json!({"type": "thinking", "isThinking": false})
-        );
-        assert_eq!(
-            json(&out[1]),
-            serde_json::json!({"type": "interrupted", "result": {
+            serde_json::json!({"type": "interrupted", "driverId": "d", "result": {
                 "response": "r", "history": [], "toolSummaries": [],
                 "contextState": {"maxTokens": 0, "usedTokens": 0, "usedPercentage": 0,
                                  "remainingPercentage": 0}}})
         );
+        assert_eq!(
+            json(&out[1]),
+            serde_json::json!({"type": "thinking", "isThinking": false})
+        );
+        assert_eq!(json(&out[2])["snapshot"]["sessionId"], "s1");
+        assert_eq!(out.len(), 3);
         assert_eq!(
             json(&ServerMessage::Pending { pending: None }),
             serde_json::json!({"type": "pending", "pending": null})

@@ -141,7 +141,13 @@ pub(super) async fn serve_admitted<'a>(
                     let room = match shared.registry.route(&conn, data, &mut routes) {
                         Ok(room) => room,
                         Err(refusal) => {
-                            answer_refusal(&conn, shared, &refusal);
+                            match session.channel_refused(&refusal) {
+                                Some(reply) => {
+                                    shared.metrics.protocol_error();
+                                    let _ = conn.send_text(reply);
+                                }
+                                None => answer_refusal(&conn, shared, &refusal),
+                            }
                             None
                         }
                     };

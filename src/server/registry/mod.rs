@@ -32,7 +32,8 @@ pub use entry::DEFAULT_LOSSY_BUDGET;
 pub use error::ChannelError;
 use map::ChannelMap;
 pub use message::{Inbound, InboundBody};
-pub(crate) use router::{ChannelRefusal, RouteCache};
+pub use router::ChannelRefusal;
+pub(crate) use router::RouteCache;
 
 use crate::protocol::channel_frame;
 use crate::server::handle::{Connection, ConnectionId};

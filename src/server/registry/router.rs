@@ -22,15 +22,21 @@ use crate::protocol::Role;
 use crate::server::handle::Connection;
 
 /// Why an inbound channel frame was not delivered, with what the `protocol_error` event reports
-/// about it: the code, a message, and the frame's channel and seq where they could be read.
+/// about it: the code, a message, and the frame's channel and seq where they could be read. A
+/// text profile with a wire of its own answers it in that wire
+/// ([`crate::server::TextSession::channel_refused`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ChannelRefusal {
+pub struct ChannelRefusal {
     pub(crate) code: ProtocolErrorCode,
     pub(crate) message: String,
     /// The frame's channel; `None` when not even the header could be read.
     pub(crate) channel: Option<String>,
     /// The frame's seq; `None` when not even the header could be read.
     pub(crate) seq: Option<u32>,
+    /// The undeclared event's name, for [`ProtocolErrorCode::UndeclaredEvent`].
+    pub(crate) event: Option<String>,
+    /// What the codec refused, for [`ProtocolErrorCode::MalformedFrame`].
+    pub(crate) frame_error: Option<channel_frame::ChannelFrameError>,
 }
 
 impl ChannelRefusal {
@@ -40,7 +46,39 @@ impl ChannelRefusal {
             message: message.into(),
             channel: Some(channel.to_string()),
             seq: Some(seq),
+            event: None,
+            frame_error: None,
         }
+    }
+
+    /// The `protocol_error` code.
+    pub fn code(&self) -> ProtocolErrorCode {
+        self.code
+    }
+
+    /// The carrier's own explanation (the `message` of its `protocol_error` event).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The frame's channel; `None` when not even the header could be read.
+    pub fn channel(&self) -> Option<&str> {
+        self.channel.as_deref()
+    }
+
+    /// The frame's seq; `None` when not even the header could be read.
+    pub fn seq(&self) -> Option<u32> {
+        self.seq
+    }
+
+    /// The name of the event the channel did not declare (code `undeclared_event`).
+    pub fn undeclared_event(&self) -> Option<&str> {
+        self.event.as_deref()
+    }
+
+    /// What the channel-frame codec refused (code `malformed_frame`).
+    pub fn frame_error(&self) -> Option<&channel_frame::ChannelFrameError> {
+        self.frame_error.as_ref()
     }
 
     /// The `protocol_error` event that answers it, with `channel` and `seq` when known.
@@ -88,6 +126,8 @@ pub(super) fn route(
             message: e.to_string(),
             channel: header.as_ref().map(|h| h.channel.to_string()),
             seq: header.as_ref().map(|h| h.seq),
+            event: None,
+            frame_error: Some(e),
         }
     };
     let header = channel_frame::peek(&msg).map_err(malformed)?;
@@ -139,12 +179,14 @@ pub(super) fn route(
         }
         Body::Event(event) if entry.descriptor.declares(event.event()) => InboundBody::Event(event),
         Body::Event(event) => {
-            return Err(ChannelRefusal::new(
+            let mut refusal = ChannelRefusal::new(
                 ProtocolErrorCode::UndeclaredEvent,
                 format!("event {:?} is not declared on this channel", event.event()),
                 channel,
                 seq,
-            ));
+            );
+            refusal.event = Some(event.event().to_owned());
+            return Err(refusal);
         }
     };
     let msg = Inbound {
