@@ -28,9 +28,9 @@ mod bulk;
 /// it queued nothing (or, for a targeted send, when its one receiver did not take it). A frame
 /// the carrier has queued is then written, or its loss is reported to the receiver: as
 /// `channel.dropped {channel, count}` on a lossy channel, or by the end of the connection, whose
-/// client reads the close code that says why (1013 for a reader too slow for its budget or a
-/// stalled bulk receiver, counted in `carrier_delivery_failures_total`; 1001 when the carrier
-/// stops or hears no pong). Nothing is dropped otherwise.
+/// client reads the close code that says why (such as 1013 for a reader too slow for its
+/// budget or a stalled bulk receiver, counted in `carrier_delivery_failures_total`, or 1001
+/// when the carrier stops or hears no pong). Nothing is dropped otherwise.
 ///
 /// | send | `reliable` | `lossy` | `bulk` |
 /// |---|---|---|---|
