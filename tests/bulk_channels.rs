@@ -387,7 +387,8 @@ async fn a_synchronous_send_on_a_full_window_is_refused_and_queues_nothing() {
     }
     let (at, error) = refused.expect("a full window refuses a synchronous send");
     assert!(
-        matches!(error, ChannelError::WindowFull(ref c) if c == "bulk"),
+        matches!(error, ChannelError::WindowFull { ref channel, ref receivers }
+            if channel == "bulk" && receivers == &[conn]),
         "{error:?}"
     );
     let before = handle.bulk_queued_bytes(conn).expect("connected");
@@ -397,11 +398,11 @@ async fn a_synchronous_send_on_a_full_window_is_refused_and_queues_nothing() {
     );
     assert!(matches!(
         handle.send_to(conn, body(at)),
-        Err(ChannelError::WindowFull(_))
+        Err(ChannelError::WindowFull { .. })
     ));
     assert!(matches!(
         handle.broadcast(body(at)),
-        Err(ChannelError::WindowFull(_))
+        Err(ChannelError::WindowFull { .. })
     ));
     assert_eq!(
         handle.bulk_queued_bytes(conn),

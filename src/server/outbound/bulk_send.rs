@@ -77,9 +77,34 @@ impl Outbound {
         }
     }
 
-    /// Whether `channel` has room in its window here now.
-    pub(crate) fn bulk_has_room(&self, channel: &str, window: usize) -> bool {
-        self.lock().bulk.has_room(channel, window)
+    /// The synchronous form of [`Outbound::bulk_room`]: whether `channel` has room in its
+    /// window here now (`Ok(false)`: full), or [`DeliveryError::Closed`] once the connection
+    /// takes no more frames. The stall rule holds here too: a window full with none of its
+    /// frames written for `BULK_STALL` fails the connection now ([`FailReason::BulkStalled`]),
+    /// so a receiver that stopped reading is let go by a host that only sends synchronously,
+    /// instead of refusing that host's sends to every receiver for ever.
+    pub(crate) fn try_bulk_room(
+        &self,
+        channel: &str,
+        window: usize,
+    ) -> Result<bool, DeliveryError> {
+        let stalled = {
+            let q = self.lock();
+            if q.closed {
+                return Err(DeliveryError::Closed);
+            }
+            if q.bulk.has_room(channel, window) {
+                return Ok(true);
+            }
+            q.bulk
+                .stalled_at(channel)
+                .is_some_and(|t| t <= Instant::now())
+        };
+        if stalled {
+            self.fail_once(FailReason::BulkStalled);
+            return Err(DeliveryError::Closed);
+        }
+        Ok(false)
     }
 
     /// Bytes of bulk channel `channel` queued on this connection (its window's fill).

@@ -190,6 +190,35 @@ fn the_frame_owed_to_bulk_never_goes_ahead_of_a_frame_queued_before_it() {
     assert_eq!(order, expected);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_synchronous_look_for_bulk_room_lets_a_stalled_receiver_go() {
+    let out = Outbound::new(1 << 20);
+    let file: Arc<str> = Arc::from("file");
+    let frame = || BulkFrame {
+        channel: file.clone(),
+        head: Bytes::new(),
+        body: Bytes::from_static(b"chunk"),
+    };
+    assert_eq!(out.try_bulk_room("file", 1), Ok(true), "an empty window");
+    out.send_bulk(frame(), 1).unwrap();
+    assert_eq!(
+        out.try_bulk_room("file", 1),
+        Ok(false),
+        "full, not yet stalled"
+    );
+    tokio::time::advance(bulk::BULK_STALL - std::time::Duration::from_millis(1)).await;
+    assert_eq!(out.try_bulk_room("file", 1), Ok(false));
+    assert_eq!(out.failure(), None);
+    tokio::time::advance(std::time::Duration::from_millis(1)).await;
+    assert_eq!(
+        out.try_bulk_room("file", 1),
+        Err(DeliveryError::Closed),
+        "full for the stall time with nothing written"
+    );
+    assert_eq!(out.failure(), Some(FailReason::BulkStalled));
+    assert_eq!(out.try_bulk_room("other", 1), Err(DeliveryError::Closed));
+}
+
 mod lanes {
     //! For any interleaving of sends on the agent protocol, a reliable, a lossy and a bulk channel
     //! with the writer taking batches in between, every lane reaches the socket in its send order,

@@ -1,5 +1,6 @@
 //! The host's side of one registered channel: [`ChannelHandle`] and its sends (reliable,
-//! lossy and bulk, to one connection or to all).
+//! lossy and bulk, to one connection or to all). The bulk sends, and what every send does on a
+//! bulk channel, are in `bulk`.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -17,7 +18,37 @@ use crate::protocol::channel_frame::{self, EncodedFrame, FrameBody};
 use crate::server::handle::{Connection, ConnectionId};
 use crate::server::outbound::{BulkFrame, DeliveryError};
 
+mod bulk;
+
 /// The host's side of one registered channel.
+///
+/// # What a send promises
+///
+/// A send returns the frame's seq once the frame is queued for its receivers; it fails when
+/// it queued nothing (or, for a targeted send, when its one receiver did not take it). A frame
+/// the carrier has queued is then written, or its loss is reported to the receiver: as
+/// `channel.dropped {channel, count}` on a lossy channel, or by the end of the connection, whose
+/// client reads the close code that says why (such as 1013 for a reader too slow for its
+/// budget or a stalled bulk receiver, counted in `carrier_delivery_failures_total`, or 1001
+/// when the carrier stops or hears no pong). Nothing is dropped otherwise.
+///
+/// | send | `reliable` | `lossy` | `bulk` |
+/// |---|---|---|---|
+/// | [`send_to`](Self::send_to), [`send_event_to`](Self::send_event_to) | queued, or an error: the connection is closing ([`DeliveryError::Closed`]), or was failed now as a slow reader ([`DeliveryError::Overflow`]) | as reliable; the channel's oldest frames queued for the connection may be dropped for this one, and the receiver is told | queued, or [`ChannelError::WindowFull`] (nothing queued), or [`DeliveryError::Closed`] |
+/// | [`send_binary`](Self::send_binary), [`send_event`](Self::send_event), [`broadcast`](Self::broadcast), [`broadcast_except`](Self::broadcast_except) | queued for every receiver; a receiver past its budget is failed (1013, counted), the others still get the frame | as reliable, dropping as above | for every receiver, or for none: [`ChannelError::WindowFull`] names the receivers whose window is full |
+/// | [`send_bulk_to`](Self::send_bulk_to), [`broadcast_bulk`](Self::broadcast_bulk), [`broadcast_bulk_except`](Self::broadcast_bulk_except) | [`ChannelError::NotBulk`] | [`ChannelError::NotBulk`] | wait for room, then queued; cancel-safe |
+///
+/// A refused bulk send took no seq and queued nothing anywhere, so the host makes the same
+/// call again later (or awaits the async form) without any receiver getting the frame twice.
+/// A receiver whose bulk window stays full with none of it written for 10 s (it stopped
+/// reading) is failed (1013, `bulk receiver stalled`, counted) by the next bulk send that finds
+/// it so, synchronous or async: it holds the channel's sends for at most that long.
+///
+/// A broadcast's receivers are the handshaken connections that are open when it is sent. A
+/// connection whose close is queued (the carrier is stopping, it heard no pong, it failed) takes
+/// no more frames on any channel, and a broadcast goes on without it; its client learns from
+/// the close. A host that must know which connections got a frame sends to each with the
+/// targeted forms, which fail for such a connection.
 #[derive(Clone)]
 pub struct ChannelHandle {
     entry: Arc<ChannelEntry>,
@@ -122,138 +153,16 @@ impl ChannelHandle {
         self.entry.descriptor.delivery == DeliveryClass::Bulk
     }
 
-    fn window(&self) -> usize {
-        self.entry.descriptor.bulk_window
-    }
-
-    fn has_room(&self, conn: &Connection) -> bool {
-        conn.outbound()
-            .bulk_has_room(&self.entry.name, self.window())
-    }
-
-    /// The synchronous sends of a bulk channel: refused with [`ChannelError::WindowFull`] (and
-    /// nothing queued) when a receiver's window is full, or while an async bulk send of this
-    /// channel waits for room (it holds the channel's order).
-    fn sync_bulk(&self, receivers: &[Connection], body: &FrameBody) -> Result<u32, ChannelError> {
-        let full = || ChannelError::WindowFull(self.name().to_string());
-        let _bulk = self.entry.bulk_order.try_lock().map_err(|_| full())?;
-        let _order = self.order();
-        if !receivers.iter().all(|c| self.has_room(c) || !c.is_open()) {
-            return Err(full());
-        }
-        let (seq, frame) = self.number_and_encode(body)?;
-        for conn in receivers {
-            let _ = self.queue(conn, &frame);
-        }
-        Ok(seq)
-    }
-
-    /// Sends `body` to one connection of a bulk channel, waiting while the channel's window on
-    /// that connection is full, and returns the frame's seq once it is queued. Errors when the
-    /// connection closes before there is room ([`DeliveryError::Closed`]), or when the channel
-    /// is not bulk. Cancel-safe: dropping the future before it resolves queues nothing.
-    ///
-    /// Streaming a file in 64 KiB frames at the pace the client reads it:
-    ///
-    /// ```no_run
-    /// # async fn stream(handle: carrier::server::ChannelHandle, to: carrier::server::ConnectionId)
-    /// # -> Result<(), Box<dyn std::error::Error>> {
-    /// use tokio::io::AsyncReadExt;
-    /// let mut file = tokio::fs::File::open("model.bin").await?;
-    /// let mut chunk = vec![0u8; 64 * 1024];
-    /// loop {
-    ///     let n = file.read(&mut chunk).await?;
-    ///     if n == 0 {
-    ///         break;
-    ///     }
-    ///     let body = carrier::protocol::channel_frame::FrameBody::Binary(
-    ///         bytes::Bytes::copy_from_slice(&chunk[..n]),
-    ///     );
-    ///     handle.send_bulk_to(to, body).await?; // waits while the window is full
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn send_bulk_to(
-        &self,
-        connection: ConnectionId,
-        body: FrameBody,
-    ) -> Result<u32, ChannelError> {
-        self.check(&body)?;
-        if !self.is_bulk() {
-            return Err(ChannelError::NotBulk(self.name().to_string()));
-        }
-        let conn = self
-            .registry()
-            .and_then(|r| r.sink(connection))
-            .ok_or(ChannelError::UnknownConnection(connection))?;
-        loop {
-            // The wait for room holds nothing: sends to other connections go on meanwhile.
-            conn.outbound()
-                .bulk_room(&self.entry.name, self.window())
-                .await?;
-            // Numbered and queued at once, so this connection sees the channel's seqs in order
-            // (a broadcast part way through its receivers holds `bulk_order` until done).
-            let _bulk = self.entry.bulk_order.lock().await;
-            let _order = self.order();
-            if !self.has_room(&conn) {
-                continue; // another sender took the room first: wait again
-            }
-            let (seq, frame) = self.number_and_encode(&body)?;
-            self.queue(&conn, &frame)?;
-            return Ok(seq);
-        }
-    }
-
-    /// Sends `body` to every handshaken connection (but `except`) of a bulk channel, encoded
-    /// once, waiting for each receiver's window in turn; receivers that close meanwhile are
-    /// skipped. Returns the frame's seq once every receiver has queued it. Dropping the future
-    /// part way leaves the frame queued on the receivers that had room until then.
-    pub async fn broadcast_bulk_except(
-        &self,
-        except: Option<ConnectionId>,
-        body: FrameBody,
-    ) -> Result<u32, ChannelError> {
-        self.check(&body)?;
-        if !self.is_bulk() {
-            return Err(ChannelError::NotBulk(self.name().to_string()));
-        }
-        let _bulk = self.entry.bulk_order.lock().await;
-        let (seq, frame) = {
-            let _order = self.order();
-            self.number_and_encode(&body)?
-        };
-        for conn in self.sinks().iter().filter(|c| Some(c.id()) != except) {
-            if conn
-                .outbound()
-                .bulk_room(&self.entry.name, self.window())
-                .await
-                .is_ok()
-            {
-                let _ = self.queue(conn, &frame);
-            }
-        }
-        Ok(seq)
-    }
-
-    /// [`Self::broadcast_bulk_except`] to every handshaken connection.
-    pub async fn broadcast_bulk(&self, body: FrameBody) -> Result<u32, ChannelError> {
-        self.broadcast_bulk_except(None, body).await
-    }
-
-    /// Bytes of this (bulk) channel queued on `connection` now: at most the window plus one
-    /// frame.
-    pub fn bulk_queued_bytes(&self, connection: ConnectionId) -> Option<usize> {
-        let conn = self.registry().and_then(|r| r.sink(connection))?;
-        Some(conn.outbound().bulk_queued_bytes(&self.entry.name))
-    }
-
     /// Sends to every handshaken connection; the frame is encoded once. Returns its seq.
-    /// Connections that cannot take it fail on their own; the send still succeeds.
+    /// On a reliable or lossy channel, a connection that cannot take the frame (past its byte
+    /// budget) fails on its own (1013) and the send still succeeds; on a bulk channel the frame
+    /// goes to every receiver or, when one has a full window, to none
+    /// ([`ChannelError::WindowFull`]). See [the table](Self#what-a-send-promises).
     pub fn broadcast(&self, body: FrameBody) -> Result<u32, ChannelError> {
         self.fan_out(None, body)
     }
 
-    /// Sends to every handshaken connection except `except` (used by relays).
+    /// [`Self::broadcast`] to every handshaken connection except `except` (used by relays).
     pub fn broadcast_except(
         &self,
         except: ConnectionId,
@@ -283,21 +192,17 @@ impl ChannelHandle {
     /// lock so every receiver sees this channel's seqs in order.
     fn fan_out(&self, except: Option<ConnectionId>, body: FrameBody) -> Result<u32, ChannelError> {
         self.check(&body)?;
+        let sinks = self.sinks();
+        let receivers = sinks.iter().filter(|c| Some(c.id()) != except);
         if self.is_bulk() {
-            let receivers: Vec<Connection> = self
-                .sinks()
-                .iter()
-                .filter(|c| Some(c.id()) != except)
-                .cloned()
-                .collect();
-            return self.sync_bulk(&receivers, &body);
+            return self.sync_bulk(receivers, false, &body);
         }
         let _order = self.order();
         let (seq, frame) = self.number_and_encode(&body)?;
-        for sink in self.sinks().iter() {
-            if Some(sink.id()) != except {
-                let _ = self.queue(sink, &frame);
-            }
+        for conn in receivers {
+            // Refused only by a connection that is closing (no longer a receiver) or that this
+            // frame put past its budget: that one is failed (1013) and its reader counts it.
+            let _ = self.queue(conn, &frame);
         }
         Ok(seq)
     }
@@ -310,8 +215,9 @@ impl ChannelHandle {
     /// ([`ChannelError::UndeclaredEvent`]), a channel closed with [`ChannelHandle::close`]
     /// ([`ChannelError::Closed`]: the usual way to end such a loop; stopping the transport does
     /// not close its channels, so a restarted transport keeps them), or a frame that cannot be
-    /// encoded. A connection that cannot take the frame fails on its own, as for
-    /// [`ChannelHandle::broadcast`].
+    /// encoded, or, on a bulk channel, a receiver's full window ([`ChannelError::WindowFull`]:
+    /// nothing was queued, send it again later). A connection that cannot take the frame
+    /// otherwise fails on its own, as for [`ChannelHandle::broadcast`].
     pub fn send_event(&self, event: &str, payload: Value) -> Result<u32, ChannelError> {
         self.broadcast(FrameBody::Event {
             event: event.to_string(),
@@ -320,7 +226,7 @@ impl ChannelHandle {
     }
 
     /// Sends an event to one connection (the targeted form of [`ChannelHandle::send_event`]).
-    /// Returns the frame's seq.
+    /// Returns the frame's seq; fails as [`ChannelHandle::send_to`] does.
     pub fn send_event_to(
         &self,
         connection: ConnectionId,
@@ -336,12 +242,17 @@ impl ChannelHandle {
         )
     }
 
-    /// Broadcasts opaque bytes (shared, not copied, per receiver).
+    /// Broadcasts opaque bytes (shared, not copied, per receiver), as
+    /// [`ChannelHandle::broadcast`] does.
     pub fn send_binary(&self, payload: Bytes) -> Result<u32, ChannelError> {
         self.broadcast(FrameBody::Binary(payload))
     }
 
-    /// Sends to one connection. Returns the frame's seq.
+    /// Sends to one connection. Returns the frame's seq once it is queued there. Fails when
+    /// the connection is not (or no longer) a receiver ([`ChannelError::UnknownConnection`]),
+    /// is closing ([`DeliveryError::Closed`]) or was failed by this frame as a slow reader
+    /// ([`DeliveryError::Overflow`], 1013), or, on a bulk channel, when its window is full
+    /// ([`ChannelError::WindowFull`]: nothing was queued; [`Self::send_bulk_to`] waits instead).
     pub fn send_to(&self, connection: ConnectionId, body: FrameBody) -> Result<u32, ChannelError> {
         self.check(&body)?;
         let conn = self
@@ -349,7 +260,7 @@ impl ChannelHandle {
             .and_then(|r| r.sink(connection))
             .ok_or(ChannelError::UnknownConnection(connection))?;
         if self.is_bulk() {
-            return self.sync_bulk(std::slice::from_ref(&conn), &body);
+            return self.sync_bulk(std::iter::once(&conn), true, &body);
         }
         let _order = self.order();
         let (seq, frame) = self.number_and_encode(&body)?;

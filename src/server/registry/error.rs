@@ -33,14 +33,35 @@ pub enum ChannelError {
     /// The frame could not be encoded.
     #[error(transparent)]
     Encode(#[from] ChannelFrameError),
-    /// A synchronous send on a bulk channel whose window is full (on the connection, or on one
-    /// of the receivers of a broadcast): nothing was queued. The async sends wait instead.
-    #[error("channel {0:?}: the bulk window is full; nothing was queued")]
-    WindowFull(String),
+    /// A synchronous send on a bulk channel that some receiver has no room for: nothing was
+    /// queued, on any receiver, and the frame took no seq, so sending the same body again later
+    /// duplicates nothing. The async sends ([`super::ChannelHandle::send_bulk_to`],
+    /// [`super::ChannelHandle::broadcast_bulk`]) wait for room instead.
+    #[error(
+        "channel {channel:?}: the bulk window is full on {}; nothing was queued",
+        receivers_text(receivers)
+    )]
+    WindowFull {
+        /// Channel name.
+        channel: String,
+        /// The receivers of this send whose window on the channel is full. Empty when the send
+        /// was refused only because an async bulk send of the channel is waiting for room: it
+        /// holds the channel's order until its frame is queued.
+        receivers: Vec<ConnectionId>,
+    },
     /// A bulk send was made on a channel that is not `bulk`.
     #[error("channel {0:?} is not a bulk channel")]
     NotBulk(String),
     /// The connection did not take the frame (closed, or failed as a slow reader).
     #[error(transparent)]
     Delivery(#[from] DeliveryError),
+}
+
+/// `c1, c4`, or what an empty list of full receivers means.
+fn receivers_text(receivers: &[ConnectionId]) -> String {
+    if receivers.is_empty() {
+        return "the receiver an async send of the channel waits for".to_string();
+    }
+    let ids: Vec<String> = receivers.iter().map(ToString::to_string).collect();
+    ids.join(", ")
 }
