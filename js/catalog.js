@@ -34,6 +34,20 @@ export const METHOD_CATALOG = Object.freeze({
 });
 
 /**
+ * The feature a request's params need beyond the method's own, by method: the param that decides,
+ * the feature when it is left out or `null` (`absent`), and the one each value needs (`values`,
+ * an enumerated param; a value not listed needs none: the server refuses it as invalid) or
+ * that any value needs (`present`).
+ * @type {Readonly<Record<string, Readonly<{param: string, absent: string | null, values: Readonly<Record<string, string>> | null, present: string | null}>>>}
+ */
+export const PARAMS_FEATURES = Object.freeze({
+  "system.handshake":
+    Object.freeze({ param: "resume", absent: null, values: null, present: "resume" }),
+  "usage.report":
+    Object.freeze({ param: "scope", absent: "usage.session", values: Object.freeze({ session: "usage.session", personal: "usage.personal", stored: "usage.stored" }), present: null }),
+});
+
+/**
  * The protocol version that introduced each optional feature.
  * @type {Readonly<Record<string, string>>}
  */
