@@ -2,7 +2,8 @@
 // method catalog, like `wire.d.ts` beside it; `carrier schema --check schemas --js js` (run by
 // CI) fails when it is stale.
 //
-// The protocol's tables as plain data for `client.js`, which re-exports them.
+// The protocol's tables as plain data for the client's modules; `client.js` re-exports the
+// public ones.
 
 /** Protocol version this client speaks. */
 export const PROTOCOL_VERSION = "1.1";

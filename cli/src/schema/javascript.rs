@@ -1,6 +1,6 @@
 //! The JavaScript package's tables, generated from the method catalog: `catalog.js` (an ES
-//! module of plain data that `client.js` imports) and its declarations `catalog.d.ts`, beside
-//! the wire types of [`super::typescript`]. They hold what the JavaScript client decides with
+//! module of plain data that the client's modules import) and its declarations `catalog.d.ts`,
+//! beside the wire types of [`super::typescript`]. They hold what the JavaScript client decides with
 //! locally: the protocol version pair it announces, every method with its least role, the
 //! feature it needs and whether its success rebinds the session, the feature a request's
 //! params need beyond that ([`super::params_features`]), and the protocol version that
@@ -22,7 +22,7 @@ use carrier::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
 /// tell a generated file this build no longer writes from a hand-written one.
 pub(crate) const GENERATED_MARKER: &str = "// GENERATED FILE: do not edit.";
 
-/// The tables' module, imported by `client.js`.
+/// The tables' module, imported by the client's modules (`client.js` re-exports the public ones).
 pub(crate) const CATALOG_JS: &str = "catalog.js";
 /// Its declarations.
 pub(crate) const CATALOG_D_TS: &str = "catalog.d.ts";
@@ -54,7 +54,7 @@ fn quoted(text: &str) -> String {
 fn catalog_js(package_version: &str) -> String {
     let mut out = String::from(HEADER);
     out.push_str(
-        "//\n// The protocol's tables as plain data for `client.js`, which re-exports them.\n\n",
+        "//\n// The protocol's tables as plain data for the client's modules; `client.js` re-exports the\n// public ones.\n\n",
     );
     let _ = writeln!(out, "{DOC_PROTOCOL_VERSION}");
     let _ = writeln!(
