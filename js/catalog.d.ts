@@ -15,5 +15,7 @@ export declare const CLIENT_VERSION: string;
 
 /** Every method with its least role, the feature it needs and whether it rebinds the session. */
 export declare const METHOD_CATALOG: { readonly [M in MethodName]: { readonly leastRole: Methods[M]["leastRole"]; readonly feature: Methods[M]["feature"]; readonly rebindsSession: boolean } };
+/** The feature a request's params need beyond the method's own, by method. */
+export declare const PARAMS_FEATURES: { readonly [method: string]: { readonly param: string; readonly absent: FeatureName | null; readonly values: { readonly [value: string]: FeatureName } | null; readonly present: FeatureName | null } };
 /** The protocol version that introduced each optional feature. */
 export declare const FEATURE_PROTOCOLS: { readonly [F in FeatureName]: string };

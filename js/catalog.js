@@ -2,7 +2,8 @@
 // method catalog, like `wire.d.ts` beside it; `carrier schema --check schemas --js js` (run by
 // CI) fails when it is stale.
 //
-// The protocol's tables as plain data for `client.js`, which re-exports them.
+// The protocol's tables as plain data for the client's modules; `client.js` re-exports the
+// public ones.
 
 /** Protocol version this client speaks. */
 export const PROTOCOL_VERSION = "1.1";
@@ -31,6 +32,20 @@ export const METHOD_CATALOG = Object.freeze({
   "sessions.switch": Object.freeze({ leastRole: "observe", feature: "sessions", rebindsSession: true }),
   "channels.list": Object.freeze({ leastRole: "observe", feature: "channels", rebindsSession: false }),
   "usage.report": Object.freeze({ leastRole: "observe", feature: null, rebindsSession: false }),
+});
+
+/**
+ * The feature a request's params need beyond the method's own, by method: the param that decides,
+ * the feature when it is left out or `null` (`absent`), and the one each value needs (`values`,
+ * an enumerated param; a value not listed needs none: the server refuses it as invalid) or
+ * that any value needs (`present`).
+ * @type {Readonly<Record<string, Readonly<{param: string, absent: string | null, values: Readonly<Record<string, string>> | null, present: string | null}>>>}
+ */
+export const PARAMS_FEATURES = Object.freeze({
+  "system.handshake":
+    Object.freeze({ param: "resume", absent: null, values: null, present: "resume" }),
+  "usage.report":
+    Object.freeze({ param: "scope", absent: "usage.session", values: Object.freeze({ session: "usage.session", personal: "usage.personal", stored: "usage.stored" }), present: null }),
 });
 
 /**

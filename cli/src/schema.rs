@@ -7,6 +7,7 @@
 mod files;
 mod javascript;
 mod json_schema;
+mod params_features;
 mod reference;
 mod typescript;
 

@@ -36,6 +36,13 @@ const CLIENT_MODULES: &[(&str, &str)] = &[
     ("errors.js", include_str!("../../js/errors.js")),
     ("internal.js", include_str!("../../js/internal.js")),
     ("catalog.js", include_str!("../../js/catalog.js")),
+    ("connection.js", include_str!("../../js/connection.js")),
+    ("versions.js", include_str!("../../js/versions.js")),
+    ("requests.js", include_str!("../../js/requests.js")),
+    ("preflight.js", include_str!("../../js/preflight.js")),
+    ("resume.js", include_str!("../../js/resume.js")),
+    ("channels.js", include_str!("../../js/channels.js")),
+    ("credit.js", include_str!("../../js/credit.js")),
 ];
 
 /// A `tower::Service` (and hyper service) answering every carrier route, with the same admission

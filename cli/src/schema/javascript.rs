@@ -1,9 +1,10 @@
 //! The JavaScript package's tables, generated from the method catalog: `catalog.js` (an ES
-//! module of plain data that `client.js` imports) and its declarations `catalog.d.ts`, beside
-//! the wire types of [`super::typescript`]. They hold what the JavaScript client decides with
+//! module of plain data that the client's modules import) and its declarations `catalog.d.ts`,
+//! beside the wire types of [`super::typescript`]. They hold what the JavaScript client decides with
 //! locally: the protocol version pair it announces, every method with its least role, the
-//! feature it needs and whether its success rebinds the session, and the protocol version
-//! that introduced each feature.
+//! feature it needs and whether its success rebinds the session, the feature a request's
+//! params need beyond that ([`super::params_features`]), and the protocol version that
+//! introduced each feature.
 //!
 //! Text only: `carrier schema --out DIR --js DIR` writes the files and `--check` fails when
 //! one is stale, missing, or a generated file this build does not define.
@@ -11,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::params_features::{params_features, ParamsFeature};
 use super::typescript::property_name;
 use carrier::protocol::catalog::METHODS;
 use carrier::protocol::features::Feature;
@@ -20,7 +22,7 @@ use carrier::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
 /// tell a generated file this build no longer writes from a hand-written one.
 pub(crate) const GENERATED_MARKER: &str = "// GENERATED FILE: do not edit.";
 
-/// The tables' module, imported by `client.js`.
+/// The tables' module, imported by the client's modules (`client.js` re-exports the public ones).
 pub(crate) const CATALOG_JS: &str = "catalog.js";
 /// Its declarations.
 pub(crate) const CATALOG_D_TS: &str = "catalog.d.ts";
@@ -52,7 +54,7 @@ fn quoted(text: &str) -> String {
 fn catalog_js(package_version: &str) -> String {
     let mut out = String::from(HEADER);
     out.push_str(
-        "//\n// The protocol's tables as plain data for `client.js`, which re-exports them.\n\n",
+        "//\n// The protocol's tables as plain data for the client's modules; `client.js` re-exports the\n// public ones.\n\n",
     );
     let _ = writeln!(out, "{DOC_PROTOCOL_VERSION}");
     let _ = writeln!(
@@ -94,6 +96,8 @@ fn catalog_js(package_version: &str) -> String {
     }
     out.push_str("});\n");
 
+    params_features_js(&mut out);
+
     out.push_str(
         "\n/**\n * The protocol version that introduced each optional feature.\n \
          * @type {Readonly<Record<string, string>>}\n */\n\
@@ -109,6 +113,47 @@ fn catalog_js(package_version: &str) -> String {
     }
     out.push_str("});\n");
     out
+}
+
+/// `PARAMS_FEATURES`: the catalog's `params_feature` as a lookup table.
+fn params_features_js(out: &mut String) {
+    out.push_str(
+        "\n/**\n * The feature a request's params need beyond the method's own, by method: the \
+         param that decides,\n * the feature when it is left out or `null` (`absent`), and the \
+         one each value needs (`values`,\n * an enumerated param; a value not listed needs none: \
+         the server refuses it as invalid) or\n * that any value needs (`present`).\n \
+         * @type {Readonly<Record<string, Readonly<{param: string, absent: string | null, values: \
+         Readonly<Record<string, string>> | null, present: string | null}>>>}\n */\n\
+         export const PARAMS_FEATURES = Object.freeze({\n",
+    );
+    let feature = |f: Option<Feature>| f.map_or_else(|| "null".to_owned(), |f| quoted(f.name()));
+    for ParamsFeature {
+        method,
+        param,
+        absent,
+        values,
+        present,
+    } in params_features()
+    {
+        let values = if values.is_empty() {
+            "null".to_owned()
+        } else {
+            let entries: Vec<String> = values
+                .iter()
+                .map(|(value, f)| format!("{}: {}", property_name(value), quoted(f.name())))
+                .collect();
+            format!("Object.freeze({{ {} }})", entries.join(", "))
+        };
+        let _ = writeln!(
+            out,
+            "  {}:\n    Object.freeze({{ param: {}, absent: {}, values: {values}, present: {} }}),",
+            quoted(method),
+            quoted(&param),
+            feature(absent),
+            feature(present)
+        );
+    }
+    out.push_str("});\n");
 }
 
 fn catalog_d_ts() -> String {
@@ -137,6 +182,10 @@ fn catalog_d_ts() -> String {
          export declare const METHOD_CATALOG: { readonly [M in MethodName]: { readonly leastRole: \
          Methods[M][\"leastRole\"]; readonly feature: Methods[M][\"feature\"]; readonly \
          rebindsSession: boolean } };\n\
+         /** The feature a request's params need beyond the method's own, by method. */\n\
+         export declare const PARAMS_FEATURES: { readonly [method: string]: { readonly param: \
+         string; readonly absent: FeatureName | null; readonly values: { readonly [value: \
+         string]: FeatureName } | null; readonly present: FeatureName | null } };\n\
          /** The protocol version that introduced each optional feature. */\n\
          export declare const FEATURE_PROTOCOLS: { readonly [F in FeatureName]: string };\n",
     );
@@ -178,6 +227,11 @@ mod tests {
             assert_eq!(js.matches(&line).count(), 1, "{line}");
         }
         assert!(js.contains("  sessions: ") && js.contains("  \"usage.session\": "));
+        assert!(js.contains(
+            "  \"usage.report\":\n    Object.freeze({ param: \"scope\", absent: \"usage.session\", \
+             values: Object.freeze({ session: \"usage.session\", personal: \"usage.personal\", \
+             stored: \"usage.stored\" }), present: null }),\n"
+        ));
         assert!(js.contains(&format!(
             "export const PROTOCOL_VERSION = \"{PROTOCOL_VERSION}\";\n"
         )));
