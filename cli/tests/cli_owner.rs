@@ -920,10 +920,11 @@ struct OwnCarrier {
 }
 
 impl OwnCarrier {
-    fn start(runtime: &Path) -> OwnCarrier {
+    /// A carrier whose token is `token`.
+    fn start(runtime: &Path, token: &str) -> OwnCarrier {
         let mut child = Command::new(BIN)
             .args(["serve", "--port", "0"])
-            .env("CARRIER_TOKEN", TOKEN)
+            .env("CARRIER_TOKEN", token)
             .env("XDG_RUNTIME_DIR", runtime)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
@@ -986,7 +987,7 @@ fn in_a_user_namespace_without_a_uid_map_no_listener_is_attributed_and_nothing_i
         return;
     };
     let runtime = tempfile::tempdir().expect("tempdir");
-    let own = OwnCarrier::start(runtime.path());
+    let own = OwnCarrier::start(runtime.path(), TOKEN);
 
     let outside = carrier(runtime.path(), &["send", &own.url(), PROMPT], b"");
     assert_eq!(outside.code, 0, "{}\n{}", outside.stdout, outside.stderr);
@@ -1015,4 +1016,93 @@ fn in_a_user_namespace_without_a_uid_map_no_listener_is_attributed_and_nothing_i
         );
     }
     squatter.assert_got_nothing("send in a user namespace");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A token written into the URL
+// ---------------------------------------------------------------------------------------------
+
+/// A token written into the URL is the token: with `--any-owner` it goes to another user's
+/// listener no more than `--token` does, and no line a command prints shows it.
+/// `user:password@` is refused before anything is dialled. The user's own carrier still takes
+/// the URL's token (over `CARRIER_TOKEN`, which is wrong for it here).
+#[test]
+fn a_token_in_the_url_never_reaches_another_users_listener_and_is_never_printed() {
+    let test = "a_token_in_the_url_never_reaches_another_users_listener_and_is_never_printed";
+    let Some(mut squatter) = squatter(test, 0) else {
+        return;
+    };
+    let runtime = tempfile::tempdir().expect("tempdir");
+    let secret = "url-secret-0123456789abcdef0123456789";
+    let url = squatter.url();
+    let in_query = format!("{url}?token={secret}");
+    let among_others = format!("{url}?role=observe&token={secret}");
+    let nothing_shown = |run: &Run, what: &str| {
+        assert!(
+            !run.stdout.contains(secret) && !run.stderr.contains(secret),
+            "{what} printed the token:\n{}\n{}",
+            run.stdout,
+            run.stderr
+        );
+    };
+    for args in [
+        &["send", "--any-owner", &in_query, PROMPT][..],
+        &["status", "--any-owner", &among_others][..],
+        &["pipe", "--any-owner", &in_query, "--channel", "up"][..],
+    ] {
+        let run = carrier(runtime.path(), args, b"");
+        assert_eq!(run.code, 1, "{args:?}: {}\n{}", run.stdout, run.stderr);
+        assert!(
+            run.stderr.contains("without a token (--any-owner)"),
+            "{args:?}: {}",
+            run.stderr
+        );
+        nothing_shown(&run, &format!("{args:?}"));
+        let received = squatter.received();
+        assert_eq!(received.len(), 1, "{args:?}: {received:?}");
+        let text = received[0].text();
+        assert!(text.starts_with("GET /"), "{args:?}: {text}");
+        assert!(
+            !text.contains(secret) && !text.contains(TOKEN),
+            "{args:?}: a token went out: {text}"
+        );
+    }
+
+    let port = squatter.port;
+    for url in [
+        format!("ws://me:{secret}@127.0.0.1:{port}/"),
+        format!("ws://{secret}@127.0.0.1:{port}/?token={secret}"),
+    ] {
+        for any_owner in [true, false] {
+            let mut args = vec!["send", &url, PROMPT];
+            if any_owner {
+                args.insert(1, "--any-owner");
+            }
+            let run = carrier(runtime.path(), &args, b"");
+            assert_eq!(run.code, 2, "{args:?}: {}\n{}", run.stdout, run.stderr);
+            assert!(
+                run.stderr.contains("user:password@"),
+                "{args:?}: {}",
+                run.stderr
+            );
+            nothing_shown(&run, &format!("{args:?}"));
+        }
+    }
+    squatter.assert_got_nothing("a URL with user:password@");
+
+    let own_token = "own-carrier-token-0123456789abcdef0123";
+    let own = OwnCarrier::start(runtime.path(), own_token);
+    let run = carrier(
+        runtime.path(),
+        &["send", &format!("{}?token={own_token}", own.url()), PROMPT],
+        b"",
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(!run.stdout.trim().is_empty(), "no reply: {}", run.stderr);
+    assert!(
+        !run.stdout.contains(own_token) && !run.stderr.contains(own_token),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
 }
