@@ -2,7 +2,7 @@
 //! it runs, and no client of the project (`send`, `connect`, `status`, `pipe`, `doctor`, the
 //! Rust client) sends a token or a prompt to a listener of another user.
 //!
-//! The other user's listener is a small Python server started as uid 65534 (`setpriv`), which
+//! The other user's listener is a small Python server started as uid 4242 (`setpriv`), which
 //! plays a squatter: it answers `/healthz` like a carrier, completes any WebSocket upgrade, and
 //! reports every byte each connection brought. Starting it needs root (CI runs as root); run as
 //! another user, those tests say so and return. The runtime-file tests run as anyone. All of it
@@ -27,8 +27,9 @@ const TOKEN: &str = "0123456789abcdef0123456789abcdef-secret-token";
 const PROMPT: &str = "my secret prompt";
 /// The most any command or wait below may take.
 const WAIT: Duration = Duration::from_secs(30);
-/// The uid the squatter runs as.
-const SQUATTER_UID: u32 = 65534;
+/// The uid the squatter runs as: any uid but this process's and the kernel's overflow uid
+/// (65534), whose listeners are unattributed rather than another user's.
+const SQUATTER_UID: u32 = 4242;
 
 // ---------------------------------------------------------------------------------------------
 // The squatter: another user's listener that records what it receives
@@ -179,7 +180,7 @@ fn cannot_start_a_squatter() -> Option<&'static str> {
         return Some("the tests do not run as root, so they cannot start a listener as another user (CI runs as root)");
     }
     if !Path::new("/usr/bin/python3").exists() {
-        return Some("/usr/bin/python3 (readable by uid 65534) is missing");
+        return Some("/usr/bin/python3 (readable by any uid) is missing");
     }
     if Command::new("setpriv")
         .arg("--version")
@@ -191,7 +192,7 @@ fn cannot_start_a_squatter() -> Option<&'static str> {
     None
 }
 
-/// Starts the squatter as uid 65534 on `port` (0: any), or says why it cannot and returns
+/// Starts the squatter as [`SQUATTER_UID`] on `port` (0: any), or says why it cannot and returns
 /// `None`.
 fn squatter(test: &str, port: u16) -> Option<Squatter> {
     if let Some(why) = cannot_start_a_squatter() {
@@ -247,9 +248,8 @@ fn squatter(test: &str, port: u16) -> Option<Squatter> {
     let status = std::fs::read_to_string(format!("/proc/{}/status", squatter.pid()))
         .expect("the squatter's status");
     assert!(
-        status
-            .lines()
-            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("65534")),
+        status.lines().any(|l| l.starts_with("Uid:")
+            && l.split_whitespace().nth(2) == Some(&SQUATTER_UID.to_string())),
         "{status}"
     );
     Some(squatter)
@@ -340,7 +340,7 @@ fn assert_one_line_naming_the_owner(stderr: &str, port: u16) {
     assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
     assert!(
         stderr.contains(&format!("127.0.0.1:{port}"))
-            && stderr.contains("uid 65534")
+            && stderr.contains(&format!("uid {SQUATTER_UID}"))
             && stderr.contains("not to you")
             && stderr.contains("nothing was sent"),
         "{stderr}"
@@ -359,7 +359,21 @@ struct Run {
 
 /// `carrier ARGS` with `XDG_RUNTIME_DIR=runtime` and `CARRIER_TOKEN` set; stdin is `input`.
 fn carrier(runtime: &Path, args: &[&str], input: &[u8]) -> Run {
-    let mut child = Command::new(BIN)
+    carrier_under(&[], runtime, args, input)
+}
+
+/// [`carrier`], run by `wrapper` (`unshare --user`, say): `WRAPPER… carrier ARGS`.
+fn carrier_under(wrapper: &[&str], runtime: &Path, args: &[&str], input: &[u8]) -> Run {
+    let (program, wrapper_args) = match wrapper {
+        [program, rest @ ..] => (*program, rest),
+        [] => (BIN, &[][..]),
+    };
+    let mut command = Command::new(program);
+    command.args(wrapper_args);
+    if !wrapper.is_empty() {
+        command.arg(BIN);
+    }
+    let mut child = command
         .args(args)
         .env("CARRIER_TOKEN", TOKEN)
         .env("XDG_RUNTIME_DIR", runtime)
@@ -700,7 +714,7 @@ fn any_owner_talks_to_another_users_listener_without_the_token_and_says_so() {
         assert_eq!(run.code, 1, "{args:?}: {}\n{}", run.stdout, run.stderr);
         assert!(
             run.stderr.contains(&format!(
-                "warning: the listener at {url} belongs to uid 65534"
+                "warning: the listener at {url} belongs to uid {SQUATTER_UID}"
             )) && run.stderr.contains("without a token (--any-owner)"),
             "{args:?}: {}",
             run.stderr
@@ -782,7 +796,7 @@ async fn doctor_checks_only_the_health_of_another_users_listener_and_names_its_o
         .find(|l| l.starts_with(&format!("127.0.0.1:{port}: ")))
         .unwrap_or_else(|| panic!("doctor does not name port {port}:\n{out}"));
     assert!(
-        line.contains("belongs to uid 65534")
+        line.contains(&format!("belongs to uid {SQUATTER_UID}"))
             && line.contains("not to you")
             && line.contains("without a token"),
         "{line}"
@@ -893,4 +907,202 @@ async fn the_rust_client_s_reconnects_repeat_the_check() {
     assert!(!transport.state().is_open(), "{:?}", transport.state());
     transport.disconnect().await;
     squatter.assert_got_nothing("a reconnect");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A user namespace: where the kernel cannot tell users apart
+// ---------------------------------------------------------------------------------------------
+
+/// `carrier serve` of this user on a free port (killed on drop).
+struct OwnCarrier {
+    child: Child,
+    port: u16,
+}
+
+impl OwnCarrier {
+    /// A carrier whose token is `token`.
+    fn start(runtime: &Path, token: &str) -> OwnCarrier {
+        let mut child = Command::new(BIN)
+            .args(["serve", "--port", "0"])
+            .env("CARRIER_TOKEN", token)
+            .env("XDG_RUNTIME_DIR", runtime)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("carrier serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the listening line");
+        let listening: Value = serde_json::from_str(&line).expect("JSON");
+        let port = listening["port"]
+            .as_u64()
+            .and_then(|p| u16::try_from(p).ok())
+            .expect("port");
+        OwnCarrier { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("ws://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for OwnCarrier {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The wrapper that runs a command in a new user namespace without a uid map.
+const UNSHARE_USER: [&str; 2] = ["unshare", "--user"];
+
+/// Why a command cannot be run in a new user namespace here, if it cannot.
+fn cannot_unshare_a_user_namespace() -> Option<String> {
+    match Command::new("unshare").args(["--user", "true"]).output() {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => Some(format!(
+            "`unshare --user` fails here: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) => Some(format!("unshare (util-linux) is missing: {e}")),
+    }
+}
+
+/// Under `unshare --user` without a uid map the client runs as the kernel's overflow uid, and
+/// the socket table shows every user it cannot map — the squatter, this user's own carrier —
+/// as that same uid: no listener can be attributed, so none gets the token or the prompt.
+/// Outside the namespace the same command still reaches the user's own carrier.
+#[test]
+fn in_a_user_namespace_without_a_uid_map_no_listener_is_attributed_and_nothing_is_sent() {
+    let test =
+        "in_a_user_namespace_without_a_uid_map_no_listener_is_attributed_and_nothing_is_sent";
+    if let Some(why) = cannot_unshare_a_user_namespace() {
+        eprintln!("SKIPPED {test}: {why}");
+        return;
+    }
+    let Some(mut squatter) = squatter(test, 0) else {
+        return;
+    };
+    let runtime = tempfile::tempdir().expect("tempdir");
+    let own = OwnCarrier::start(runtime.path(), TOKEN);
+
+    let outside = carrier(runtime.path(), &["send", &own.url(), PROMPT], b"");
+    assert_eq!(outside.code, 0, "{}\n{}", outside.stdout, outside.stderr);
+    assert!(
+        !outside.stdout.trim().is_empty(),
+        "no reply: {}",
+        outside.stderr
+    );
+
+    for (url, port) in [(squatter.url(), squatter.port), (own.url(), own.port)] {
+        let inside = carrier_under(&UNSHARE_USER, runtime.path(), &["send", &url, PROMPT], b"");
+        assert_eq!(
+            inside.code, 1,
+            "{url}: {}\n{}",
+            inside.stdout, inside.stderr
+        );
+        assert!(inside.stdout.is_empty(), "{url}: {}", inside.stdout);
+        let stderr = inside.stderr.trim_end();
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(
+            stderr.starts_with(&format!(
+                "carrier: refusing to talk to 127.0.0.1:{port}: the port cannot be attributed to a user ("
+            )) && stderr.contains("overflow uid")
+                && stderr.ends_with("nothing was sent"),
+            "{stderr}"
+        );
+    }
+    squatter.assert_got_nothing("send in a user namespace");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A token written into the URL
+// ---------------------------------------------------------------------------------------------
+
+/// A token written into the URL is the token: with `--any-owner` it goes to another user's
+/// listener no more than `--token` does, and no line a command prints shows it.
+/// `user:password@` is refused before anything is dialled. The user's own carrier still takes
+/// the URL's token (over `CARRIER_TOKEN`, which is wrong for it here).
+#[test]
+fn a_token_in_the_url_never_reaches_another_users_listener_and_is_never_printed() {
+    let test = "a_token_in_the_url_never_reaches_another_users_listener_and_is_never_printed";
+    let Some(mut squatter) = squatter(test, 0) else {
+        return;
+    };
+    let runtime = tempfile::tempdir().expect("tempdir");
+    let secret = "url-secret-0123456789abcdef0123456789";
+    let url = squatter.url();
+    let in_query = format!("{url}?token={secret}");
+    let among_others = format!("{url}?role=observe&token={secret}");
+    let nothing_shown = |run: &Run, what: &str| {
+        assert!(
+            !run.stdout.contains(secret) && !run.stderr.contains(secret),
+            "{what} printed the token:\n{}\n{}",
+            run.stdout,
+            run.stderr
+        );
+    };
+    for args in [
+        &["send", "--any-owner", &in_query, PROMPT][..],
+        &["status", "--any-owner", &among_others][..],
+        &["pipe", "--any-owner", &in_query, "--channel", "up"][..],
+    ] {
+        let run = carrier(runtime.path(), args, b"");
+        assert_eq!(run.code, 1, "{args:?}: {}\n{}", run.stdout, run.stderr);
+        assert!(
+            run.stderr.contains("without a token (--any-owner)"),
+            "{args:?}: {}",
+            run.stderr
+        );
+        nothing_shown(&run, &format!("{args:?}"));
+        let received = squatter.received();
+        assert_eq!(received.len(), 1, "{args:?}: {received:?}");
+        let text = received[0].text();
+        assert!(text.starts_with("GET /"), "{args:?}: {text}");
+        assert!(
+            !text.contains(secret) && !text.contains(TOKEN),
+            "{args:?}: a token went out: {text}"
+        );
+    }
+
+    let port = squatter.port;
+    for url in [
+        format!("ws://me:{secret}@127.0.0.1:{port}/"),
+        format!("ws://{secret}@127.0.0.1:{port}/?token={secret}"),
+    ] {
+        for any_owner in [true, false] {
+            let mut args = vec!["send", &url, PROMPT];
+            if any_owner {
+                args.insert(1, "--any-owner");
+            }
+            let run = carrier(runtime.path(), &args, b"");
+            assert_eq!(run.code, 2, "{args:?}: {}\n{}", run.stdout, run.stderr);
+            assert!(
+                run.stderr.contains("user:password@"),
+                "{args:?}: {}",
+                run.stderr
+            );
+            nothing_shown(&run, &format!("{args:?}"));
+        }
+    }
+    squatter.assert_got_nothing("a URL with user:password@");
+
+    let own_token = "own-carrier-token-0123456789abcdef0123";
+    let own = OwnCarrier::start(runtime.path(), own_token);
+    let run = carrier(
+        runtime.path(),
+        &["send", &format!("{}?token={own_token}", own.url()), PROMPT],
+        b"",
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(!run.stdout.trim().is_empty(), "no reply: {}", run.stderr);
+    assert!(
+        !run.stdout.contains(own_token) && !run.stderr.contains(own_token),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
 }

@@ -10,7 +10,10 @@
 use bytes::Bytes;
 use fastwebsockets::WebSocket;
 use http_body_util::Empty;
-use hyper::header::{CONNECTION, HOST, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL, UPGRADE};
+use hyper::header::{
+    HeaderMap, HeaderName, CONNECTION, HOST, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_EXTENSIONS,
+    SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL, UPGRADE,
+};
 use hyper::upgrade::Upgraded;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -56,7 +59,7 @@ pub async fn dial(
             .await
             .map_err(|error| dial_error(options, error))?;
         let token = match &checked.listener {
-            listener if listener.may_receive_token() => options.token_value(),
+            listener if listener.may_receive_token() => target.token(options),
             listener => {
                 tracing::info!(%addr, ?listener, "talking to a listener that is not this user's, without the token");
                 None
@@ -96,7 +99,7 @@ fn dial_error(options: &WsOptions, error: DialError) -> TransportError {
             reason,
         },
         DialError::NotLoopback { addr } => TransportError::InvalidUrl {
-            url: options.url().to_owned(),
+            url: super::url_secrets::redact_url(options.url()),
             reason: format!("{addr} is not a loopback address"),
         },
     }
@@ -114,15 +117,20 @@ async fn upgrade(
         addr: target.addr.to_string(),
         reason,
     };
+    let key = fastwebsockets::handshake::generate_key();
     let mut request = Request::builder()
         .method("GET")
         .uri(target.path_and_query(token, options))
         .header(HOST, target.authority.as_str())
         .header(UPGRADE, "websocket")
         .header(CONNECTION, "upgrade")
-        .header(SEC_WEBSOCKET_KEY, fastwebsockets::handshake::generate_key())
+        .header(SEC_WEBSOCKET_KEY, key.as_str())
         .header("Sec-WebSocket-Version", "13");
-    if let (Some(token), TokenPlacement::Subprotocol) = (token, options.placement()) {
+    let offered = match (token, options.placement()) {
+        (Some(token), TokenPlacement::Subprotocol) => Some(token),
+        _ => None,
+    };
+    if let Some(token) = offered {
         request = request.header(SEC_WEBSOCKET_PROTOCOL, token);
     }
     let request = request
@@ -145,6 +153,9 @@ async fn upgrade(
             status: response.status().as_u16(),
         });
     }
+    if let Err(reason) = check_switch(response.headers(), &key, offered) {
+        return Err(TransportError::InvalidUpgrade { reason });
+    }
     let upgraded = hyper::upgrade::on(&mut response)
         .await
         .map_err(|e| failed(e.to_string()))?;
@@ -154,6 +165,66 @@ async fn upgrade(
     ))
 }
 
+/// RFC 6455 §4.1: what the client must check of a `101 Switching Protocols` before it uses the
+/// connection — `Upgrade: websocket`, `Connection: upgrade`, `Sec-WebSocket-Accept` derived
+/// from this request's `key`, no extension (none was offered), and no subprotocol but the one
+/// `offered`. Whatever fails is a server that did not read our request as a WebSocket
+/// handshake; the connection is then dropped without a frame written.
+fn check_switch(headers: &HeaderMap, key: &str, offered: Option<&str>) -> Result<(), String> {
+    let value = |name: HeaderName| {
+        let mut values = headers.get_all(&name).iter();
+        match (values.next(), values.next()) {
+            (None, _) => Ok(None),
+            (Some(one), None) => one
+                .to_str()
+                .map(|text| Some(text.trim()))
+                .map_err(|_| format!("its {name} header is not text")),
+            (Some(_), Some(_)) => Err(format!("it has more than one {name} header")),
+        }
+    };
+    match value(UPGRADE)? {
+        Some(upgrade) if upgrade.eq_ignore_ascii_case("websocket") => {}
+        Some(other) => return Err(format!("it upgrades to {other:?}, not websocket")),
+        None => return Err("it has no Upgrade header".into()),
+    }
+    let connection_upgrades = headers.get_all(CONNECTION).iter().any(|v| {
+        v.to_str().is_ok_and(|text| {
+            text.split(',')
+                .any(|option| option.trim().eq_ignore_ascii_case("upgrade"))
+        })
+    });
+    if !connection_upgrades {
+        return Err("its Connection header does not say upgrade".into());
+    }
+    match value(SEC_WEBSOCKET_ACCEPT)? {
+        Some(accept) if accept == accept_key(key) => {}
+        Some(_) => {
+            return Err("its Sec-WebSocket-Accept does not answer this request's key".into())
+        }
+        None => return Err("it has no Sec-WebSocket-Accept header".into()),
+    }
+    if headers.contains_key(SEC_WEBSOCKET_EXTENSIONS) {
+        return Err("it selects a WebSocket extension, and none was offered".into());
+    }
+    match (value(SEC_WEBSOCKET_PROTOCOL)?, offered) {
+        (None, _) => Ok(()),
+        (Some(chosen), Some(offered)) if chosen == offered => Ok(()),
+        // The value is not quoted: a server that picks a subprotocol nobody offered may echo
+        // anything, and this line can end up in logs.
+        (Some(_), _) => Err("it selects a subprotocol that was not offered".into()),
+    }
+}
+
+/// The `Sec-WebSocket-Accept` a server must answer `key` with: base64 of the SHA-1 of the key
+/// and the protocol's GUID (RFC 6455 §1.3).
+fn accept_key(key: &str) -> String {
+    use sha1::Digest as _;
+    let mut sha1 = sha1::Sha1::new();
+    sha1.update(key.as_bytes());
+    sha1.update(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11");
+    data_encoding::BASE64.encode(&sha1.finalize())
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -161,6 +232,82 @@ mod tests {
     use super::super::{Transport, WsClientTransport};
     use super::*;
     use crate::discovery::listener::SocketTables;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, value.parse().expect("header value"));
+        }
+        map
+    }
+
+    #[test]
+    fn the_accept_key_is_the_rfc_s_example() {
+        // RFC 6455 §1.3.
+        assert_eq!(
+            accept_key("dGhlIHNhbXBsZSBub25jZQ=="),
+            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+        );
+    }
+
+    #[test]
+    fn a_switch_is_taken_only_with_the_answer_rfc_6455_requires() {
+        let key = "dGhlIHNhbXBsZSBub25jZQ==";
+        let accept = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
+        let good = [
+            ("upgrade", "WebSocket"),
+            ("connection", "keep-alive, Upgrade"),
+            ("sec-websocket-accept", accept),
+        ];
+        assert_eq!(check_switch(&headers(&good), key, None), Ok(()));
+        let with_protocol = [&good[..], &[("sec-websocket-protocol", "tok")]].concat();
+        assert_eq!(
+            check_switch(&headers(&with_protocol), key, Some("tok")),
+            Ok(())
+        );
+        let refused = |pairs: &[(&'static str, &str)], offered: Option<&str>, why: &str| {
+            let reason = check_switch(&headers(pairs), key, offered).expect_err(why);
+            assert!(reason.contains(why), "{reason}");
+        };
+        refused(&good[..2], None, "no Sec-WebSocket-Accept");
+        refused(
+            &[
+                good[0],
+                good[1],
+                ("sec-websocket-accept", "x3JJHMbDL1EzLkh9GBhXDw=="),
+            ],
+            None,
+            "does not answer this request's key",
+        );
+        refused(
+            &[good[0], good[1], good[2], ("sec-websocket-accept", accept)],
+            None,
+            "more than one sec-websocket-accept",
+        );
+        refused(&good[1..], None, "no Upgrade header");
+        refused(
+            &[("upgrade", "h2c"), good[1], good[2]],
+            None,
+            "not websocket",
+        );
+        refused(
+            &[good[0], ("connection", "close"), good[2]],
+            None,
+            "Connection",
+        );
+        refused(&with_protocol, None, "subprotocol that was not offered");
+        refused(
+            &with_protocol,
+            Some("other"),
+            "subprotocol that was not offered",
+        );
+        let extension = [
+            &good[..],
+            &[("sec-websocket-extensions", "permessage-deflate")],
+        ]
+        .concat();
+        refused(&extension, None, "extension");
+    }
 
     /// A same-user listener that records what reaches it; the check is made to fail by reading
     /// the socket tables from an empty directory.

@@ -88,6 +88,7 @@ mod inner;
 mod lowat;
 mod machine;
 mod options;
+mod parse_bound;
 mod probe;
 mod reconnect;
 mod requests;
@@ -101,6 +102,7 @@ mod subscribers;
 #[doc(hidden)]
 pub mod testing;
 mod transport;
+mod url_secrets;
 mod ws;
 
 pub use backlog::{Backlog, BacklogStream};
@@ -132,4 +134,5 @@ pub use crate::discovery::listener::{ForeignListener, Listener, UnattributedList
 pub use crate::protocol::version::{
     ProtocolVersion, Side, Verdict, VersionPair, MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION,
 };
+pub use url_secrets::{redact_url, split_url_token};
 pub use ws::{WsClientTransport, WsConnector};

@@ -10,6 +10,7 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 use super::reconnect::DEFAULT_OUTBOUND_BUDGET;
 use super::transport::TransportError;
+use super::url_secrets::{has_userinfo, redact_url, split_url_token};
 use crate::discovery::listener::{loopback_ip, OwnerCheck, OwnerPolicy, SocketTables};
 use crate::protocol::Role;
 
@@ -33,6 +34,7 @@ pub struct WsOptions {
     role: Option<Role>,
     connect_timeout: Duration,
     max_message_bytes: usize,
+    max_parsed_bytes: usize,
     owner_check: OwnerCheck,
     outbound_budget: usize,
     reconnect: bool,
@@ -41,7 +43,8 @@ pub struct WsOptions {
 impl WsOptions {
     /// Options for `url` (`ws://HOST:PORT/PATH`, HOST `127.0.0.1`, `localhost`, `[::1]` or
     /// another loopback address), no token, the listener's default role, a 10 s connect timeout,
-    /// a 64 MiB inbound message cap, and only listeners of this user.
+    /// a 64 MiB inbound message cap, 64 MiB for one message parsed, and only listeners of this
+    /// user.
     pub fn new(url: impl Into<String>) -> WsOptions {
         WsOptions {
             url: url.into(),
@@ -50,6 +53,7 @@ impl WsOptions {
             role: None,
             connect_timeout: Duration::from_secs(10),
             max_message_bytes: 64 << 20,
+            max_parsed_bytes: 64 << 20,
             owner_check: OwnerCheck::own_user(),
             outbound_budget: DEFAULT_OUTBOUND_BUDGET,
             reconnect: true,
@@ -81,9 +85,20 @@ impl WsOptions {
         self
     }
 
-    /// The largest inbound frame accepted; a bigger one breaks the connection.
+    /// The largest inbound message accepted; a bigger one ends the connection with
+    /// [`TransportError::MessageTooLarge`] (close 1009, no reconnect).
     pub fn max_message_bytes(mut self, bytes: usize) -> WsOptions {
         self.max_message_bytes = bytes;
+        self
+    }
+
+    /// The most one inbound text message may take once parsed into JSON values (default
+    /// 64 MiB). A parsed message can take far more than its text (a B-tree leaf per object, a
+    /// 32-byte node per value), so the text is measured before it is parsed, and a message
+    /// whose tree could pass this ends the connection with [`TransportError::ParsedTooLarge`]
+    /// (close 1009, no reconnect).
+    pub fn max_parsed_bytes(mut self, bytes: usize) -> WsOptions {
+        self.max_parsed_bytes = bytes;
         self
     }
 
@@ -144,6 +159,10 @@ impl WsOptions {
         self.max_message_bytes
     }
 
+    pub(crate) fn max_parsed(&self) -> usize {
+        self.max_parsed_bytes
+    }
+
     /// The URL as given.
     pub fn url(&self) -> &str {
         &self.url
@@ -163,13 +182,14 @@ impl WsOptions {
 impl fmt::Debug for WsOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WsOptions")
-            .field("url", &self.url)
+            .field("url", &redact_url(&self.url))
             // Never print the token: Debug output ends up in logs.
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("token_placement", &self.token_placement)
             .field("role", &self.role)
             .field("connect_timeout", &self.connect_timeout)
             .field("max_message_bytes", &self.max_message_bytes)
+            .field("max_parsed_bytes", &self.max_parsed_bytes)
             .field("owner_check", &self.owner_check)
             .field("outbound_budget", &self.outbound_budget)
             .field("reconnect", &self.reconnect)
@@ -191,16 +211,24 @@ pub(crate) struct Target {
     /// The URL's path and its own query, without token or role.
     path: String,
     query: Option<String>,
+    /// The token written into the URL (`?token=`), taken out of the query: like the token of
+    /// the options, it goes only to a listener that may receive one.
+    url_token: Option<String>,
 }
 
 impl Target {
     pub(crate) fn resolve(options: &WsOptions) -> Result<Target, TransportError> {
         let invalid = |reason: &str| TransportError::InvalidUrl {
-            url: options.url.clone(),
+            url: redact_url(&options.url),
             reason: reason.to_owned(),
         };
-        let uri: Uri = options
-            .url
+        if has_userinfo(&options.url) {
+            return Err(invalid(
+                "user:password@ in the URL is not used by carrier (it would travel in the Host header): give the token with ?token=, --token or CARRIER_TOKEN",
+            ));
+        }
+        let (url, url_token) = split_url_token(&options.url);
+        let uri: Uri = url
             .parse()
             .map_err(|e: hyper::http::uri::InvalidUri| invalid(&e.to_string()))?;
         match uri.scheme_str() {
@@ -231,7 +259,14 @@ impl Target {
             authority: authority.as_str().to_owned(),
             path: path.to_owned(),
             query: uri.query().filter(|q| !q.is_empty()).map(str::to_owned),
+            url_token,
         })
+    }
+
+    /// The token a listener that may receive one gets: the URL's own (`?token=`, as the server
+    /// would read the first `token` of the query), else the options'.
+    pub(crate) fn token<'a>(&'a self, options: &'a WsOptions) -> Option<&'a str> {
+        self.url_token.as_deref().or(options.token_value())
     }
 
     /// The request target of the upgrade: the URL's path and query, then the token (when it
@@ -323,5 +358,43 @@ mod tests {
     fn debug_output_redacts_the_token() {
         let shown = format!("{:?}", WsOptions::new("ws://127.0.0.1:1/").token("hunter2"));
         assert!(!shown.contains("hunter2"));
+        let shown = format!("{:?}", WsOptions::new("ws://127.0.0.1:1/?token=hunter2"));
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+
+    #[test]
+    fn a_token_in_the_url_leaves_the_query_and_is_the_token() {
+        let options = WsOptions::new("ws://127.0.0.1:7070/x?a=1&token=from-url").token("given");
+        let target = resolve(options.clone());
+        assert_eq!(target.token(&options), Some("from-url"));
+        // Sent only when the listener may receive it; never from the URL's own query.
+        assert_eq!(
+            target.path_and_query(Some("from-url"), &options),
+            "/x?a=1&token=from-url"
+        );
+        assert_eq!(target.path_and_query(None, &options), "/x?a=1");
+        let plain = WsOptions::new("ws://127.0.0.1:7070/").token("given");
+        assert_eq!(resolve(plain.clone()).token(&plain), Some("given"));
+    }
+
+    #[test]
+    fn credentials_before_the_host_are_refused_and_never_shown() {
+        for url in [
+            "ws://me:s3cret@127.0.0.1:7070/",
+            "ws://s3cret@localhost:7070/?token=s3cret",
+        ] {
+            let error = WsOptions::new(url).validate().expect_err(url);
+            let TransportError::InvalidUrl { url: shown, reason } = &error else {
+                panic!("{error:?}");
+            };
+            assert!(reason.contains("user:password@"), "{reason}");
+            assert!(!error.to_string().contains("s3cret"), "{error}");
+            assert!(shown.contains("<redacted>@"), "{shown}");
+        }
+        // Any other invalid URL is shown without its token too.
+        let error = WsOptions::new("ws://10.0.0.1:7070/?token=s3cret")
+            .validate()
+            .expect_err("not loopback");
+        assert!(!error.to_string().contains("s3cret"), "{error}");
     }
 }

@@ -26,7 +26,8 @@ use super::backlog::Backlog;
 use super::backoff::Backoff;
 use super::budget::OutboundBudget;
 use super::socket::{
-    control, echo_code, write_all, Connector, Inbound, Outbound, Queued, Socket, SocketReader,
+    control, echo_code, write_all, Connector, Inbound, Outbound, OwedPong, Queued, Socket,
+    SocketReader,
 };
 use super::subscribers::{lock, Subscribers};
 use super::transport::Room;
@@ -44,6 +45,9 @@ use super::transport::{
 ///   successful attempt resets the schedule and reports `connected` again.
 /// - A peer close with 1008 (unauthorized, role refused) ends in `disconnected` with no retry;
 ///   [`last_close`](Transport::last_close) tells why.
+/// - A message too large for the client ([`TransportError::MessageTooLarge`],
+///   [`TransportError::ParsedTooLarge`]) is answered with close 1009 and ends in
+///   `disconnected` with no retry; [`last_error`](Transport::last_error) tells why.
 /// - `disconnect()` (or dropping the transport) sends close 1000 and stops everything.
 /// - The outbound queue holds at most [`DEFAULT_OUTBOUND_BUDGET`] bytes of frames (see
 ///   [`with_outbound_budget`](Self::with_outbound_budget)); a `send` past it fails with
@@ -80,11 +84,12 @@ struct Running {
     supervisor: JoinHandle<()>,
 }
 
-/// An installed socket: its read half and the handles of its writer task.
+/// An installed socket: its read half, the handles of its writer task, and the pong it owes.
 struct Live {
     reader: Box<dyn SocketReader>,
     queue: mpsc::UnboundedSender<Queued>,
     writer: JoinHandle<Result<(), TransportError>>,
+    pong: Arc<OwedPong>,
 }
 
 /// Why a socket stopped being read.
@@ -99,6 +104,19 @@ const CLOSE_FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The default bound of the outbound queue: 8 MiB of frames not yet written.
 pub const DEFAULT_OUTBOUND_BUDGET: usize = 8 << 20;
+
+/// Lets a writer that was handed a close frame write it, within [`CLOSE_FLUSH_TIMEOUT`]: a peer
+/// that stopped reading cannot keep the old socket open.
+fn end_writer_after_close(mut writer: JoinHandle<Result<(), TransportError>>) {
+    tokio::spawn(async move {
+        if tokio::time::timeout(CLOSE_FLUSH_TIMEOUT, &mut writer)
+            .await
+            .is_err()
+        {
+            writer.abort();
+        }
+    });
+}
 
 impl<C: Connector> ReconnectingTransport<C> {
     /// A disconnected transport that will open sockets with `connector`, reconnecting after
@@ -283,7 +301,7 @@ impl<C: Connector> Shared<C> {
     fn enqueue(&self, message: Outbound, room: Room) -> Result<(), TransportError> {
         match lock(&self.outbound).as_ref() {
             Some(queue) => queue
-                .send((message, room))
+                .send(Queued::Message(message, room))
                 .map_err(|_| TransportError::NotConnected),
             None => Err(TransportError::NotConnected),
         }
@@ -304,12 +322,14 @@ impl<C: Connector> Shared<C> {
     /// Starts the socket's writer task and opens the send queue.
     fn install(&self, socket: Socket) -> Live {
         let (queue, pending) = mpsc::unbounded_channel();
-        let writer = tokio::spawn(write_all(socket.writer, pending));
+        let pong = Arc::new(OwedPong::default());
+        let writer = tokio::spawn(write_all(socket.writer, pending, Arc::clone(&pong)));
         *lock(&self.outbound) = Some(queue.clone());
         Live {
             reader: socket.reader,
             queue,
             writer,
+            pong,
         }
     }
 
@@ -337,17 +357,7 @@ impl<C: Connector> Shared<C> {
                         code: echo_code(info.as_ref()),
                         reason: String::new(),
                     })));
-                    // The writer ends after the echo; bound it so a peer that stopped reading
-                    // cannot keep the old socket open.
-                    let mut writer = live.writer;
-                    tokio::spawn(async move {
-                        if tokio::time::timeout(CLOSE_FLUSH_TIMEOUT, &mut writer)
-                            .await
-                            .is_err()
-                        {
-                            writer.abort();
-                        }
-                    });
+                    end_writer_after_close(live.writer);
                     let refused = info.as_ref().is_some_and(CloseInfo::is_refusal);
                     tracing::info!(close = ?info, "peer closed the connection");
                     *lock(&self.last_close) = info;
@@ -355,6 +365,21 @@ impl<C: Connector> Shared<C> {
                         self.set_state(ConnectionState::Disconnected);
                         return;
                     }
+                }
+                End::Broken(error) if error.is_oversize() => {
+                    tracing::info!(%error, "closing the connection: a message too large");
+                    // 1009 (RFC 6455 §7.4.1): the message is too big to process. No reconnect:
+                    // the server would send it again on the next connection.
+                    let _ = live.queue.send(control(Outbound::Close(CloseInfo {
+                        code: 1009,
+                        reason: String::new(),
+                    })));
+                    let Live { reader, writer, .. } = live;
+                    drop(reader);
+                    end_writer_after_close(writer);
+                    *lock(&self.last_error) = Some(error);
+                    self.set_state(ConnectionState::Disconnected);
+                    return;
                 }
                 End::Broken(error) => {
                     tracing::info!(%error, "connection broke");
@@ -442,7 +467,9 @@ impl<C: Connector> Shared<C> {
             Ok(Inbound::Text(text)) => self.deliver_text(&text),
             Ok(Inbound::Binary(payload)) => self.binary_handlers.emit(&payload),
             Ok(Inbound::Ping(payload)) => {
-                let _ = live.queue.send(control(Outbound::Pong(payload)));
+                if live.pong.owe(payload) {
+                    let _ = live.queue.send(Queued::Pong);
+                }
             }
             Ok(Inbound::Close(info)) => return Some(End::Closed(info)),
             Err(error) => return Some(End::Broken(error)),

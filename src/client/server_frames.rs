@@ -6,11 +6,14 @@
 //! connection if it detects a masked frame"), and its fragment collector drops the mask of every
 //! fragment it joins. So messages are reassembled here, from single frames, each checked: no
 //! mask, continuations only inside a message, a new message only after the last one ended, the
-//! reassembled message within a cap, text valid UTF-8.
+//! reassembled message within a cap, text valid UTF-8 and within what the client will hold once
+//! parsed ([`parsed_bound`]).
 
 use bytes::{Bytes, BytesMut};
 use fastwebsockets::{Frame, OpCode, Payload, WebSocketError, WebSocketRead};
 use tokio::io::AsyncRead;
+
+use super::parse_bound::parsed_bound;
 
 /// One complete message or control frame from the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +42,14 @@ pub(crate) enum ServerFrameError {
         /// The cap.
         limit: usize,
     },
+    /// A text message that would take more than the client holds once parsed.
+    #[error("the server sent a text message that would take about {estimate} bytes parsed, over {limit}")]
+    ParsedTooLarge {
+        /// What parsing it would take at most.
+        estimate: usize,
+        /// The cap.
+        limit: usize,
+    },
     /// The socket failed or the frame layer refused a frame.
     #[error("{0}")]
     Socket(#[from] WebSocketError),
@@ -63,18 +74,25 @@ struct Partial {
 pub(crate) struct ServerFrames<R> {
     read: WebSocketRead<R>,
     max_message_bytes: usize,
+    max_parsed_bytes: usize,
     partial: Option<Partial>,
 }
 
 impl<R: AsyncRead + Unpin> ServerFrames<R> {
     /// Messages of at most `max_message_bytes` (one frame announcing more is refused before it
-    /// is read, as is a fragment that would take the message past it).
-    pub(crate) fn new(mut read: WebSocketRead<R>, max_message_bytes: usize) -> Self {
+    /// is read, as is a fragment that would take the message past it), text messages of at
+    /// most `max_parsed_bytes` once parsed.
+    pub(crate) fn new(
+        mut read: WebSocketRead<R>,
+        max_message_bytes: usize,
+        max_parsed_bytes: usize,
+    ) -> Self {
         // fastwebsockets refuses a frame whose length is >= its limit.
         read.set_max_message_size(max_message_bytes.saturating_add(1));
         ServerFrames {
             read,
             max_message_bytes,
+            max_parsed_bytes,
             partial: None,
         }
     }
@@ -118,7 +136,9 @@ impl<R: AsyncRead + Unpin> ServerFrames<R> {
             return Err(ServerFrameError::Violation("a masked frame"));
         }
         match opcode {
-            OpCode::Ping => Ok(Some(ServerMessage::Ping(payload))),
+            // Copied: the payload (at most 125 bytes) is a slice of the read buffer, which an
+            // owed pong would otherwise keep whole.
+            OpCode::Ping => Ok(Some(ServerMessage::Ping(Bytes::copy_from_slice(&payload)))),
             OpCode::Pong => Ok(Some(ServerMessage::Pong)),
             OpCode::Close => close(&payload).map(|c| Some(ServerMessage::Close(c))),
             OpCode::Text | OpCode::Binary => {
@@ -128,7 +148,7 @@ impl<R: AsyncRead + Unpin> ServerFrames<R> {
                     ));
                 }
                 if fin {
-                    return finish(opcode, payload).map(Some);
+                    return self.finish(opcode, payload).map(Some);
                 }
                 self.partial = Some(Partial {
                     opcode,
@@ -152,11 +172,31 @@ impl<R: AsyncRead + Unpin> ServerFrames<R> {
                     return Ok(None);
                 }
                 match self.partial.take() {
-                    Some(Partial { opcode, data }) => finish(opcode, data.freeze()).map(Some),
+                    Some(Partial { opcode, data }) => self.finish(opcode, data.freeze()).map(Some),
                     None => Ok(None),
                 }
             }
         }
+    }
+
+    /// A whole message, checked.
+    fn finish(&self, opcode: OpCode, payload: Bytes) -> Result<ServerMessage, ServerFrameError> {
+        if opcode == OpCode::Text {
+            if std::str::from_utf8(&payload).is_err() {
+                return Err(ServerFrameError::Violation(
+                    "a text message that is not UTF-8",
+                ));
+            }
+            let estimate = parsed_bound(&payload);
+            if estimate > self.max_parsed_bytes {
+                return Err(ServerFrameError::ParsedTooLarge {
+                    estimate,
+                    limit: self.max_parsed_bytes,
+                });
+            }
+            return Ok(ServerMessage::Text(payload));
+        }
+        Ok(ServerMessage::Binary(payload))
     }
 }
 
@@ -166,18 +206,6 @@ fn is_masked(frame: &mut Frame<'_>) -> bool {
     let mut head = [0u8; 16];
     frame.fmt_head(&mut head);
     head[1] & 0x80 != 0
-}
-
-fn finish(opcode: OpCode, payload: Bytes) -> Result<ServerMessage, ServerFrameError> {
-    if opcode == OpCode::Text {
-        if std::str::from_utf8(&payload).is_err() {
-            return Err(ServerFrameError::Violation(
-                "a text message that is not UTF-8",
-            ));
-        }
-        return Ok(ServerMessage::Text(payload));
-    }
-    Ok(ServerMessage::Binary(payload))
 }
 
 fn close(payload: &[u8]) -> Result<Option<(u16, String)>, ServerFrameError> {
@@ -206,12 +234,48 @@ mod tests {
     use super::*;
 
     fn reader() -> ServerFrames<tokio::io::Empty> {
+        reader_holding(usize::MAX)
+    }
+
+    fn reader_holding(max_parsed_bytes: usize) -> ServerFrames<tokio::io::Empty> {
         let (read, _) = fastwebsockets::after_handshake_split(
             tokio::io::empty(),
             tokio::io::sink(),
             fastwebsockets::Role::Client,
         );
-        ServerFrames::new(read, 8)
+        ServerFrames::new(read, 8, max_parsed_bytes)
+    }
+
+    #[test]
+    fn a_text_message_is_taken_up_to_its_parsed_bound_and_refused_past_it() {
+        let text = b"[0,{}]";
+        let bound = parsed_bound(text);
+        assert!(bound > 3 * 128, "three nodes and an object: {bound}");
+        let mut at = reader_holding(bound);
+        assert_eq!(
+            at.accept(frame(true, OpCode::Text, None, text)).ok(),
+            Some(Some(ServerMessage::Text(Bytes::from_static(text))))
+        );
+        let mut past = reader_holding(bound - 1);
+        assert!(matches!(
+            past.accept(frame(true, OpCode::Text, None, text)),
+            Err(ServerFrameError::ParsedTooLarge { estimate, limit })
+                if estimate == bound && limit == bound - 1
+        ));
+        // Fragments count once joined; binary messages are never parsed.
+        let mut joined = reader_holding(bound - 1);
+        assert_eq!(
+            joined.accept(frame(false, OpCode::Text, None, b"[0,")).ok(),
+            Some(None)
+        );
+        assert!(matches!(
+            joined.accept(frame(true, OpCode::Continuation, None, b"{}]")),
+            Err(ServerFrameError::ParsedTooLarge { .. })
+        ));
+        assert!(matches!(
+            reader_holding(0).accept(frame(true, OpCode::Binary, None, text)),
+            Ok(Some(ServerMessage::Binary(_)))
+        ));
     }
 
     fn frame(fin: bool, opcode: OpCode, mask: Option<[u8; 4]>, body: &[u8]) -> RawFrame {

@@ -2,17 +2,48 @@
 //! that cross them. The reconnecting transport drives these; the WebSocket dialer and the
 //! reference suite's in-memory network implement them.
 
+use std::sync::Mutex;
+
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
+use super::subscribers::lock;
 use super::transport::Room;
 use super::transport::{CloseInfo, TransportError};
 use crate::protocol::close::CloseCode;
 
-/// A message in a socket's queue with the room it holds (none for pongs and closes: control
-/// frames are small and must not wait behind data).
-pub(crate) type Queued = (Outbound, Room);
+/// What a socket's writer is handed, in order.
+pub(crate) enum Queued {
+    /// A message with the room it holds (none for closes: control frames are small and must
+    /// not wait behind data).
+    Message(Outbound, Room),
+    /// Answer the latest ping: the payload is taken from the socket's [`OwedPong`] when the
+    /// writer gets here.
+    Pong,
+}
+
+/// The one pong a socket owes. A server may ping faster than the socket can write (or than it
+/// reads our answers): RFC 6455 §5.5.3 lets an endpoint answer only the most recent ping, so
+/// a new ping replaces the payload still owed, and at most one [`Queued::Pong`] is in the queue
+/// — what pings make the client hold is one payload of at most 125 bytes, however many come.
+#[derive(Default)]
+pub(crate) struct OwedPong {
+    payload: Mutex<Option<Bytes>>,
+}
+
+impl OwedPong {
+    /// Owes a pong with `payload` instead of any owed before; `true` when none was owed, so the
+    /// caller queues one [`Queued::Pong`] (a pong already queued will carry this payload).
+    pub(crate) fn owe(&self, payload: Bytes) -> bool {
+        lock(&self.payload).replace(payload).is_none()
+    }
+
+    /// The payload owed, which is then no longer owed.
+    fn take(&self) -> Option<Bytes> {
+        lock(&self.payload).take()
+    }
+}
 
 /// One message handed to a socket's write half.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,12 +107,20 @@ pub(crate) fn echo_code(info: Option<&CloseInfo>) -> u16 {
 }
 
 /// The socket's single writer: drains the queue in order until a close is written, the queue is
-/// dropped, or a write fails.
+/// dropped, or a write fails. `pong` is the socket's owed pong, taken when its turn comes.
 pub(crate) async fn write_all(
     mut writer: Box<dyn SocketWriter>,
     mut pending: mpsc::UnboundedReceiver<Queued>,
+    pong: std::sync::Arc<OwedPong>,
 ) -> Result<(), TransportError> {
-    while let Some((message, room)) = pending.recv().await {
+    while let Some(queued) = pending.recv().await {
+        let (message, room) = match queued {
+            Queued::Message(message, room) => (message, room),
+            Queued::Pong => match pong.take() {
+                Some(payload) => (Outbound::Pong(payload), Room::unbounded()),
+                None => continue,
+            },
+        };
         let closing = matches!(message, Outbound::Close(_));
         writer.write(message).await?;
         // Written: its bytes leave the budget.
@@ -93,9 +132,9 @@ pub(crate) async fn write_all(
     Ok(())
 }
 
-/// A control frame: it holds no room.
+/// A close frame: it holds no room.
 pub(crate) fn control(message: Outbound) -> Queued {
-    (message, Room::unbounded())
+    Queued::Message(message, Room::unbounded())
 }
 
 #[cfg(test)]

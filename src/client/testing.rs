@@ -4,7 +4,8 @@
 //! [`ReconnectingTransport`](super::ReconnectingTransport)) and the [`FakeServer`] that stands on
 //! the other side: it accepts each dialled connection as a [`FakePeer`], can refuse dials, and
 //! records when every dial happened (on the tokio clock, so paused-time tests can check backoff
-//! delays exactly). Not part of the stable API.
+//! delays exactly). [`parsed_bound`] is the client's estimate of a text message's parsed size,
+//! for the test that holds it against a counting allocator. Not part of the stable API.
 
 use std::sync::{Arc, Mutex};
 
@@ -17,6 +18,12 @@ use tokio::time::Instant;
 use super::socket::{Connector, Inbound, Outbound, Socket, SocketReader, SocketWriter};
 use super::subscribers::lock;
 use super::transport::{CloseInfo, TransportError};
+
+/// The most the client reckons parsing `text` into JSON values can take (what
+/// [`WsOptions::max_parsed_bytes`](super::WsOptions::max_parsed_bytes) is held against).
+pub fn parsed_bound(text: &[u8]) -> usize {
+    super::parse_bound::parsed_bound(text)
+}
 
 /// A connector and the fake server its dials reach.
 pub fn fake_network() -> (FakeConnector, FakeServer) {

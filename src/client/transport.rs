@@ -157,6 +157,35 @@ pub enum TransportError {
         /// The HTTP status code.
         status: u16,
     },
+    /// The server switched protocols, but its answer is not the WebSocket handshake RFC 6455
+    /// §4.1 requires of it (a missing or wrong `Sec-WebSocket-Accept`, no `Upgrade:
+    /// websocket`, a subprotocol or extension this client did not offer): it is not a
+    /// WebSocket server, or something between rewrote the answer. Nothing was written after
+    /// the upgrade request.
+    #[error("the server's answer to the WebSocket upgrade is invalid: {reason}; nothing was sent after the upgrade request")]
+    InvalidUpgrade {
+        /// What is wrong with the answer.
+        reason: String,
+    },
+    /// The server sent a message larger than this client takes
+    /// ([`WsOptions::max_message_bytes`](super::WsOptions::max_message_bytes)). The connection
+    /// was closed with 1009 and is not retried: the server would send it again.
+    #[error("the server sent a message of more than {limit} bytes, this client's max_message_bytes; the connection was closed (1009)")]
+    MessageTooLarge {
+        /// The cap, in bytes.
+        limit: usize,
+    },
+    /// The server sent a text message whose parsed form would take more memory than this
+    /// client holds for one message
+    /// ([`WsOptions::max_parsed_bytes`](super::WsOptions::max_parsed_bytes)); it was not
+    /// parsed. The connection was closed with 1009 and is not retried.
+    #[error("the server sent a text message that would take about {estimate} bytes once parsed, more than this client's max_parsed_bytes ({limit}); the connection was closed (1009)")]
+    ParsedTooLarge {
+        /// What parsing it would take, estimated from the text before parsing.
+        estimate: usize,
+        /// The cap, in bytes.
+        limit: usize,
+    },
     /// Reading or writing an open connection failed.
     #[error("connection failed: {0}")]
     Io(String),
@@ -169,6 +198,17 @@ pub enum TransportError {
     /// unreadable or lists no entry for the connection): nothing was sent to it.
     #[error(transparent)]
     UnattributedListener(#[from] UnattributedListener),
+}
+
+impl TransportError {
+    /// A message too large for this client: the connection ends with close 1009 and no
+    /// reconnect, since a new connection would bring the same message again.
+    pub(crate) fn is_oversize(&self) -> bool {
+        matches!(
+            self,
+            TransportError::MessageTooLarge { .. } | TransportError::ParsedTooLarge { .. }
+        )
+    }
 }
 
 /// Handler for inbound text frames, each one JSON object.

@@ -6,7 +6,8 @@
 //! [`TransportError::ForeignListener`] before anything is written), then adds the token
 //! (`?token=` or the `Sec-WebSocket-Protocol` header) and the requested role (`?role=observe`)
 //! and performs the upgrade. Every reconnect repeats the check. Fragmented messages are
-//! reassembled before delivery; pings are answered through the socket's single writer task.
+//! reassembled before delivery; pings are answered through the socket's single writer task,
+//! only the latest of those not yet answered (RFC 6455 §5.5.3).
 
 use std::sync::{Arc, Mutex};
 
@@ -22,7 +23,7 @@ use super::backlog::Backlog;
 use super::dialer::dial;
 use super::options::WsOptions;
 use super::reconnect::ReconnectingTransport;
-use super::server_frames::{ServerFrames, ServerMessage};
+use super::server_frames::{ServerFrameError, ServerFrames, ServerMessage};
 use super::socket::{Connector, Inbound, Outbound, Socket, SocketReader, SocketWriter};
 use super::transport::Room;
 use super::transport::{
@@ -88,7 +89,7 @@ async fn open_socket(
     read.set_auto_close(false);
     Ok(Socket {
         reader: Box::new(WsReader {
-            inner: ServerFrames::new(read, options.max_message()),
+            inner: ServerFrames::new(read, options.max_message(), options.max_parsed()),
         }),
         writer: Box::new(WsWriter { inner: write }),
     })
@@ -102,11 +103,15 @@ impl SocketReader for WsReader {
     fn read(&mut self) -> BoxFuture<'_, Result<Inbound, TransportError>> {
         Box::pin(async move {
             loop {
-                let message = self
-                    .inner
-                    .next()
-                    .await
-                    .map_err(|e| TransportError::Io(e.to_string()))?;
+                let message = self.inner.next().await.map_err(|e| match e {
+                    ServerFrameError::TooLarge { limit } => {
+                        TransportError::MessageTooLarge { limit }
+                    }
+                    ServerFrameError::ParsedTooLarge { estimate, limit } => {
+                        TransportError::ParsedTooLarge { estimate, limit }
+                    }
+                    other => TransportError::Io(other.to_string()),
+                })?;
                 return Ok(match message {
                     ServerMessage::Text(text) => Inbound::Text(text),
                     ServerMessage::Binary(payload) => Inbound::Binary(payload),

@@ -18,6 +18,13 @@
 //! or that has no such entry, refuses the listener as unattributed; nothing falls back to
 //! trusting it.
 //!
+//! **User namespaces.** The table shows each uid as this process's user namespace sees it, and
+//! a uid the namespace does not map as the kernel's overflow uid
+//! (`/proc/sys/kernel/overflowuid`, usually 65534). Under `unshare --user` without a uid map the
+//! process itself runs as that uid too, so every other user's listener would look like its own.
+//! An owner shown as the overflow uid, or a process running as it (also a client run as
+//! `nobody`), is therefore unattributed, never the user's own.
+//!
 //! **Elsewhere** there is no such table and the check is skipped: [`Listener::Unchecked`], which
 //! is treated as the user's own.
 //!
@@ -63,8 +70,9 @@ pub enum Listener {
     Own,
     /// The listening socket belongs to another user.
     Foreign(User),
-    /// Whose it is could not be found out (the socket table is unreadable or lists no entry for
-    /// this connection).
+    /// Whose it is could not be found out: the socket table is unreadable or lists no entry for
+    /// this connection, or the owner or this process runs as the kernel's overflow uid (a user
+    /// namespace that cannot tell users apart).
     Unattributed(String),
     /// Not checked: this system has no socket table to read (not Linux).
     Unchecked,
@@ -225,11 +233,13 @@ impl OwnerCheck {
             tokio::time::sleep(pause).await;
             let tables = self.tables.clone();
             // The tables are read as files: a few hundred bytes per socket on the machine.
-            let lookup =
-                tokio::task::spawn_blocking(move || tables.server_side_owner(server, client)).await;
+            let lookup = tokio::task::spawn_blocking(move || {
+                let owner = tables.server_side_owner(server, client)?;
+                Ok::<_, String>(owner.map(|owner| (owner, overflow_uid())))
+            })
+            .await;
             match lookup {
-                Ok(Ok(Some(uid))) if uid == effective_uid() => return Listener::Own,
-                Ok(Ok(Some(uid))) => return Listener::Foreign(User::by_uid(uid)),
+                Ok(Ok(Some((owner, overflow)))) => return judge(owner, effective_uid(), overflow),
                 Ok(Ok(None)) => {}
                 Ok(Err(reason)) => return Listener::Unattributed(reason),
                 Err(e) => return Listener::Unattributed(format!("the lookup failed: {e}")),
@@ -239,6 +249,43 @@ impl OwnerCheck {
             "{} lists no listener for this connection",
             self.tables.ipv4().display()
         ))
+    }
+}
+
+/// Where the kernel says which uid stands for every user it cannot map into this process's
+/// user namespace.
+const OVERFLOW_UID_FILE: &str = "/proc/sys/kernel/overflowuid";
+
+/// The kernel's overflow uid (65534, the kernel's default, when the file cannot be read).
+fn overflow_uid() -> u32 {
+    std::fs::read_to_string(OVERFLOW_UID_FILE)
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(65534)
+}
+
+/// Whose listener a socket table's `owner` uid says it is, for a process of effective uid `you`.
+///
+/// The overflow uid tells nobody apart: in a user namespace without a mapping for a user, the
+/// tables show that user's sockets as the overflow uid, and a process whose own uid has no
+/// mapping runs as it too (`unshare --user` without a uid map makes every other user's
+/// listener look like the caller's own). So an owner shown as the overflow uid, or a caller
+/// running as it, cannot be attributed — never `Own`.
+fn judge(owner: u32, you: u32, overflow: u32) -> Listener {
+    if you == overflow {
+        return Listener::Unattributed(format!(
+            "you run as uid {you}, the kernel's overflow uid, which also stands for every user this user namespace does not map, so your sockets cannot be told from theirs"
+        ));
+    }
+    if owner == overflow {
+        return Listener::Unattributed(format!(
+            "its owner shows as uid {owner}, the kernel's overflow uid, which stands for any user this user namespace does not map"
+        ));
+    }
+    if owner == you {
+        Listener::Own
+    } else {
+        Listener::Foreign(User::by_uid(owner))
     }
 }
 
@@ -260,6 +307,22 @@ mod tests {
     use std::net::Ipv6Addr;
     use tokio::io::AsyncReadExt;
     use tokio::net::TcpListener;
+
+    #[test]
+    fn the_overflow_uid_on_either_side_is_never_attributed() {
+        assert_eq!(judge(1000, 1000, 65534), Listener::Own);
+        assert_eq!(judge(0, 1000, 65534), Listener::Foreign(User::by_uid(0)));
+        // `unshare --user` without a map: the caller and every other user look alike.
+        for (owner, you) in [(65534, 65534), (0, 65534), (65534, 1000)] {
+            let Listener::Unattributed(reason) = judge(owner, you, 65534) else {
+                panic!("owner {owner}, you {you}: attributed");
+            };
+            assert!(reason.contains("overflow uid"), "{reason}");
+        }
+        // Another overflow uid configured: 65534 is an ordinary uid again.
+        assert_eq!(judge(65534, 65534, 4242), Listener::Own);
+        assert!(matches!(judge(4242, 1000, 4242), Listener::Unattributed(_)));
+    }
 
     #[test]
     fn only_loopback_hosts_are_dialled() {

@@ -13,7 +13,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use carrier::client::{
-    probe_health, ClientError, ErrorCode, Health, Listener, Verdict, VersionPair, WsOptions,
+    probe_health, redact_url, ClientError, ErrorCode, Health, Listener, Verdict, VersionPair,
+    WsOptions,
 };
 use carrier::discovery::{RuntimeDir, RuntimeEntry};
 use carrier::protocol::features::Feature;
@@ -100,7 +101,11 @@ pub async fn doctor_with(
             (Ok(probe), _) => probe,
             (Err(error), None) if named == Some(addr) => {
                 problems += 1;
-                let _ = writeln!(out, "{addr}: nothing answers at {url} ({error})");
+                let _ = writeln!(
+                    out,
+                    "{addr}: nothing answers at {} ({error})",
+                    redact_url(&url)
+                );
                 continue;
             }
             (Err(_), None) => continue,
@@ -219,7 +224,7 @@ async fn check_versions(url: &str, token: Option<&str>, out: &mut impl Write) ->
                     let _ = writeln!(out, "  incompatible: {}; {advice}", wire.message);
                 }
                 _ => {
-                    let _ = writeln!(out, "  {}", explain(url, &error).line);
+                    let _ = writeln!(out, "  {}", explain(&redact_url(url), &error).line);
                 }
             }
             return false;

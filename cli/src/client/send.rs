@@ -4,6 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use carrier::client::{ClientEvent, Decision, ResumeOutcome, SessionEventKind};
+use sha2::{Digest as _, Sha256};
 
 use carrier::discovery::RuntimeDir;
 
@@ -28,6 +29,29 @@ pub async fn send_with(args: SendArgs, out: &mut impl Write, err: &mut impl Writ
     }
 }
 
+/// What of the reply reached stdout, as its length and SHA-256 rather than its text: a reply
+/// streams for as long as the agent talks, and all that is asked of it at the end is whether
+/// the final text begins with it.
+#[derive(Default)]
+struct Printed {
+    len: usize,
+    digest: Sha256,
+}
+
+impl Printed {
+    fn push(&mut self, delta: &str) {
+        self.len += delta.len();
+        self.digest.update(delta.as_bytes());
+    }
+
+    /// The part of `text` after what was printed, when `text` begins with it (a final text cut
+    /// shorter than the deltas, or one that differs, leaves nothing to add).
+    fn rest_of<'t>(&self, text: &'t str) -> Option<&'t str> {
+        let head = text.get(..self.len)?;
+        (Sha256::digest(head) == self.digest.clone().finalize()).then(|| &text[self.len..])
+    }
+}
+
 async fn send_turn(
     args: &SendArgs,
     target: &Target,
@@ -47,9 +71,9 @@ async fn send_turn(
         .await
         .map_err(|error| explain(&target.url, &error))?;
     // What reached stdout, so text lost to a reconnect gap can be completed from the final text.
-    let mut printed = String::new();
-    let finish = |printed: &str, text: &str, out: &mut dyn Write| {
-        if let Some(rest) = text.strip_prefix(printed) {
+    let mut printed = Printed::default();
+    let finish = |printed: &Printed, text: &str, out: &mut dyn Write| {
+        if let Some(rest) = printed.rest_of(text) {
             let _ = out.write_all(rest.as_bytes());
         }
         let _ = writeln!(out);
@@ -66,7 +90,7 @@ async fn send_turn(
                         SessionEventKind::TextDelta { turn_id, delta } if turn_id == turn => {
                             let _ = out.write_all(delta.as_bytes());
                             let _ = out.flush();
-                            printed.push_str(&delta);
+                            printed.push(&delta);
                         }
                         SessionEventKind::PermissionRequest { turn_id, request_id, tool, .. }
                             if turn_id == turn =>
@@ -127,5 +151,35 @@ async fn send_turn(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_final_text_completes_what_was_printed_only_when_it_begins_with_it() {
+        let mut printed = Printed::default();
+        assert_eq!(printed.rest_of("hello"), Some("hello"));
+        printed.push("he");
+        printed.push("l");
+        assert_eq!(printed.rest_of("hello"), Some("lo"));
+        assert_eq!(printed.rest_of("hel"), Some(""));
+        // Different text, a text cut shorter than what was printed, a cut inside a character.
+        assert_eq!(printed.rest_of("help!"), Some("p!"));
+        assert_eq!(printed.rest_of("HELLO"), None);
+        assert_eq!(printed.rest_of("he"), None);
+        let mut wide = Printed::default();
+        wide.push("é");
+        assert_eq!(wide.rest_of("éa"), Some("a"));
+        assert_eq!(
+            Printed {
+                len: 1,
+                ..Printed::default()
+            }
+            .rest_of("éa"),
+            None
+        );
     }
 }

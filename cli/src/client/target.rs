@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use carrier::client::Listener;
+use carrier::client::{split_url_token, Listener, WsOptions};
 use carrier::discovery::listener::OwnerPolicy;
 use carrier::discovery::RuntimeDir;
 
@@ -20,6 +20,11 @@ pub(crate) struct Target {
 /// The URL and token given, or, without a URL, those of the one carrier whose runtime file is in
 /// `runtime` (a token given still wins). Warnings about files that were ignored go to `err`.
 /// `--any-owner` needs a URL: a carrier found through a runtime file is always the user's own.
+///
+/// A token written into the URL (`?token=`) is taken out of it and is the token (as the server
+/// would read it first), so the URL a command shows never carries it and the token goes only
+/// where the owner check lets a token go. A URL that cannot be dialled (`user:password@`
+/// included) is a usage error, shown without its secrets.
 pub(crate) fn resolve_target(
     url: Option<&str>,
     token: Option<&str>,
@@ -28,9 +33,13 @@ pub(crate) fn resolve_target(
     err: &mut impl Write,
 ) -> Result<Target, Failure> {
     if let Some(url) = url {
+        WsOptions::new(url)
+            .validate()
+            .map_err(|error| Failure::usage(error.to_string()))?;
+        let (url, url_token) = split_url_token(url);
         return Ok(Target {
-            url: url.to_owned(),
-            token: token.map(str::to_owned),
+            url,
+            token: url_token.or_else(|| token.map(str::to_owned)),
             owners: if any_owner {
                 OwnerPolicy::AnyOwner
             } else {
