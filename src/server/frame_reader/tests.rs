@@ -54,7 +54,7 @@ fn reader_with_allowance(
 
 fn message(r: Result<Incoming, ReadEnd>) -> (MessageKind, Bytes) {
     match r {
-        Ok(Incoming::Message(k, b)) => (k, b),
+        Ok(Incoming::Message(k, b, _)) => (k, b),
         other => panic!("expected a message, got {other:?}"),
     }
 }
@@ -68,7 +68,7 @@ fn violation_of(r: Result<Incoming, ReadEnd>) -> Violation {
     match r {
         Err(ReadEnd::Violation(v)) => v,
         // Not the message's bytes: they may be megabytes.
-        Ok(Incoming::Message(kind, b)) => {
+        Ok(Incoming::Message(kind, b, _)) => {
             panic!(
                 "expected a violation, got a {kind:?} message of {} bytes",
                 b.len()

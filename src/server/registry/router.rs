@@ -20,6 +20,7 @@ use crate::protocol::channel_frame::{self, EventBytes, FrameKind};
 use crate::protocol::error::{protocol_error_event, ProtocolErrorCode};
 use crate::protocol::Role;
 use crate::server::handle::Connection;
+use crate::server::inbound::Payment;
 
 /// Why an inbound channel frame was not delivered, with what the `protocol_error` event reports
 /// about it: the code, a message, and the frame's channel and seq where they could be read.
@@ -75,10 +76,13 @@ pub(crate) struct RouteCache {
 ///
 /// The body is checked before anything else, as a full decode would: an event body only as far
 /// as its name (docs/protocol.md, "Channels"), and handed on as the bytes received.
+/// `payment` pays for `msg`'s buffer (see [`Payment`]): a credited bulk frame that has to wait
+/// for its host moves it to its credit ledger.
 pub(super) fn route(
     map: &ChannelMap,
     conn: &Connection,
     msg: Bytes,
+    payment: Option<Payment>,
     cache: &mut RouteCache,
 ) -> Result<Option<Backpressure>, ChannelRefusal> {
     let malformed = |e: channel_frame::ChannelFrameError| {
@@ -155,7 +159,7 @@ pub(super) fn route(
     if entry.descriptor.delivery == DeliveryClass::Bulk && conn.has_bulk_credit() {
         let ledger = cache
             .ledger
-            .get_or_insert_with(|| entry.ledger(conn))
+            .get_or_insert_with(|| entry.ledger(conn, map.inbound.get(), &map.bulk_frames_dropped))
             .clone();
         let bytes = body_len;
         if let Err(remaining) = ledger.spend(bytes) {
@@ -169,8 +173,7 @@ pub(super) fn route(
                 seq,
             ));
         }
-        entry.deliver_credited(&ledger, msg, bytes);
-        return Ok(None);
+        return Ok(entry.deliver_credited(&ledger, msg, bytes, payment));
     }
     Ok(entry.deliver(msg))
 }
