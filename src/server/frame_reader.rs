@@ -425,16 +425,17 @@ impl FrameReader {
                 self.leave_allowance(remaining).await?;
                 continue;
             }
-            if body.remaining < DIRECT_MIN {
-                // Through the read buffer: the same syscall may bring the next frames.
-                self.fill_message().await?;
-                let (Some(body), Some(m)) = (self.body.as_mut(), self.message.as_mut()) else {
-                    return Ok(());
-                };
-                let ready = body.remaining.min(room).min(self.buf.data().len());
+            // Bytes of the body already read (past what was paid for when they came).
+            let ready = body.remaining.min(room).min(self.buf.data().len());
+            if ready > 0 {
                 m.data.extend_from_slice(&self.buf.data()[..ready]);
                 self.buf.consume(ready);
                 body.remaining -= ready;
+                continue;
+            }
+            if body.remaining < DIRECT_MIN {
+                // Through the read buffer: the same syscall may bring the next frames.
+                self.fill_message().await?;
                 continue;
             }
             // Straight into the message's buffer, never past what is paid for.
