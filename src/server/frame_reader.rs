@@ -1,11 +1,13 @@
 //! Reading client frames (RFC 6455 §5) with every bound checked before memory is committed.
 //!
 //! A frame's header is parsed from a small read buffer; only then, once the announced length
-//! has passed the message cap (1009 past it) and been paid for from the process-wide
-//! [`InboundBudget`], is a buffer of exactly that size allocated for the payload. The part of the
-//! payload already read is copied into it and the rest is read straight into it, so a message is
-//! in memory once, and what a handler receives is a slice of that buffer (zero-copy). Fragments
-//! are reassembled into one buffer with the same cap.
+//! has passed the message cap (1009 past it) and been paid for — from the connection's
+//! allowance or the process-wide [`InboundBudget`], see `inbound` — is a buffer of that size
+//! allocated for the payload. The part of the payload already read is copied into it and the
+//! rest is read straight into it, never past what is paid for, so a message is in memory once,
+//! and what a handler receives is a slice of that buffer (zero-copy). A message past the
+//! allowance is first paid for its first bytes there, and reserves the rest once they came.
+//! Fragments are reassembled into one buffer with the same cap.
 //!
 //! Bytes are read into a buffer the connection holds only while they arrive (`read_buffer`,
 //! with its per-thread pool); headers are parsed from it (`header`).

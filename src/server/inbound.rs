@@ -7,7 +7,10 @@
 //! view of that buffer — and return to the budget only when the last view is dropped. So the
 //! bytes clients have sent that the carrier still holds, wherever they went, never exceed the
 //! budget. A connection whose next message does not fit waits for room: its reader pauses (TCP
-//! pushes back on the client) instead of failing.
+//! pushes back on the client) instead of failing. Who pays can change while the bytes are held
+//! ([`Payment`]): a bulk frame that waits for its host within its sender's credit is charged to
+//! its credit ledger instead (`registry::credit`), and pays the budget again once the host
+//! takes it.
 //!
 //! A message can always fit: the configuration refuses a budget below the message cap.
 //!
@@ -16,9 +19,17 @@
 //! fits in what is left of it: the handshake, requests, pings, most channel frames. So
 //! connections that hold the shared budget (large or unfinished messages) delay other
 //! connections' large messages only; they can never keep another client from handshaking or
-//! being answered (issue 12: four clients that each began a fragmented message held the whole
+//! being answered (four clients that each began a fragmented message once held the whole
 //! budget, and no other client could even handshake). The carrier's inbound memory is therefore
 //! at most the shared budget plus one allowance per connection.
+//!
+//! A larger message earns its place in the shared budget by sending: its first bytes (a quarter
+//! of the allowance) are received on the allowance, and only then does it reserve its length
+//! there — at once when those bytes came with its header. So a header that announces 16 MiB and
+//! sends nothing holds nothing of the shared budget and stands in no line for it: a thousand of
+//! them used to take their turns at holding it, each until the grace cut it, while another
+//! client's 200 KiB message waited. Only a connection whose allowance its own earlier messages
+//! hold reserves at once.
 //!
 //! Holding the shared budget costs sending. A message paid from it is on a clock ([`Pace`])
 //! from the moment it got its permits — time spent waiting for them does not count, and a
