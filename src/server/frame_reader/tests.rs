@@ -515,11 +515,19 @@ async fn a_header_past_the_allowance_holds_nothing_of_the_shared_budget_until_it
     c.write_all(head).await.unwrap();
     let pending = tokio::time::timeout(Duration::from_millis(50), r.next()).await;
     assert!(pending.is_err(), "nothing of the message has come");
-    assert_eq!(budget.in_use(), 0, "a header alone holds nothing of the shared budget");
+    assert_eq!(
+        budget.in_use(),
+        0,
+        "a header alone holds nothing of the shared budget"
+    );
     c.write_all(&body[..25]).await.unwrap();
     let pending = tokio::time::timeout(Duration::from_millis(50), r.next()).await;
     assert!(pending.is_err(), "the message is not complete");
-    assert_eq!(budget.in_use(), 500, "its first bytes came: it reserves its length");
+    assert_eq!(
+        budget.in_use(),
+        500,
+        "its first bytes came: it reserves its length"
+    );
     c.write_all(&body[25..]).await.unwrap();
     let (_, b) = message(r.next().await);
     assert_eq!(&b[..], &[9; 500][..]);
@@ -539,7 +547,10 @@ async fn a_continuation_header_alone_holds_nothing_of_the_shared_budget() {
     c.write_all(&next[next.len() - 300..]).await.unwrap();
     let (_, b) = message(r.next().await);
     assert_eq!(b.len(), 310);
-    assert!(budget.in_use() >= 310, "past the allowance it is paid from the shared budget");
+    assert!(
+        budget.in_use() >= 310,
+        "past the allowance it is paid from the shared budget"
+    );
 }
 
 #[tokio::test]
@@ -569,5 +580,9 @@ async fn a_message_waiting_on_its_allowance_for_its_first_bytes_starts_no_clock(
     };
     let (read, ()) = tokio::join!(r.next(), driver);
     assert_eq!(message(read).1.len(), 500);
-    assert_eq!(budget.in_use(), 0, "the message was dropped with its memory");
+    assert_eq!(
+        budget.in_use(),
+        0,
+        "the message was dropped with its memory"
+    );
 }

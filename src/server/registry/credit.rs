@@ -46,8 +46,8 @@ use crate::server::inbound::{InboundBudget, Payment, Permit};
 
 /// What a frame waiting in a ledger holds besides its buffer and its event name: its place in
 /// the queue (which keeps up to twice the slots in use), the message's owner and payment
-/// handle, and the allocator's headers and granules. `tests::a_waiting_frame_costs_no_more_than_it_is_charged`
-/// checks it against a counting allocator.
+/// handle, and the allocator's headers and granules. `tests/bulk_credit_memory.rs` checks it
+/// against a counting allocator (a waiting empty frame held about 250 bytes there).
 pub(crate) const FRAME_OVERHEAD: usize = 512;
 
 /// The account of a ledger of `credit` bytes: what its waiting frames may hold at once.
