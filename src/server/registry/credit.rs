@@ -37,8 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{mpsc, Notify};
 
-use super::entry::Backpressure;
-use super::message::{Inbound, InboundBody};
+use super::message::{Backpressure, Inbound, InboundBody};
 use crate::protocol::envelope::encode_event;
 use crate::protocol::events::ChannelCredit;
 use crate::server::handle::Connection;

@@ -1,8 +1,6 @@
 //! One registered channel ([`ChannelEntry`]) and what it delivers to the host: [`Inbound`]
 //! messages, handed to a callback or a stream.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
@@ -10,7 +8,7 @@ use dashmap::{DashMap, DashSet};
 use tokio::sync::mpsc;
 
 use super::credit::CreditLedger;
-use super::message::Inbound;
+use super::message::{Backpressure, Inbound};
 use crate::protocol::channel::ChannelDescriptor;
 use crate::server::handle::{Connection, ConnectionId};
 use crate::server::inbound::{InboundBudget, Payment};
@@ -46,8 +44,6 @@ pub(super) struct ChannelEntry {
     pub(super) ledgers: DashMap<ConnectionId, Arc<CreditLedger>>,
 }
 
-/// The rest of a delivery to a full inbound stream: the reader awaits it before reading on.
-pub(crate) type Backpressure = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 impl ChannelEntry {
     /// A fresh, open channel with no sink.

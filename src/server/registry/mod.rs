@@ -27,7 +27,7 @@ use bytes::Bytes;
 
 pub(crate) use crate::protocol::channel::ChannelDescriptor;
 pub use channel_handle::ChannelHandle;
-pub(crate) use entry::Backpressure;
+pub(crate) use message::Backpressure;
 use entry::ChannelEntry;
 pub use entry::DEFAULT_LOSSY_BUDGET;
 pub use error::ChannelError;

@@ -12,9 +12,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::credit::CreditLedger;
-use super::entry::{Backpressure, ChannelEntry};
+use super::entry::ChannelEntry;
 use super::map::ChannelMap;
-use super::message::{Inbound, InboundBody};
+use super::message::{Backpressure, Inbound, InboundBody};
 use crate::protocol::channel::DeliveryClass;
 use crate::protocol::channel_frame::{self, EventBytes, FrameKind};
 use crate::protocol::error::{protocol_error_event, ProtocolErrorCode};
