@@ -44,7 +44,6 @@ pub(super) struct ChannelEntry {
     pub(super) ledgers: DashMap<ConnectionId, Arc<CreditLedger>>,
 }
 
-
 impl ChannelEntry {
     /// A fresh, open channel with no sink.
     pub(super) fn new(descriptor: ChannelDescriptor) -> Self {

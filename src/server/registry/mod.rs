@@ -27,11 +27,11 @@ use bytes::Bytes;
 
 pub(crate) use crate::protocol::channel::ChannelDescriptor;
 pub use channel_handle::ChannelHandle;
-pub(crate) use message::Backpressure;
 use entry::ChannelEntry;
 pub use entry::DEFAULT_LOSSY_BUDGET;
 pub use error::ChannelError;
 use map::ChannelMap;
+pub(crate) use message::Backpressure;
 pub use message::{Inbound, InboundBody};
 pub(crate) use router::{ChannelRefusal, RouteCache};
 
