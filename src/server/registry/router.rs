@@ -70,9 +70,10 @@ pub(crate) struct RouteCache {
 /// Routes one inbound binary message of a handshaken connection to its channel's sink.
 ///
 /// Synchronous on purpose: a handler sink and a stream with room take the message at once.
-/// Only a full stream returns the rest of the delivery (`Ok(Some(..))`), which the reader
-/// awaits before it reads on (backpressure). An `async fn` here would make every connection's
-/// reader future carry this state for its whole life (~380 bytes per connection, issue 7).
+/// Only a full stream (for a connection without credit) or a full credit ledger returns the
+/// rest of the delivery (`Ok(Some(..))`), which the reader awaits before it reads on
+/// (backpressure). An `async fn` here would make every connection's reader future carry this
+/// state for its whole life (~380 bytes per connection).
 ///
 /// The body is checked before anything else, as a full decode would: an event body only as far
 /// as its name (docs/protocol.md, "Channels"), and handed on as the bytes received.
