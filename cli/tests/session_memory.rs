@@ -15,103 +15,13 @@ use std::time::Duration;
 use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
+use support::figure::Flags;
 use support::serve_process::{gauge, peak_rss_kib, Serve};
 use support::{Client, Server};
 use tokio_tungstenite::tungstenite::Message;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
-
-/// The flags the carrier runs with, and what the README's figure is computed from.
-struct Flags {
-    max_inbound_bytes: u64,
-    max_message_bytes: u64,
-    max_text_bytes: u64,
-    max_reply_bytes: u64,
-    queue_bytes: u64,
-    max_session_bytes: u64,
-    threads: u64,
-    demo_delay_ms: u64,
-}
-
-impl Flags {
-    /// The defaults, with two worker threads and no demo delay.
-    fn defaults() -> Flags {
-        Flags {
-            max_inbound_bytes: 64 * MIB,
-            max_message_bytes: 16 * MIB,
-            max_text_bytes: MIB,
-            max_reply_bytes: MIB,
-            queue_bytes: 8 * MIB,
-            max_session_bytes: 64 * MIB,
-            threads: 2,
-            demo_delay_ms: 0,
-        }
-    }
-
-    fn args(&self) -> Vec<String> {
-        [
-            ("--max-inbound-bytes", self.max_inbound_bytes),
-            ("--max-message-bytes", self.max_message_bytes),
-            ("--max-text-bytes", self.max_text_bytes),
-            ("--max-reply-bytes", self.max_reply_bytes),
-            ("--queue-bytes", self.queue_bytes),
-            ("--max-session-bytes", self.max_session_bytes),
-            ("--threads", self.threads),
-            ("--demo-delay-ms", self.demo_delay_ms),
-        ]
-        .iter()
-        .flat_map(|(flag, value)| [flag.to_string(), value.to_string()])
-        .collect()
-    }
-
-    /// The README's "Memory bounds" figure for `connections` admitted connections and no
-    /// channels, term by term.
-    fn readme_figure(&self, connections: u64) -> u64 {
-        /// An idle `carrier serve`'s resident memory, as the README states it.
-        const BASELINE: u64 = 16 * MIB;
-        /// Each connection's allowance of its own for small messages.
-        const ALLOWANCE: u64 = 64 * KIB;
-        /// Each connection's own state (task, queue, session binding).
-        const CONNECTION: u64 = 10 * KIB;
-        /// An agent process's longest line.
-        const AGENT_LINE: u64 = MIB;
-        /// An entry's envelope and what it is charged beyond its bytes.
-        const ENTRY_ENVELOPE: u64 = 4 * KIB;
-        /// `limits.max_sessions`: at most this many sessions, so this many turns at once.
-        const MAX_SESSIONS: u64 = 64;
-        /// What a session keeps besides its entries and its running turn (hub, agent, record).
-        const SESSION_STATE: u64 = KIB;
-        /// The history an answer copies before it is fitted (one session's own bound).
-        const HISTORY_COPIED: u64 = 4 * MIB;
-        /// Refused sockets lingering for their close, and what each holds.
-        const REFUSED: u64 = 64 * 16 * KIB;
-        /// Connections not yet upgraded, and what each holds.
-        const NOT_UPGRADED: u64 = 512 * 10 * KIB;
-
-        let inbound = self.max_inbound_bytes + connections * ALLOWANCE;
-        let outbound = connections * (self.queue_bytes + self.max_message_bytes);
-        let connection_state = connections * CONNECTION;
-        // The budget, and the one entry being added past it: a prompt or an agent's line.
-        let one_entry = self.max_text_bytes.max(AGENT_LINE) + ENTRY_ENVELOPE;
-        let sessions = self.max_session_bytes + one_entry + MAX_SESSIONS * SESSION_STATE;
-        // The carrier keeps each running turn's prompt and reply; the embedded agent holds
-        // the reply it streams.
-        let turns = MAX_SESSIONS * (2 * self.max_text_bytes + self.max_reply_bytes);
-        // Each worker thread may be building one answer: up to twice the outbound budget while
-        // it is encoded, and the history it was copied from.
-        let in_hand = self.threads * (2 * self.queue_bytes + HISTORY_COPIED);
-        BASELINE
-            + inbound
-            + outbound
-            + connection_state
-            + sessions
-            + turns
-            + in_hand
-            + REFUSED
-            + NOT_UPGRADED
-    }
-}
 
 /// A prompt of `len` bytes that names its session and turn.
 fn prompt(session: &str, turn: u32, len: usize) -> String {
@@ -181,7 +91,7 @@ async fn sixty_four_sessions_of_one_mib_turns_stay_within_the_figure_and_the_old
     let args = flags.args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let serve = Serve::start(&args).await.expect("serve");
-    let figure = flags.readme_figure(1);
+    let figure = flags.readme_figure(1, 0);
 
     let (mut c, hs) = serve.client().await;
     assert_eq!(hs["limits"]["max_session_bytes"], flags.max_session_bytes);
@@ -279,7 +189,7 @@ async fn sixty_four_running_turns_of_one_mib_prompts_stay_within_the_figure() {
     let args = flags.args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let serve = Serve::start(&args).await.expect("serve");
-    let figure = flags.readme_figure(1);
+    let figure = flags.readme_figure(1, 0);
     let words: String = "a ".repeat(PROMPT / 2);
 
     let (mut c, _) = serve.client().await;

@@ -48,7 +48,7 @@ impl RegistryHarness {
         // One connection's reader keeps its route cache across frames; so does the harness.
         let routed = {
             let mut cache = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-            self.shared.registry.route(conn, message, &mut cache)
+            self.shared.registry.route(conn, message, None, &mut cache)
         };
         match routed {
             Ok(Some(room)) => room.await,

@@ -1,11 +1,13 @@
 //! Reading client frames (RFC 6455 §5) with every bound checked before memory is committed.
 //!
 //! A frame's header is parsed from a small read buffer; only then, once the announced length
-//! has passed the message cap (1009 past it) and been paid for from the process-wide
-//! [`InboundBudget`], is a buffer of exactly that size allocated for the payload. The part of the
-//! payload already read is copied into it and the rest is read straight into it, so a message is
-//! in memory once, and what a handler receives is a slice of that buffer (zero-copy). Fragments
-//! are reassembled into one buffer with the same cap.
+//! has passed the message cap (1009 past it) and been paid for — from the connection's
+//! allowance or the process-wide [`InboundBudget`], see `inbound` — is a buffer of that size
+//! allocated for the payload. The part of the payload already read is copied into it and the
+//! rest is read straight into it, never past what is paid for, so a message is in memory once,
+//! and what a handler receives is a slice of that buffer (zero-copy). A message past the
+//! allowance is first paid for its first bytes there, and reserves the rest once they came.
+//! Fragments are reassembled into one buffer with the same cap.
 //!
 //! Bytes are read into a buffer the connection holds only while they arrive (`read_buffer`,
 //! with its per-thread pool); headers are parsed from it (`header`).
@@ -27,7 +29,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use tokio::time::Instant;
 
 use super::control::{self, violation, Control, Violation};
-use super::inbound::{self, InboundBudget, Late, MessageBuf, Pace, Permit};
+use super::inbound::{self, InboundBudget, Late, MessageBuf, Pace, Payment, Permit};
 use super::liveness::Liveness;
 use super::outbound::MessageKind;
 use super::wire::Opcode;
@@ -44,8 +46,9 @@ type Source = Box<dyn AsyncRead + Send + Unpin>;
 /// What the reader hands the connection.
 #[derive(Debug)]
 pub(crate) enum Incoming {
-    /// A complete message: unmasked, and for text checked to be UTF-8.
-    Message(MessageKind, Bytes),
+    /// A complete message: unmasked, and for text checked to be UTF-8; with a [`Payment`] when
+    /// the reader keeps them ([`FrameReader::keep_payments`]).
+    Message(MessageKind, Bytes, Option<Payment>),
     /// Answer with a pong carrying this payload.
     Ping(Bytes),
     /// A pong: nothing to do.
@@ -74,8 +77,12 @@ struct Message {
     kind: MessageKind,
     data: MessageBuf,
     permit: Permit,
-    /// Bytes `permit` pays for: the message may grow to this without paying more.
+    /// Bytes `permit` pays for: the message may grow to this without paying more, and no byte
+    /// past it is read until more is paid.
     paid: usize,
+    /// What the message reserves from the shared budget once it is past its allowance: its
+    /// length when it is one frame, the cap when it is fragmented (its size is not known).
+    reserve: usize,
     /// Paid from the shared budget, on this clock (else from the connection's allowance, with
     /// no time limit).
     shared: Option<Pace>,
@@ -103,6 +110,12 @@ pub(crate) struct FrameReader {
     budget: InboundBudget,
     /// This connection's own allowance, tried first (see `inbound`'s module docs).
     allowance: InboundBudget,
+    /// The first bytes of a message past the allowance that are received on the allowance
+    /// before it may pay the shared budget (a quarter of the allowance).
+    first_bytes: usize,
+    /// Whether binary messages come with a [`Payment`] (a connection with bulk credit, whose
+    /// bulk frames may move to a credit ledger).
+    payments: bool,
     live: Arc<Liveness>,
 }
 
@@ -125,8 +138,15 @@ impl FrameReader {
             cap,
             budget,
             allowance: InboundBudget::new(allowance),
+            first_bytes: (allowance / 4).max(1),
+            payments: false,
             live,
         }
+    }
+
+    /// Binary messages come with a [`Payment`] from now on.
+    pub(crate) fn keep_payments(&mut self) {
+        self.payments = true;
     }
 
     /// When the message in progress must receive its next byte, if it holds shared budget.
@@ -147,28 +167,72 @@ impl FrameReader {
         }
     }
 
-    /// Pays for `n` more bytes of a message: from the allowance when they fit there, else from
-    /// the shared budget (`shared_reserve` bytes at once), waiting for it if need be. Waiting
-    /// holds nothing of the shared budget, so waits never hold each other up.
+    /// Pays for `extra` more bytes of a message, of which `ready` are already read: from the
+    /// allowance when they fit there. Otherwise the message shows first that its bytes are
+    /// coming: its next [`Self::first_bytes`] are received on the allowance (unless they are
+    /// already here), and only then does it reserve `reserve` bytes from the shared budget
+    /// ([`Self::leave_allowance`]). So a header that announces a large message and nothing
+    /// more holds nothing of the shared budget, and is not in line for it. Only when the
+    /// allowance cannot pay even those first bytes (the connection's earlier messages hold it)
+    /// does the message reserve from the shared budget at once, waiting for it if need be.
+    /// Returns the permit, the bytes it pays for, and whether it is from the shared budget.
+    /// Waiting holds nothing of the shared budget, so waits never hold each other up.
     /// (An associated function: a future holding `&self` would not be `Send`.)
     async fn pay(
         allowance: &InboundBudget,
         budget: &InboundBudget,
         live: &Liveness,
-        n: usize,
-        shared_reserve: usize,
-    ) -> (Permit, bool) {
-        if let Some(p) = allowance.try_take(n) {
-            return (p, false);
+        first_bytes: usize,
+        (extra, ready, reserve): (usize, usize, usize),
+    ) -> (Permit, usize, bool) {
+        if let Some(p) = allowance.try_take(extra) {
+            return (p, extra, false);
         }
-        let permit = match budget.try_take(shared_reserve) {
+        let first = extra.min(first_bytes);
+        if ready < first {
+            if let Some(p) = allowance.try_take(first) {
+                return (p, first, false);
+            }
+        }
+        (
+            Self::take_shared(budget, live, reserve).await,
+            reserve,
+            true,
+        )
+    }
+
+    /// `n` bytes of the shared budget, waiting for them if need be (the wait is not the
+    /// client's: its liveness clock is paused, and no pace clock runs).
+    async fn take_shared(budget: &InboundBudget, live: &Liveness, n: usize) -> Permit {
+        match budget.try_take(n) {
             Some(p) => p,
             None => {
                 let _paused = live.pause();
-                budget.take(shared_reserve).await
+                budget.take(n).await
             }
+        }
+    }
+
+    /// The message has received on its allowance all that was paid there, and more of it is
+    /// coming: it reserves the rest from the shared budget, and its allowance goes back. Its
+    /// clock starts now, for the bytes from here on. Cancel-safe: nothing changes until the
+    /// permits are held.
+    async fn leave_allowance(&mut self, frame_remaining: usize) -> Result<(), ReadEnd> {
+        let Some(m) = self.message.as_ref() else {
+            return Ok(());
         };
-        (permit, true)
+        let reserve = m.reserve;
+        let permit = Self::take_shared(&self.budget, &self.live, reserve).await;
+        let Some(m) = self.message.as_mut() else {
+            return Ok(());
+        };
+        let have = m.data.len();
+        m.permit = permit;
+        m.paid = reserve;
+        m.shared = Some(Pace::start(have));
+        m.data
+            .reserve(frame_remaining.min(reserve - have), reserve)
+            .map_err(|_| no_memory())
     }
 
     /// Reads more bytes into the read buffer; `Closed` at end of stream.
@@ -271,23 +335,26 @@ impl FrameReader {
         if len > self.cap.saturating_sub(have) {
             return Err(violation(CloseCode::TOO_BIG, "message over the size cap").into());
         }
+        // This frame's payload bytes already read.
+        let ready = len.min(self.buf.data().len().saturating_sub(h.size));
         if let Some(kind) = kind {
             // A fragmented message that leaves the allowance reserves the whole cap from the
             // shared budget at once, so it never waits there while holding some of it (two such
             // waits could otherwise hold each other up).
-            let shared_reserve = if h.fin { len } else { self.cap };
-            let (permit, shared) = Self::pay(
+            let reserve = if h.fin { len } else { self.cap };
+            let (permit, paid, shared) = Self::pay(
                 &self.allowance,
                 &self.budget,
                 &self.live,
-                len,
-                shared_reserve,
+                self.first_bytes,
+                (len, ready, reserve),
             )
             .await;
             self.message = Some(Message {
                 kind,
-                data: MessageBuf::with_capacity(len).map_err(|_| no_memory())?,
-                paid: if shared { shared_reserve } else { len },
+                data: MessageBuf::with_capacity(len.min(paid)).map_err(|_| no_memory())?,
+                paid,
+                reserve,
                 permit,
                 // The clock starts once the permits are held: the wait for them is not the
                 // client's.
@@ -299,9 +366,16 @@ impl FrameReader {
             if need > m.paid {
                 // A fragment past what the message has paid for (it is on the allowance).
                 let extra = need - m.paid;
-                let (more, shared) =
-                    Self::pay(&self.allowance, &self.budget, &self.live, extra, self.cap).await;
+                let (more, paid, shared) = Self::pay(
+                    &self.allowance,
+                    &self.budget,
+                    &self.live,
+                    self.first_bytes,
+                    (extra, ready, self.cap),
+                )
+                .await;
                 if let Some(m) = self.message.as_mut() {
+                    m.reserve = self.cap;
                     if shared {
                         // The shared reserve covers the whole message; the allowance goes back.
                         // Its clock starts now, for the bytes from this fragment on.
@@ -310,14 +384,15 @@ impl FrameReader {
                         m.shared = Some(Pace::start(have));
                     } else {
                         m.permit.merge(more);
-                        m.paid = need;
+                        m.paid += paid;
                     }
                 }
             }
             if let Some(m) = self.message.as_mut() {
-                // On the allowance, grow to what is paid for, not by doubling past it.
-                let max = if m.shared.is_some() { self.cap } else { m.paid };
-                m.data.reserve(len, max).map_err(|_| no_memory())?;
+                // Grow to what is paid for (on the allowance, not by doubling past it).
+                m.data
+                    .reserve(len.min(m.paid - have), m.paid)
+                    .map_err(|_| no_memory())?;
             }
         }
         self.buf.consume(h.size);
@@ -325,7 +400,7 @@ impl FrameReader {
             return Ok(());
         };
         let start = m.data.len();
-        let ready = len.min(self.buf.data().len());
+        let ready = ready.min(m.paid - start);
         m.data.extend_from_slice(&self.buf.data()[..ready]);
         self.buf.consume(ready);
         self.body = Some(Body {
@@ -346,19 +421,27 @@ impl FrameReader {
             if body.remaining == 0 {
                 return Ok(());
             }
-            if body.remaining < DIRECT_MIN {
-                // Through the read buffer: the same syscall may bring the next frames.
-                self.fill_message().await?;
-                let (Some(body), Some(m)) = (self.body.as_mut(), self.message.as_mut()) else {
-                    return Ok(());
-                };
-                let ready = body.remaining.min(self.buf.data().len());
+            let room = m.paid - m.data.len();
+            if room == 0 {
+                let remaining = body.remaining;
+                self.leave_allowance(remaining).await?;
+                continue;
+            }
+            // Bytes of the body already read (past what was paid for when they came).
+            let ready = body.remaining.min(room).min(self.buf.data().len());
+            if ready > 0 {
                 m.data.extend_from_slice(&self.buf.data()[..ready]);
                 self.buf.consume(ready);
                 body.remaining -= ready;
                 continue;
             }
-            let remaining = body.remaining;
+            if body.remaining < DIRECT_MIN {
+                // Through the read buffer: the same syscall may bring the next frames.
+                self.fill_message().await?;
+                continue;
+            }
+            // Straight into the message's buffer, never past what is paid for.
+            let remaining = body.remaining.min(room);
             let due = m
                 .shared
                 .map(|pace| pace.deadline(m.data.len(), Instant::now()));
@@ -414,10 +497,12 @@ impl FrameReader {
             return Ok(None);
         };
         m.permit.shrink_to(m.data.resident());
-        Ok(Some(Incoming::Message(
-            m.kind,
-            inbound::freeze(m.data, m.permit),
-        )))
+        if self.payments && m.kind == MessageKind::Binary {
+            let (bytes, payment) = inbound::freeze_with_payment(m.data, m.permit);
+            return Ok(Some(Incoming::Message(m.kind, bytes, payment)));
+        }
+        let bytes = inbound::freeze(m.data, m.permit);
+        Ok(Some(Incoming::Message(m.kind, bytes, None)))
     }
 
     /// After a close was sent: reads and throws away what the peer still sends until its

@@ -267,8 +267,14 @@ fn metrics<B>(req: &Request<B>, shared: &Shared) -> Response<Body> {
     // Held in the transport's shared state rather than in the counters, so it is read here.
     body.push_str(&format!(
         "# HELP carrier_inbound_bytes Bytes of client messages paid from the shared inbound budget (the budget in use).\n\
-         # TYPE carrier_inbound_bytes gauge\ncarrier_inbound_bytes {}\n",
-        shared.inbound.in_use()
+         # TYPE carrier_inbound_bytes gauge\ncarrier_inbound_bytes {}\n\
+         # HELP carrier_bulk_credit_bytes Bytes bulk frames waiting for their host within their sender's credit are charged (buffered credit).\n\
+         # TYPE carrier_bulk_credit_bytes gauge\ncarrier_bulk_credit_bytes {}\n\
+         # HELP carrier_bulk_frames_dropped_total Bulk frames dropped because their connection closed before the host took them.\n\
+         # TYPE carrier_bulk_frames_dropped_total counter\ncarrier_bulk_frames_dropped_total {}\n",
+        shared.inbound.in_use(),
+        shared.registry.buffered_credit_bytes(),
+        shared.registry.bulk_frames_dropped(),
     ));
     text(
         StatusCode::OK,

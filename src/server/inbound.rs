@@ -7,7 +7,10 @@
 //! view of that buffer — and return to the budget only when the last view is dropped. So the
 //! bytes clients have sent that the carrier still holds, wherever they went, never exceed the
 //! budget. A connection whose next message does not fit waits for room: its reader pauses (TCP
-//! pushes back on the client) instead of failing.
+//! pushes back on the client) instead of failing. Who pays can change while the bytes are held
+//! ([`Payment`]): a bulk frame that waits for its host within its sender's credit is charged to
+//! its credit ledger instead (`registry::credit`), and pays the budget again once the host
+//! takes it.
 //!
 //! A message can always fit: the configuration refuses a budget below the message cap.
 //!
@@ -16,9 +19,17 @@
 //! fits in what is left of it: the handshake, requests, pings, most channel frames. So
 //! connections that hold the shared budget (large or unfinished messages) delay other
 //! connections' large messages only; they can never keep another client from handshaking or
-//! being answered (issue 12: four clients that each began a fragmented message held the whole
+//! being answered (four clients that each began a fragmented message once held the whole
 //! budget, and no other client could even handshake). The carrier's inbound memory is therefore
 //! at most the shared budget plus one allowance per connection.
+//!
+//! A larger message earns its place in the shared budget by sending: its first bytes (a quarter
+//! of the allowance) are received on the allowance, and only then does it reserve its length
+//! there — at once when those bytes came with its header. So a header that announces 16 MiB and
+//! sends nothing holds nothing of the shared budget and stands in no line for it: a thousand of
+//! them used to take their turns at holding it, each until the grace cut it, while another
+//! client's 200 KiB message waited. Only a connection whose allowance its own earlier messages
+//! hold reserves at once.
 //!
 //! Holding the shared budget costs sending. A message paid from it is on a clock ([`Pace`])
 //! from the moment it got its permits — time spent waiting for them does not count, and a
@@ -58,6 +69,11 @@ use tokio::time::Instant;
 pub(crate) struct Permit(Option<OwnedSemaphorePermit>);
 
 impl Permit {
+    /// A permit for nothing: what a [`Payment`] holds while another budget pays for it.
+    pub(crate) fn unpaid() -> Self {
+        Permit(None)
+    }
+
     /// Bytes this permit pays for.
     #[cfg(test)]
     pub(crate) fn bytes(&self) -> usize {
@@ -337,6 +353,68 @@ pub(crate) fn freeze(data: MessageBuf, permit: Permit) -> Bytes {
         data,
         _permit: permit,
     })
+}
+
+/// A received message's buffer whose payer can change while it is held (see [`Payment`]).
+struct Payable {
+    data: MessageBuf,
+    permit: std::sync::Mutex<Permit>,
+}
+
+/// The owner `Bytes` keeps: the buffer it shares with a [`Payment`].
+struct PayableView(Arc<Payable>);
+
+impl AsRef<[u8]> for PayableView {
+    fn as_ref(&self) -> &[u8] {
+        self.0.data.as_ref()
+    }
+}
+
+/// A handle on what pays for a frozen message, to hand the bill to someone else: a bulk frame
+/// that waits for its host within its sender's credit is charged to its credit ledger instead
+/// (`registry::credit`), so it holds nothing of the inbound budget while it waits, and pays
+/// the inbound budget again once the host takes it. Whoever pays, the buffer is paid exactly
+/// once, until the last view of it (or this handle) is dropped.
+pub(crate) struct Payment(Arc<Payable>);
+
+impl Payment {
+    /// Memory the message's buffer really holds ([`MessageBuf::resident`]).
+    pub(crate) fn resident(&self) -> usize {
+        self.0.data.resident()
+    }
+
+    /// Pays with `permit` from now on; the permit that paid until now is dropped (its bytes go
+    /// back to its budget). `Permit::unpaid()` leaves the paying to the caller, who must then
+    /// hold the memory's worth of another budget for as long as it holds this handle.
+    pub(crate) fn repay(&self, permit: Permit) {
+        let old = std::mem::replace(
+            &mut *self.0.permit.lock().unwrap_or_else(|e| e.into_inner()),
+            permit,
+        );
+        drop(old);
+    }
+}
+
+impl std::fmt::Debug for Payment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Payment")
+            .field("resident", &self.resident())
+            .finish()
+    }
+}
+
+/// [`freeze`], with a [`Payment`] to change who pays later (`None` for an empty message, which
+/// holds nothing). One allocation more than [`freeze`]: made only for messages that may need it.
+pub(crate) fn freeze_with_payment(data: MessageBuf, permit: Permit) -> (Bytes, Option<Payment>) {
+    if data.len() == 0 {
+        return (Bytes::new(), None);
+    }
+    let payable = Arc::new(Payable {
+        data,
+        permit: std::sync::Mutex::new(permit),
+    });
+    let payment = Payment(payable.clone());
+    (Bytes::from_owner(PayableView(payable)), Some(payment))
 }
 
 #[cfg(test)]

@@ -91,8 +91,10 @@ impl Drop for Slot {
 
 impl Shared {
     pub(crate) fn new(limits: Limits, policy: AdmissionPolicy, registry: ChannelRegistry) -> Self {
+        let inbound = InboundBudget::new(limits.max_inbound_bytes);
+        registry.pay_from(&inbound);
         Shared {
-            inbound: InboundBudget::new(limits.max_inbound_bytes),
+            inbound,
             limits: Arc::new(limits),
             metrics: Arc::new(Metrics::default()),
             registry,

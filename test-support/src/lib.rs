@@ -6,6 +6,7 @@
 //! - The agent-protocol client ([`Client`]: handshake, requests, waiting for events) and the
 //!   carrier-core helpers (a `tokio-tungstenite` connector, the byte-exact [`Raw`] client).
 //! - [`bulk`]: a bulk-channel client that counts inbound credit (or announces 1.0).
+//! - [`figure`]: the README's memory figure, computed from a carrier's flags.
 //! - [`node`]: Node.js and npm commands with a deadline, and the JS package's dev dependencies.
 //! - [`robota`]: a client of the seed system's own wire (the Robota profile).
 //! - [`serve_process`] runs the real `carrier serve` binary as a child (only for the tests of
@@ -16,6 +17,7 @@
 
 mod agent;
 pub mod bulk;
+pub mod figure;
 pub mod node;
 pub mod robota;
 pub mod serve_process;

@@ -94,6 +94,10 @@ pub(super) async fn serve_admitted<'a>(
             _ = &mut handshaken, if !attached => {
                 shared.registry.attach_sink(conn.clone());
                 attached = true;
+                if conn.has_bulk_credit() {
+                    // Its bulk frames may wait in credit ledgers, which pay for them.
+                    frames.keep_payments();
+                }
                 continue;
             }
             _ = &mut handshake_deadline, if !conn.is_handshaken() => {
@@ -119,10 +123,10 @@ pub(super) async fn serve_admitted<'a>(
                 peer_sending = false;
                 break;
             }
-            Ok(Incoming::Message(MessageKind::Text, text)) => {
+            Ok(Incoming::Message(MessageKind::Text, text, _)) => {
                 on_text(&conn, session.as_mut(), shared, text)
             }
-            Ok(Incoming::Message(MessageKind::Binary, data)) => {
+            Ok(Incoming::Message(MessageKind::Binary, data, payment)) => {
                 shared.metrics.inbound(MessageKind::Binary, data.len());
                 if !conn.is_handshaken() {
                     send_protocol_error(
@@ -135,10 +139,15 @@ pub(super) async fn serve_admitted<'a>(
                     conn.close(CloseCode::POLICY, "handshake required");
                     break;
                 }
+                // The bytes received, by address (a pointer would not be `Send`).
+                let received = (data.as_ptr() as usize, data.len());
                 if let Some(data) = session.on_binary(data) {
+                    // The payment is for the bytes received, not for others a session returns.
+                    let payment =
+                        payment.filter(|_| (data.as_ptr() as usize, data.len()) == received);
                     // The refusal is answered before any wait: it is not kept in the reader's
                     // state across the wait for room.
-                    let room = match shared.registry.route(&conn, data, &mut routes) {
+                    let room = match shared.registry.route(&conn, data, payment, &mut routes) {
                         Ok(room) => room,
                         Err(refusal) => {
                             match session.channel_refused(&refusal) {

@@ -54,7 +54,7 @@ fn reader_with_allowance(
 
 fn message(r: Result<Incoming, ReadEnd>) -> (MessageKind, Bytes) {
     match r {
-        Ok(Incoming::Message(k, b)) => (k, b),
+        Ok(Incoming::Message(k, b, _)) => (k, b),
         other => panic!("expected a message, got {other:?}"),
     }
 }
@@ -68,7 +68,7 @@ fn violation_of(r: Result<Incoming, ReadEnd>) -> Violation {
     match r {
         Err(ReadEnd::Violation(v)) => v,
         // Not the message's bytes: they may be megabytes.
-        Ok(Incoming::Message(kind, b)) => {
+        Ok(Incoming::Message(kind, b, _)) => {
             panic!(
                 "expected a violation, got a {kind:?} message of {} bytes",
                 b.len()
@@ -504,4 +504,85 @@ async fn a_message_on_the_allowance_may_pause() {
     c.write_all(&rest).await.unwrap();
     let (_, b) = message(r.next().await);
     assert_eq!(b.len(), 500);
+}
+
+#[tokio::test]
+async fn a_header_past_the_allowance_holds_nothing_of_the_shared_budget_until_its_bytes_come() {
+    // Allowance 100: a message past it receives its first 25 bytes there first.
+    let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 100);
+    let wire = frame(true, 2, &[9; 500]);
+    let (head, body) = wire.split_at(wire.len() - 500);
+    c.write_all(head).await.unwrap();
+    let pending = tokio::time::timeout(Duration::from_millis(50), r.next()).await;
+    assert!(pending.is_err(), "nothing of the message has come");
+    assert_eq!(
+        budget.in_use(),
+        0,
+        "a header alone holds nothing of the shared budget"
+    );
+    c.write_all(&body[..25]).await.unwrap();
+    let pending = tokio::time::timeout(Duration::from_millis(50), r.next()).await;
+    assert!(pending.is_err(), "the message is not complete");
+    assert_eq!(
+        budget.in_use(),
+        500,
+        "its first bytes came: it reserves its length"
+    );
+    c.write_all(&body[25..]).await.unwrap();
+    let (_, b) = message(r.next().await);
+    assert_eq!(&b[..], &[9; 500][..]);
+    drop(b);
+    assert_eq!(budget.in_use(), 0);
+}
+
+#[tokio::test]
+async fn a_continuation_header_alone_holds_nothing_of_the_shared_budget() {
+    let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 100);
+    c.write_all(&frame(false, 2, &[1; 10])).await.unwrap();
+    let next = frame(true, 0, &[2; 300]);
+    c.write_all(&next[..next.len() - 300]).await.unwrap();
+    let pending = tokio::time::timeout(Duration::from_millis(50), r.next()).await;
+    assert!(pending.is_err());
+    assert_eq!(budget.in_use(), 0);
+    c.write_all(&next[next.len() - 300..]).await.unwrap();
+    let (_, b) = message(r.next().await);
+    assert_eq!(b.len(), 310);
+    assert!(
+        budget.in_use() >= 310,
+        "past the allowance it is paid from the shared budget"
+    );
+}
+
+#[tokio::test]
+async fn a_header_whose_first_bytes_came_with_it_reserves_at_once() {
+    // The first bytes are already read: no stop on the allowance, one buffer from the start.
+    let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 100);
+    c.write_all(&partial_frame(true, 2, 500, 30)).await.unwrap();
+    let pending = tokio::time::timeout(Duration::from_millis(50), r.next()).await;
+    assert!(pending.is_err());
+    assert_eq!(budget.in_use(), 500);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_message_waiting_on_its_allowance_for_its_first_bytes_starts_no_clock() {
+    let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 100);
+    let wire = frame(true, 2, &[4; 500]);
+    let (head, body) = wire.split_at(wire.len() - 500);
+    let (head, body) = (head.to_vec(), body.to_vec());
+    c.write_all(&head).await.unwrap();
+    let driver = async {
+        // Longer than the stall rule: on the allowance there is no clock.
+        tokio::time::sleep(STALL_TIMEOUT * 2).await;
+        c.write_all(&body[..25]).await.unwrap();
+        // On the shared budget now: the rest comes within the grace.
+        tokio::time::sleep(PACE_GRACE / 2).await;
+        c.write_all(&body[25..]).await.unwrap();
+    };
+    let (read, ()) = tokio::join!(r.next(), driver);
+    assert_eq!(message(read).1.len(), 500);
+    assert_eq!(
+        budget.in_use(),
+        0,
+        "the message was dropped with its memory"
+    );
 }

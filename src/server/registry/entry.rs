@@ -1,18 +1,17 @@
 //! One registered channel ([`ChannelEntry`]) and what it delivers to the host: [`Inbound`]
 //! messages, handed to a callback or a stream.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
 use dashmap::{DashMap, DashSet};
 use tokio::sync::mpsc;
 
 use super::credit::CreditLedger;
-use super::message::Inbound;
+use super::message::{Backpressure, Inbound};
 use crate::protocol::channel::ChannelDescriptor;
 use crate::server::handle::{Connection, ConnectionId};
+use crate::server::inbound::{InboundBudget, Payment};
 
 /// Default per-connection budget of a lossy channel's queued frames.
 pub const DEFAULT_LOSSY_BUDGET: usize = 1 << 20;
@@ -45,9 +44,6 @@ pub(super) struct ChannelEntry {
     pub(super) ledgers: DashMap<ConnectionId, Arc<CreditLedger>>,
 }
 
-/// The rest of a delivery to a full inbound stream: the reader awaits it before reading on.
-pub(crate) type Backpressure = Pin<Box<dyn Future<Output = ()> + Send>>;
-
 impl ChannelEntry {
     /// A fresh, open channel with no sink.
     pub(super) fn new(descriptor: ChannelDescriptor) -> Self {
@@ -65,8 +61,15 @@ impl ChannelEntry {
         }
     }
 
-    /// The credit ledger of `conn` on this (bulk) channel, made on its first frame.
-    pub(super) fn ledger(&self, conn: &Connection) -> Arc<CreditLedger> {
+    /// The credit ledger of `conn` on this (bulk) channel, made on its first frame. `inbound`
+    /// pays for its frames once the host takes them; `dropped` counts the frames of closed
+    /// connections.
+    pub(super) fn ledger(
+        &self,
+        conn: &Connection,
+        inbound: Option<&InboundBudget>,
+        dropped: &Arc<AtomicU64>,
+    ) -> Arc<CreditLedger> {
         self.ledgers
             .entry(conn.id())
             .or_insert_with(|| {
@@ -74,25 +77,42 @@ impl ChannelEntry {
                     self.name.clone(),
                     self.descriptor.bulk_window,
                     conn.clone(),
+                    inbound.cloned(),
+                    dropped.clone(),
                 ))
             })
             .clone()
     }
 
-    /// Delivers a bulk frame of a connection with credit, never with backpressure: its credit
-    /// (already spent) bounds what waits in `ledger` for a full stream.
-    pub(super) fn deliver_credited(&self, ledger: &Arc<CreditLedger>, msg: Inbound, bytes: usize) {
+    /// Delivers a bulk frame of a connection with credit. Its credit (already spent) bounds
+    /// what waits in `ledger` for a full stream, and the ledger's account what that holds: the
+    /// reader waits only for a frame the account has no room for (a credit spent in tiny
+    /// frames), see `credit`.
+    pub(super) fn deliver_credited(
+        &self,
+        ledger: &Arc<CreditLedger>,
+        msg: Inbound,
+        bytes: usize,
+        payment: Option<Payment>,
+    ) -> Option<Backpressure> {
         match self.current_sink().as_deref() {
             Some(Sink::Handler(h)) => {
                 h(msg);
                 ledger.consumed(bytes);
+                None
             }
-            Some(Sink::Stream(tx)) => ledger.deliver(tx, msg, bytes),
+            Some(Sink::Stream(tx)) => ledger.deliver(tx, msg, bytes, payment),
             None => {
                 tracing::debug!(channel = %self.name, "inbound frame with no handler");
                 ledger.consumed(bytes);
+                None
             }
         }
+    }
+
+    /// Bytes the credit ledgers of this channel hold for the host.
+    pub(super) fn buffered_credit(&self) -> usize {
+        self.ledgers.iter().map(|l| l.buffered()).sum()
     }
 
     fn current_sink(&self) -> Option<Arc<Sink>> {
@@ -118,8 +138,8 @@ impl ChannelEntry {
         None
     }
 
-    /// Tells the host that a connection ended: after its frames still waiting for credit, if
-    /// any; otherwise at once.
+    /// Tells the host that a connection ended. Its frames still waiting in its credit ledger
+    /// are dropped (and counted) first.
     pub(super) fn disconnected(&self, msg: Inbound) {
         let msg = match self.ledgers.remove(&msg.connection) {
             Some((_, ledger)) => ledger.disconnected(msg),

@@ -1,11 +1,13 @@
 //! What the registry holds: the channels by name and the connections that receive them.
 
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, OnceLock, RwLock};
 
 use dashmap::DashMap;
 
 use super::entry::ChannelEntry;
 use crate::server::handle::{Connection, ConnectionId};
+use crate::server::inbound::InboundBudget;
 
 /// The registry's state, shared by the [`super::ChannelRegistry`] and (weakly) by every
 /// channel's handle.
@@ -18,6 +20,11 @@ pub(super) struct ChannelMap {
     pub(super) sinks: RwLock<Arc<Vec<Connection>>>,
     /// The same connections by id, for targeted sends. Entries are cloned out, never held.
     pub(super) by_id: DashMap<ConnectionId, Connection>,
+    /// The transport's inbound budget, which pays for a buffered bulk frame again once the
+    /// host takes it (set once, when the transport is made).
+    pub(super) inbound: OnceLock<InboundBudget>,
+    /// Bulk frames dropped from credit ledgers because their connection closed.
+    pub(super) bulk_frames_dropped: Arc<AtomicU64>,
 }
 
 impl ChannelMap {

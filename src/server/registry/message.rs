@@ -1,6 +1,10 @@
 //! What a channel hands its host: [`Inbound`] messages (a frame a client sent, or its
-//! disconnect). Apart from the channel entry, so the credit ledgers that hold such messages for
-//! the host and the entry that delivers them both use it without importing each other.
+//! disconnect), and what a delivery that has to wait leaves to the reader ([`Backpressure`]).
+//! Apart from the channel entry, so the credit ledgers that hold such messages for the host and
+//! the entry that delivers them both use it without importing each other.
+
+use std::future::Future;
+use std::pin::Pin;
 
 use bytes::Bytes;
 
@@ -31,3 +35,7 @@ pub struct Inbound {
     /// What arrived.
     pub body: InboundBody,
 }
+
+/// The rest of a delivery that has to wait (a full inbound stream, a full credit ledger): the
+/// reader awaits it before reading on.
+pub(crate) type Backpressure = Pin<Box<dyn Future<Output = ()> + Send>>;

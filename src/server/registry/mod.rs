@@ -20,23 +20,25 @@ mod map;
 mod message;
 mod router;
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 pub(crate) use crate::protocol::channel::ChannelDescriptor;
 pub use channel_handle::ChannelHandle;
-pub(crate) use entry::Backpressure;
 use entry::ChannelEntry;
 pub use entry::DEFAULT_LOSSY_BUDGET;
 pub use error::ChannelError;
 use map::ChannelMap;
+pub(crate) use message::Backpressure;
 pub use message::{Inbound, InboundBody};
 pub use router::ChannelRefusal;
 pub(crate) use router::RouteCache;
 
 use crate::protocol::channel_frame;
 use crate::server::handle::{Connection, ConnectionId};
+use crate::server::inbound::{InboundBudget, Payment};
 
 /// The registry of channels and of the connections that receive them. Cheap to clone.
 #[derive(Clone, Default)]
@@ -125,14 +127,36 @@ impl ChannelRegistry {
         }
     }
 
-    /// Routes one inbound binary message of a handshaken connection (see `router::route`). A
-    /// refusal is returned for the connection to answer; the connection stays open.
+    /// Routes one inbound binary message of a handshaken connection (see `router::route`),
+    /// with what pays for it when it may have to change hands. A refusal is returned for the
+    /// connection to answer; the connection stays open.
     pub(crate) fn route(
         &self,
         conn: &Connection,
         msg: Bytes,
+        payment: Option<Payment>,
         cache: &mut RouteCache,
     ) -> Result<Option<Backpressure>, ChannelRefusal> {
-        router::route(&self.inner, conn, msg, cache)
+        router::route(&self.inner, conn, msg, payment, cache)
+    }
+
+    /// The inbound budget that pays for buffered bulk frames once their host takes them (the
+    /// transport's; set once).
+    pub(crate) fn pay_from(&self, budget: &InboundBudget) {
+        let _ = self.inner.inbound.set(budget.clone());
+    }
+
+    /// Bytes the bulk credit ledgers of every channel hold for their hosts now.
+    pub(crate) fn buffered_credit_bytes(&self) -> usize {
+        self.inner
+            .channels
+            .iter()
+            .map(|e| e.value().buffered_credit())
+            .sum()
+    }
+
+    /// Bulk frames dropped so far because their connection closed before the host took them.
+    pub(crate) fn bulk_frames_dropped(&self) -> u64 {
+        self.inner.bulk_frames_dropped.load(Ordering::Relaxed)
     }
 }

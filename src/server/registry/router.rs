@@ -12,14 +12,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::credit::CreditLedger;
-use super::entry::{Backpressure, ChannelEntry};
+use super::entry::ChannelEntry;
 use super::map::ChannelMap;
-use super::message::{Inbound, InboundBody};
+use super::message::{Backpressure, Inbound, InboundBody};
 use crate::protocol::channel::DeliveryClass;
 use crate::protocol::channel_frame::{self, EventBytes, FrameKind};
 use crate::protocol::error::{protocol_error_event, ProtocolErrorCode};
 use crate::protocol::Role;
 use crate::server::handle::Connection;
+use crate::server::inbound::Payment;
 
 /// Why an inbound channel frame was not delivered, with what the `protocol_error` event reports
 /// about it: the code, a message, and the frame's channel and seq where they could be read. A
@@ -107,16 +108,20 @@ pub(crate) struct RouteCache {
 /// Routes one inbound binary message of a handshaken connection to its channel's sink.
 ///
 /// Synchronous on purpose: a handler sink and a stream with room take the message at once.
-/// Only a full stream returns the rest of the delivery (`Ok(Some(..))`), which the reader
-/// awaits before it reads on (backpressure). An `async fn` here would make every connection's
-/// reader future carry this state for its whole life (~380 bytes per connection, issue 7).
+/// Only a full stream (for a connection without credit) or a full credit ledger returns the
+/// rest of the delivery (`Ok(Some(..))`), which the reader awaits before it reads on
+/// (backpressure). An `async fn` here would make every connection's reader future carry this
+/// state for its whole life (~380 bytes per connection).
 ///
 /// The body is checked before anything else, as a full decode would: an event body only as far
 /// as its name (docs/protocol.md, "Channels"), and handed on as the bytes received.
+/// `payment` pays for `msg`'s buffer (see [`Payment`]): a credited bulk frame that has to wait
+/// for its host moves it to its credit ledger.
 pub(super) fn route(
     map: &ChannelMap,
     conn: &Connection,
     msg: Bytes,
+    payment: Option<Payment>,
     cache: &mut RouteCache,
 ) -> Result<Option<Backpressure>, ChannelRefusal> {
     let malformed = |e: channel_frame::ChannelFrameError| {
@@ -197,7 +202,7 @@ pub(super) fn route(
     if entry.descriptor.delivery == DeliveryClass::Bulk && conn.has_bulk_credit() {
         let ledger = cache
             .ledger
-            .get_or_insert_with(|| entry.ledger(conn))
+            .get_or_insert_with(|| entry.ledger(conn, map.inbound.get(), &map.bulk_frames_dropped))
             .clone();
         let bytes = body_len;
         if let Err(remaining) = ledger.spend(bytes) {
@@ -211,8 +216,7 @@ pub(super) fn route(
                 seq,
             ));
         }
-        entry.deliver_credited(&ledger, msg, bytes);
-        return Ok(None);
+        return Ok(entry.deliver_credited(&ledger, msg, bytes, payment));
     }
     Ok(entry.deliver(msg))
 }
