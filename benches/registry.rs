@@ -21,15 +21,29 @@ use std::sync::Arc;
 use bytes::Bytes;
 use carrier::protocol::channel_frame::{self, FrameBody};
 use carrier::protocol::Role;
-use carrier::server::bench_support::{drain, RegistryHarness};
-use carrier::server::testing::Outbound;
-use carrier::server::{Binary, ChannelDescriptor, ChannelRegistry, Connection, ConnectionId};
+use carrier::server::{
+    Binary, ChannelDescriptor, ChannelLink, ChannelRegistry, Connection, DetachedConnection,
+};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use futures_util::FutureExt;
 use std::hint::black_box;
 
-fn connection() -> Connection {
-    Connection::new(ConnectionId::next(), Role::Drive, Outbound::new(64 << 20))
+fn connection() -> DetachedConnection {
+    DetachedConnection::new(Role::Drive, 64 << 20)
+}
+
+/// Takes every frame queued on the connection, as its writer would (without writing them),
+/// which releases their bytes; returns how many there were.
+fn drain(detached: &mut DetachedConnection) -> usize {
+    std::iter::from_fn(|| detached.try_next_frame()).count()
+}
+
+/// Routes one inbound binary message as the connection's reader does, answering a refusal
+/// with its `protocol_error` event.
+fn route_one(link: &mut ChannelLink, conn: &Connection, message: Bytes) {
+    if let Some(Err(refusal)) = link.deliver(message).now_or_never() {
+        let _ = conn.send_text(refusal.error_event());
+    }
 }
 
 fn wire(channel: &str, size: usize) -> Bytes {
@@ -40,7 +54,6 @@ fn wire(channel: &str, size: usize) -> Bytes {
 
 fn route(c: &mut Criterion) {
     let registry = ChannelRegistry::default();
-    let harness = RegistryHarness::new(registry.clone());
     let seen = Arc::new(AtomicU64::new(0));
     let counter = seen.clone();
     let sink = registry
@@ -83,8 +96,9 @@ fn route(c: &mut Criterion) {
             }
         }
     });
-    let conn = connection();
-    harness.attach(&conn);
+    let mut detached = connection();
+    let conn = detached.connection().clone();
+    let mut link = registry.link(&conn);
     let payload = serde_json::json!({
         "id": "req-42", "at": 1733097600123u64, "level": 0.75, "tags": ["mic", "left", "48k"],
         "meta": {"codec": "opus", "frames": 960, "ok": true, "note": "a short note"}
@@ -97,8 +111,8 @@ fn route(c: &mut Criterion) {
             .expect("encodable");
         g.bench_function(label, |b| {
             b.iter(|| {
-                harness.route(&conn, black_box(msg.clone())).now_or_never();
-                drain(conn.outbound())
+                route_one(&mut link, &conn, black_box(msg.clone()));
+                drain(&mut detached)
             })
         });
     }
@@ -109,23 +123,21 @@ fn route(c: &mut Criterion) {
     for (size, label) in [(64usize, "64B"), (16 * 1024, "16KiB")] {
         let msg = wire("sink", size);
         g.bench_function(BenchmarkId::new("handler", label), |b| {
-            b.iter(|| harness.route(&conn, black_box(msg.clone())).now_or_never())
+            b.iter(|| route_one(&mut link, &conn, black_box(msg.clone())))
         });
         let msg = wire("echo", size);
         g.bench_function(BenchmarkId::new("echo", label), |b| {
             b.iter(|| {
-                harness.route(&conn, black_box(msg.clone())).now_or_never();
-                drain(conn.outbound())
+                route_one(&mut link, &conn, black_box(msg.clone()));
+                drain(&mut detached)
             })
         });
     }
     let unknown = wire("nobody", 64);
     g.bench_function("unknown_channel_refused", |b| {
         b.iter(|| {
-            harness
-                .route(&conn, black_box(unknown.clone()))
-                .now_or_never();
-            drain(conn.outbound())
+            route_one(&mut link, &conn, black_box(unknown.clone()));
+            drain(&mut detached)
         })
     });
     g.finish();
@@ -138,14 +150,14 @@ fn fanout(c: &mut Criterion) {
         let payload = Bytes::from(vec![0x5Au8; size]);
         for receivers in [1usize, 10, 100] {
             let registry = ChannelRegistry::default();
-            let harness = RegistryHarness::new(registry.clone());
             let channel = registry
                 .register(ChannelDescriptor::new("relay", &["*"], Binary::Accepted))
                 .expect("register");
-            let conns: Vec<Connection> = (0..receivers).map(|_| connection()).collect();
-            for conn in &conns {
-                harness.attach(conn);
-            }
+            let mut conns: Vec<DetachedConnection> = (0..receivers).map(|_| connection()).collect();
+            let _links: Vec<ChannelLink> = conns
+                .iter()
+                .map(|conn| registry.link(conn.connection()))
+                .collect();
             g.throughput(Throughput::Elements(receivers as u64));
             g.bench_with_input(
                 BenchmarkId::from_parameter(receivers),
@@ -153,8 +165,8 @@ fn fanout(c: &mut Criterion) {
                 |b, payload| {
                     b.iter(|| {
                         let seq = channel.send_binary(payload.clone());
-                        for conn in &conns {
-                            drain(conn.outbound());
+                        for conn in &mut conns {
+                            drain(conn);
                         }
                         seq
                     })

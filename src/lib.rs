@@ -124,7 +124,8 @@
 //!
 //! - `client` (default) — [`client`]. A host that embeds only the server builds with
 //!   `default-features = false`.
-//! - `testing` (off) — test doubles for this repository's own tests and benches; not API.
+//! - `robota` (off) — `robota`, the seed system's own wire over the agent protocol's sessions:
+//!   a foreign wire, which a host attaches only when it asks for it (`carrier serve` does).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -133,9 +134,10 @@ pub mod agent;
 #[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 pub mod client;
 pub mod discovery;
+#[cfg(feature = "robota")]
+#[cfg_attr(docsrs, doc(cfg(feature = "robota")))]
+pub mod robota;
 pub mod server;
-mod setters;
-mod timestamp;
 
 /// The wire (the `carrier-protocol` crate): one module, reachable as `carrier::protocol`.
 pub use carrier_protocol as protocol;

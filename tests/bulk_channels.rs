@@ -204,7 +204,7 @@ async fn until(what: &str, mut cond: impl FnMut() -> bool) {
 /// overhead the outbound queue charges.
 fn frame_cost() -> u64 {
     // The RBF head: magic (3), version, kind, name length, the name "bulk" (4), seq (4).
-    (FRAME + 10 + "bulk".len() + carrier::server::testing::ITEM_OVERHEAD) as u64
+    (FRAME + 10 + "bulk".len() + carrier::server::ITEM_OVERHEAD) as u64
 }
 
 #[tokio::test]

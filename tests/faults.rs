@@ -13,9 +13,9 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use carrier::protocol::Role;
-use carrier::server::testing::FailReason;
 use carrier::server::{
-    CarrierConfig, CarrierContext, Connection, Limits, TextProfile, TextSession, WsTransport,
+    CarrierConfig, CarrierContext, Connection, FailReason, Limits, TextProfile, TextSession,
+    WsTransport,
 };
 use futures_util::{SinkExt, StreamExt};
 use support::*;
@@ -372,7 +372,7 @@ impl TextSession for RecordingSession {
         }
     }
     fn on_close(&mut self) {
-        let failure = self.0.outbound().failure();
+        let failure = self.0.failure();
         self.1 .0.lock().unwrap().push(failure);
     }
 }
@@ -397,7 +397,7 @@ async fn write_error_under_the_writer_fails_the_connection_exactly_once() {
     let failed_writes = Arc::new(AtomicUsize::new(0));
     let conn_task = tokio::spawn(
         transport
-            .serve_stream(
+            .serve_upgraded(
                 FaultyWrite {
                     inner: server_side,
                     armed: armed.clone(),

@@ -4,8 +4,8 @@
 //! bytes at least).
 //!
 //! Frames are made the way the carrier makes them (the envelope's encoders, the channel-frame
-//! codec), queued on a connection's outbound path with no writer draining it, until the queue
-//! refuses one.
+//! codec), queued on a connection's outbound path with no writer draining it (a
+//! `DetachedConnection` whose frames nobody takes), until the queue refuses one.
 
 // The counting global allocator below is the one `unsafe` here; each block says why it holds.
 #![allow(unsafe_code)]
@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use bytes::Bytes;
 use carrier::protocol::channel_frame;
 use carrier::protocol::envelope::{encode_event, encode_result};
-use carrier::server::testing::Outbound;
-use carrier::server::DeliveryError;
+use carrier::protocol::Role;
+use carrier::server::{Connection, DeliveryError, DetachedConnection};
 use serde_json::json;
 
 struct Live;
@@ -68,16 +68,17 @@ fn live() -> isize {
 /// at its fullest and what it charged for it.
 fn fill(
     budget: usize,
-    mut send: impl FnMut(&Outbound, usize) -> Result<(), DeliveryError>,
+    mut send: impl FnMut(&Connection, usize) -> Result<(), DeliveryError>,
 ) -> (isize, usize, usize) {
-    let out = Outbound::new(budget);
+    let detached = DetachedConnection::new(Role::Drive, budget);
+    let out = detached.connection();
     let before = live();
     let mut frames = 0;
     let (mut peak_heap, mut peak_charged) = (0, 0);
     loop {
         let charged_before = out.queued_bytes();
         let heap_before = live() - before;
-        match send(&out, frames) {
+        match send(out, frames) {
             Ok(()) => frames += 1,
             Err(DeliveryError::Overflow) => {
                 // The failure dropped the queue: its memory is back.

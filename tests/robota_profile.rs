@@ -5,10 +5,12 @@
 
 use carrier_test_support as support;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use carrier::agent::{AgentProfile, EmbeddedAgent};
-use carrier::server::WsTransport;
+use carrier::robota::{RobotaProfile, ROBOTA_PATH};
+use carrier::server::{Attachment, WsTransport};
 use serde_json::{json, Value};
 use support::robota::{deltas, types, RobotaClient};
 use support::*;
@@ -22,7 +24,8 @@ async fn server() -> Server {
 /// `carrier serve --profile robota`).
 async fn robota_at_root(config: carrier::server::CarrierConfig) -> Server {
     let transport = WsTransport::new(config).expect("valid config");
-    transport.attach(embedded(DELAY).robota());
+    let robota = Arc::new(RobotaProfile::new(&embedded(DELAY)));
+    transport.attach(Attachment::new(robota.clone()).with_route(ROBOTA_PATH, robota));
     transport.start().await.expect("start");
     let port = transport.bound_port().expect("port");
     let token = transport.resolved_token().unwrap_or_default().to_owned();
@@ -32,6 +35,28 @@ async fn robota_at_root(config: carrier::server::CarrierConfig) -> Server {
         token,
         stats: Default::default(),
     }
+}
+
+#[tokio::test]
+async fn a_host_that_attaches_only_the_agent_protocol_serves_no_robota_path() {
+    let transport = WsTransport::new(config()).expect("config");
+    transport.attach(embedded(DELAY));
+    transport.start().await.expect("start");
+    let port = transport.bound_port().expect("port");
+    let refused = connect_with(
+        &format!("ws://127.0.0.1:{port}/robota?token=test-token"),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        refused.err(),
+        Some(404),
+        "/robota is served only when attached"
+    );
+    // `/` speaks the agent protocol as ever.
+    let mut client = Client::connect(&format!("ws://127.0.0.1:{port}/?token=test-token")).await;
+    client.handshake(json!({})).await;
+    transport.stop().await;
 }
 
 async fn greeted(server: &Server, query: &str) -> RobotaClient {
@@ -178,7 +203,7 @@ async fn abort_mid_turn_ends_it_interrupted_with_what_was_streamed() {
     let transport = WsTransport::new(transport_config).expect("config");
     // Slow enough that the abort lands mid-turn: 100 words at 20 ms.
     let agent = EmbeddedAgent::default().with_demo_delay(Duration::from_millis(20));
-    transport.attach(AgentProfile::embedded(agent));
+    transport.attach(with_robota(AgentProfile::embedded(agent)));
     transport.start().await.expect("start");
     let port = transport.bound_port().unwrap();
     let url = format!("ws://127.0.0.1:{port}/robota?token=test-token");

@@ -59,7 +59,7 @@ async fn a_carrier_client_and_a_robota_client_see_each_others_turns_live() {
 async fn a_connection_that_joins_mid_turn_gets_the_prompt_then_the_rest_without_a_gap() {
     let transport = WsTransport::new(config()).expect("config");
     let agent = EmbeddedAgent::default().with_demo_delay(Duration::from_millis(20));
-    transport.attach(AgentProfile::embedded(agent));
+    transport.attach(with_robota(AgentProfile::embedded(agent)));
     transport.start().await.expect("start");
     let port = transport.bound_port().unwrap();
     let mut carrier = Client::connect(&format!("ws://127.0.0.1:{port}/?token=test-token")).await;

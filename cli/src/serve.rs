@@ -4,12 +4,16 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use carrier::agent::process::{AgentProcess, AgentProcessConfig, AgentProcessError};
 use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory, DEFAULT_MAX_SESSION_BYTES};
 use carrier::protocol::Role;
-use carrier::server::{Auth, CarrierConfig, Limits, RuntimeFileOptions, Token, WsTransport};
+use carrier::robota::{RobotaProfile, ROBOTA_PATH};
+use carrier::server::{
+    Attachment, Auth, CarrierConfig, Limits, RuntimeFileOptions, Token, WsTransport,
+};
 use clap::Args;
 
 use carrier_channels::{self as channels, ChannelSpec};
@@ -314,10 +318,14 @@ async fn serve(
         }
     };
     let profile = profile.max_session_bytes(args.max_session_bytes).build();
-    match wire {
-        Profile::Carrier => transport.attach(profile),
-        Profile::Robota => transport.attach(profile.robota()),
-    }
+    // The seed system's wire is served at `/robota` under either profile, and at `/` too with
+    // `--profile robota` (where it also stands for the sessions at `stop()`).
+    let robota = Arc::new(RobotaProfile::new(&profile));
+    let at_root = match wire {
+        Profile::Carrier => Attachment::from(profile),
+        Profile::Robota => Attachment::new(robota.clone()),
+    };
+    transport.attach(at_root.with_route(ROBOTA_PATH, robota));
     for spec in &args.channels {
         if let Err(e) = channels::mount(transport, spec) {
             return usage_error(e);

@@ -1,12 +1,12 @@
 //! Security tests over real sockets on 127.0.0.1: DNS-rebinding hosts, hostile origins, token
-//! encodings, oversized requests, secrets in logs and metrics, RFC 6455 masking, and a failing
-//! OS random source.
+//! encodings, oversized requests, secrets in logs and metrics, and RFC 6455 masking. (A failing OS
+//! random source is the server's unit test: `WsTransport::new` refuses to start without a token.)
 
 use carrier_test_support as support;
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use carrier::server::{Auth, CarrierConfig, ConfigError, WsTransport};
+use carrier::server::{Auth, CarrierConfig, WsTransport};
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -393,50 +393,6 @@ async fn the_token_never_appears_in_logs_or_metrics() {
     for secret in [token, encoded.as_str(), &token[3..]] {
         assert!(!text.contains(secret), "secret {secret:?} logged:\n{text}");
     }
-}
-
-/// A random source that always fails, as `getrandom` does when the OS has none to give.
-struct BrokenRandom;
-
-impl rand::TryRngCore for BrokenRandom {
-    type Error = std::io::Error;
-    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
-        Err(std::io::Error::other("getrandom: no entropy source"))
-    }
-    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
-        Err(std::io::Error::other("getrandom: no entropy source"))
-    }
-    fn try_fill_bytes(&mut self, _dst: &mut [u8]) -> Result<(), Self::Error> {
-        Err(std::io::Error::other("getrandom: no entropy source"))
-    }
-}
-
-#[test]
-fn a_failing_random_source_refuses_to_start_rather_than_run_open() {
-    let tokenless = CarrierConfig::default().with_port(0);
-    match WsTransport::with_random_source(tokenless.clone(), &mut BrokenRandom) {
-        Err(ConfigError::RandomSource(msg)) => assert!(msg.contains("entropy"), "{msg}"),
-        Err(other) => panic!("wrong error {other}"),
-        Ok(t) => panic!(
-            "started with token {:?} without randomness",
-            t.resolved_token()
-        ),
-    }
-    let err = WsTransport::with_random_source(tokenless, &mut BrokenRandom)
-        .err()
-        .expect("refused");
-    assert!(err.to_string().contains("refusing to start"), "{err}");
-    // Nothing to mint with a configured token or in open mode: the broken source is not used.
-    let with_token = CarrierConfig::default()
-        .with_port(0)
-        .with_auth(Auth::Token("given".into()));
-    let t = WsTransport::with_random_source(with_token, &mut BrokenRandom).expect("token given");
-    assert_eq!(t.resolved_token(), Some("given"));
-    let open = CarrierConfig::default().with_port(0).with_auth(Auth::Open {
-        reason: "test".into(),
-    });
-    let t = WsTransport::with_random_source(open, &mut BrokenRandom).expect("open mode");
-    assert_eq!(t.resolved_token(), None);
 }
 
 #[test]

@@ -21,7 +21,7 @@
 use std::net::Ipv6Addr;
 
 use carrier::protocol::Role;
-use carrier::server::testing::{
+use carrier::protocol::admission::{
     admit, query_param, tokens_equal, AdmissionPolicy, AdmissionRequest, CloseRefusal, Admission,
 };
 use libfuzzer_sys::fuzz_target;

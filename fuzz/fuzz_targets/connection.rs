@@ -26,7 +26,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use carrier::protocol::channel_frame::{self, ChannelFrame};
 use carrier::protocol::Role;
-use carrier::server::testing::CloseRefusal;
+use carrier::protocol::admission::CloseRefusal;
 use carrier_channels::echo;
 use carrier::server::{
     CarrierConfig, CarrierContext, Connection, Limits, TextProfile, TextSession, WsTransport,
@@ -415,7 +415,7 @@ async fn run(data: &[u8]) {
 
     let (client, server) = tokio::io::duplex(1 << 20);
     let verdict = if refused { Err(CloseRefusal::Unauthorized) } else { Ok(role) };
-    let conn = tokio::spawn(transport.serve_stream(server, verdict).expect("slot"));
+    let conn = tokio::spawn(transport.serve_upgraded(server, verdict).expect("slot"));
     let (mut rd, mut wr) = tokio::io::split(client);
 
     let mut wire = Vec::new();

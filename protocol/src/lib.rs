@@ -5,6 +5,8 @@
 //! `carrier` crate re-exports this crate as `carrier::protocol`.
 //!
 //! - [`role`] — the connection roles `drive` and `observe`.
+//! - [`admission`] — who may connect: the Host, Origin, token and role rules of an upgrade
+//!   request, decided by one pure function.
 //! - [`ids`] — the session, turn and permission-request ids, as types (strings on the wire).
 //! - [`envelope`] — the text envelope: parsing a frame into request/response/event with strict
 //!   validation, and encoding the frames the server sends.
@@ -17,6 +19,8 @@
 //! - [`resume`] — the bounded per-session ring of recent events used for resume.
 //! - [`channel`] — payload channels as the host declares them, and their delivery classes.
 //! - [`close`] — the WebSocket close codes the carrier sends.
+//! - [`timestamp`] — RFC 3339 timestamps in UTC, as runtime files and the seed system's wire
+//!   write them (formatted from a time the caller passes: this crate reads no clock).
 //!
 //! No file access either (`protocol/tests/no_io.rs` keeps this crate free of file and stream
 //! writes), and no code generators: the JSON Schemas, TypeScript declarations, JavaScript tables
@@ -25,6 +29,7 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod admission;
 pub mod catalog;
 pub mod channel;
 pub mod channel_frame;
@@ -38,6 +43,7 @@ pub mod ids;
 pub mod methods;
 pub mod resume;
 pub mod role;
+pub mod timestamp;
 pub mod version;
 
 pub use role::Role;

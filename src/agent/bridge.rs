@@ -2,8 +2,9 @@
 //!
 //! The host feeds each inbound text message to [`Bridge::feed`] and supplies a send function;
 //! the bridge answers exactly as a carrier connection would — same handshake, dispatch, session
-//! events and resume. It is built on the carrier's own [`Outbound`] queue and [`Connection`],
-//! so delivery has the same latched semantics as on a carrier socket: a send function that
+//! events and resume. It is built on the server's [`DetachedConnection`] (the carrier's own
+//! outbound queue, with no socket), so delivery has the same latched semantics as on a carrier
+//! socket: a send function that
 //! fails (or a queue over its byte budget) fails the bridge connection **once** — the queue
 //! stops accepting frames, the session drops the connection from its fan-out, and no later
 //! frame reaches the send function.
@@ -37,9 +38,9 @@ use crate::protocol::close::CloseCode;
 use crate::protocol::envelope::too_large_reply;
 use crate::protocol::Role;
 use crate::server::{
-    CarrierContext, Connection, ConnectionId, DeliveryError, Outbound, TextProfile, TextSession,
+    CarrierContext, Connection, DeliveryError, DetachedConnection, OutboundFrame, TextProfile,
+    TextSession,
 };
-use crate::server::{FailReason, MessageKind, OutItem};
 
 /// One frame for the host to write to its socket.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,9 +96,9 @@ impl Bridge {
         F: FnMut(BridgeFrame) -> Result<(), BridgeSendError> + Send + 'static,
     {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| BridgeError::NoRuntime)?;
-        let out = Outbound::new(ctx.limits().queue_bytes);
-        let conn = Connection::new(ConnectionId::next(), role.min(ctx.grant()), out.clone());
-        runtime.spawn(pump(out, send));
+        let detached = DetachedConnection::new(role.min(ctx.grant()), ctx.limits().queue_bytes);
+        let conn = detached.connection().clone();
+        runtime.spawn(pump(detached, send));
         let timer = {
             let conn = conn.clone();
             let timeout = ctx.limits().handshake_timeout;
@@ -164,52 +165,32 @@ impl Drop for Bridge {
     }
 }
 
-/// The bridge connection's only writer: hands queued frames to `send` in order; ends after a
+/// The bridge connection's only writer: hands its frames to `send` in order; ends after a
 /// close or on the first failed send (which latches the failure).
-async fn pump<F>(out: Outbound, mut send: F)
+async fn pump<F>(mut detached: DetachedConnection, mut send: F)
 where
     F: FnMut(BridgeFrame) -> Result<(), BridgeSendError>,
 {
-    let mut batch = Vec::new();
-    let mut drops = Vec::new();
-    loop {
-        out.next_batch(&mut batch, &mut drops).await;
-        if batch.is_empty() {
-            if out.failure().is_some() {
-                return;
-            }
-            continue;
+    while let Some(frame) = detached.next_frame().await {
+        let (frame, last) = match frame {
+            OutboundFrame::Text(text) => (BridgeFrame::Text(text), false),
+            OutboundFrame::Close { code, reason } => (
+                BridgeFrame::Close {
+                    code: code.as_u16(),
+                    reason,
+                },
+                true,
+            ),
+            // Binary channel frames belong to a real WebSocket, not this bridge.
+            OutboundFrame::Binary { .. } => continue,
+        };
+        if let Err(e) = send(frame) {
+            tracing::debug!(error = %e, "bridge send failed");
+            detached.fail_write();
+            return;
         }
-        let mut items = std::mem::take(&mut batch).into_iter();
-        for item in items.by_ref() {
-            out.written(&item);
-            let (frame, last) = match item {
-                OutItem::Message {
-                    kind: MessageKind::Text,
-                    head,
-                    ..
-                } => (Some(BridgeFrame::Text(head)), false),
-                OutItem::Close { code, reason } => (
-                    Some(BridgeFrame::Close {
-                        code: code.as_u16(),
-                        reason: reason.to_string(),
-                    }),
-                    true,
-                ),
-                // Binary channel frames and pings belong to a real WebSocket, not this bridge.
-                _ => (None, false),
-            };
-            let sent = frame.map_or(Ok(()), &mut send);
-            if let Err(e) = sent {
-                tracing::debug!(error = %e, "bridge send failed");
-                out.fail_once(FailReason::WriteError);
-                items.for_each(|i| out.written(&i));
-                return;
-            }
-            if last {
-                items.for_each(|i| out.written(&i));
-                return;
-            }
+        if last {
+            return;
         }
     }
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 /// Room left in the budget for the envelope around a result: `{"id":…,"result":{"…":[…]}}`
 /// with an id of at most 256 bytes, each of which may be escaped to six.
-pub(crate) const ENVELOPE_BYTES: usize = 4096;
+pub const ENVELOPE_BYTES: usize = 4096;
 
 /// Bytes `value` takes as JSON.
 pub(crate) fn json_len<T: Serialize + ?Sized>(value: &T) -> usize {
@@ -39,7 +39,7 @@ pub(crate) fn fit_front<T: Serialize>(mut items: Vec<T>, budget: usize) -> (Vec<
 
 /// The trailing (newest) items whose JSON array fits `budget` bytes, in their order; returns
 /// them and how many were left out.
-pub(crate) fn fit_back<T: Serialize>(mut items: Vec<T>, budget: usize) -> (Vec<T>, usize) {
+pub fn fit_back<T: Serialize>(mut items: Vec<T>, budget: usize) -> (Vec<T>, usize) {
     let keep = fitting(items.iter().rev(), budget);
     let left_out = items.len() - keep;
     items.drain(..left_out);

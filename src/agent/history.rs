@@ -35,10 +35,21 @@ pub struct HistoryConfig {
     pub max_bytes: usize,
 }
 
-crate::setters::with_setters!(HistoryConfig {
-    max_entries => with_max_entries: usize,
-    max_bytes => with_max_bytes: usize,
-});
+impl HistoryConfig {
+    /// Sets [`max_entries`](Self::max_entries).
+    #[must_use]
+    pub fn with_max_entries(mut self, max_entries: usize) -> Self {
+        self.max_entries = max_entries;
+        self
+    }
+
+    /// Sets [`max_bytes`](Self::max_bytes).
+    #[must_use]
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+}
 
 impl Default for HistoryConfig {
     fn default() -> Self {
@@ -51,13 +62,14 @@ impl Default for HistoryConfig {
 
 /// What the carrier notes about an entry beside what `session.history` sends: when it was
 /// recorded and whether it is the reply of an aborted turn (the seed system's clients read
-/// both, see `super::robota`).
+/// both).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct EntryMeta {
+#[non_exhaustive]
+pub struct EntryMeta {
     /// Milliseconds since the Unix epoch when the entry was recorded.
-    pub(crate) at_ms: u64,
+    pub at_ms: u64,
     /// The reply of a turn a client aborted.
-    pub(crate) interrupted: bool,
+    pub interrupted: bool,
 }
 
 /// The newest entries within a [`HistoryConfig`], oldest first, each with the stamp its

@@ -93,11 +93,11 @@ impl HubState {
     }
 }
 
-/// A connection that reads this session's events in a wire of its own rather than the agent
-/// protocol's (a second text profile over the same sessions). The hub hands it each event as
-/// it numbers it, under its lock, so it sees them in order and, after [`SessionHub::listen`],
-/// without a gap.
-pub(crate) trait EventListener: Send + Sync {
+/// A connection that reads a session's events in a wire of its own rather than the agent
+/// protocol's (a foreign wire over the same sessions). The session hands it each event as it
+/// numbers it, under its lock, so it sees them in order and, after
+/// [`SessionHandle::listen`](super::foreign::SessionHandle::listen), without a gap.
+pub trait EventListener: Send + Sync {
     /// The connection it sends to.
     fn id(&self) -> ConnectionId;
 

@@ -208,7 +208,7 @@ impl SessionMemory {
     }
 
     /// `carrier_session_bytes` and `carrier_session_bytes_limit`, for `GET /metrics`.
-    pub(crate) fn gauges(&self) -> Vec<Gauge> {
+    pub fn gauges(&self) -> Vec<Gauge> {
         vec![self.shared.in_use.clone(), self.shared.limit_gauge.clone()]
     }
 

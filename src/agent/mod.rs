@@ -19,8 +19,8 @@
 //! - [`embedded`] — the deterministic embedded default agent.
 //! - [`process`] — an external agent process (`carrier serve --agent-cmd`) as a session.
 //! - [`Bridge`] — the same protocol over a socket the host owns (serverless mode).
-//! - [`RobotaProfile`] — the seed system's own text wire over the same sessions (`robota`),
-//!   served at [`ROBOTA_PATH`] beside the agent protocol, or at `/` when attached itself.
+//! - [`foreign`] — the seam another text protocol (a foreign wire, such as the seed system's)
+//!   rides to drive and hear the same sessions.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -40,6 +40,7 @@ mod connection;
 mod directory;
 pub mod embedded;
 mod fit;
+pub mod foreign;
 mod handler_context;
 mod handlers;
 mod handshake;
@@ -53,7 +54,6 @@ mod profile;
 mod record;
 mod reply;
 mod reply_text;
-mod robota;
 mod session;
 mod turn;
 mod usage;
@@ -73,7 +73,6 @@ pub use history::HistoryConfig;
 pub use memory::{SessionMemory, DEFAULT_MAX_SESSION_BYTES, ENTRY_OVERHEAD};
 pub use profile::{AgentProfile, AgentProfileBuilder};
 pub use record::RingConfig;
-pub use robota::{RobotaProfile, ROBOTA_PATH};
 pub use session::{AgentAnswer, AgentCallError, HostError, ProtocolSession, TurnStart};
 pub use turn::{PendingPermission, TurnEnded, TurnSink};
 pub use usage::{NoUsage, SessionUsage, TurnRecord, UsageReporter};

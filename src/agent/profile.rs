@@ -11,10 +11,11 @@ use super::host::AgentHost;
 use super::hub::DEFAULT_UNATTENDED_PROMPT_TIMEOUT;
 use super::memory::SessionMemory;
 use super::record::RingConfig;
-use super::robota::{RobotaProfile, ROBOTA_PATH};
 use super::usage::{SessionUsage, UsageReporter};
 use crate::protocol::version::VersionPair;
-use crate::server::{Attachment, CarrierContext, Connection, Gauge, TextProfile, TextSession};
+use crate::server::{
+    Asset, Attachment, CarrierContext, Connection, Gauge, TextProfile, TextSession,
+};
 
 /// The agent protocol (docs/protocol.md, "Envelope" to "Errors") on the carrier's text frames:
 /// handshake, method dispatch, session hubs with `seq` and resume, and fan-out of session events to
@@ -75,13 +76,6 @@ impl AgentProfile {
     /// bytes in use now.
     pub fn session_memory(&self) -> &SessionMemory {
         &self.host.memory
-    }
-
-    /// The seed system's own text wire over this profile's sessions, agents and memory. The
-    /// carrier serves it at [`ROBOTA_PATH`] whenever this profile is attached; attach the
-    /// returned profile instead to make `/` speak it as well.
-    pub fn robota(&self) -> RobotaProfile {
-        RobotaProfile::new(self.host.clone())
     }
 }
 
@@ -241,15 +235,28 @@ impl TextProfile for AgentProfile {
         self.host.memory.gauges()
     }
 
-    /// The seed system's wire at [`ROBOTA_PATH`].
-    fn routes(&self) -> Vec<(&'static str, Arc<dyn TextProfile>)> {
-        vec![(ROBOTA_PATH, Arc::new(self.robota()))]
+    /// The web console (`/console`) and the JavaScript client modules it imports
+    /// (`/client.js`, …): the agent protocol's web client.
+    fn assets(&self) -> Vec<Asset> {
+        let console = Asset {
+            name: "console",
+            content_type: "text/html; charset=utf-8",
+            body: carrier_web::CONSOLE_HTML,
+        };
+        let modules = carrier_web::CLIENT_MODULES
+            .iter()
+            .map(|(name, body)| Asset {
+                name,
+                content_type: "text/javascript",
+                body,
+            });
+        std::iter::once(console).chain(modules).collect()
     }
 }
 
 impl From<AgentProfile> for Attachment {
     fn from(profile: AgentProfile) -> Self {
-        Attachment(Arc::new(profile))
+        Attachment::new(Arc::new(profile))
     }
 }
 

@@ -28,10 +28,21 @@ pub struct RingConfig {
     pub max_bytes: usize,
 }
 
-crate::setters::with_setters!(RingConfig {
-    max_events => with_max_events: usize,
-    max_bytes => with_max_bytes: usize,
-});
+impl RingConfig {
+    /// Sets [`max_events`](Self::max_events).
+    #[must_use]
+    pub fn with_max_events(mut self, max_events: usize) -> Self {
+        self.max_events = max_events;
+        self
+    }
+
+    /// Sets [`max_bytes`](Self::max_bytes).
+    #[must_use]
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+}
 
 impl Default for RingConfig {
     fn default() -> Self {

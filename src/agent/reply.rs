@@ -108,9 +108,9 @@ impl<M: MethodDef> Reply<M> {
     }
 }
 
-/// Where the answer to a session input goes: the requester's [`Reply`] in the agent protocol,
-/// or another text profile's own answer (the hub answers both the same way).
-pub(crate) trait Answer<R> {
+/// Where the answer to a session input goes: the requester's response in the agent protocol,
+/// or a foreign wire's own answer (the session answers both the same way).
+pub trait Answer<R> {
     /// The input was taken; `result` is what the agent protocol answers.
     fn ok(&self, result: &R);
     /// The input was refused.
@@ -130,7 +130,8 @@ impl<M: MethodDef> Answer<M::Result> for Reply<M> {
 /// No answer either way: for inputs whose effect (or its absence) shows only in the session's
 /// events (the seed system's wire answers abort and permission responses with nothing, and the
 /// carrier's own denials of unattended prompts have no requester).
-pub(crate) struct Quiet;
+#[derive(Debug, Clone, Copy)]
+pub struct Quiet;
 
 impl<R> Answer<R> for Quiet {
     fn ok(&self, _: &R) {}

@@ -1,11 +1,14 @@
-//! In-memory sockets for testing transports and clients without a network.
+//! In-memory sockets for testing transports and clients without a network: the seam the
+//! client's reference suite (`tests/client_reference.rs`) runs on, for whoever writes a
+//! [`Connector`] or a [`Transport`](super::Transport) of their own and wants the same suite.
 //!
 //! [`fake_network`] returns a [`FakeConnector`] (plug it into a
 //! [`ReconnectingTransport`](super::ReconnectingTransport)) and the [`FakeServer`] that stands on
 //! the other side: it accepts each dialled connection as a [`FakePeer`], can refuse dials, and
 //! records when every dial happened (on the tokio clock, so paused-time tests can check backoff
-//! delays exactly). [`parsed_bound`] is the client's estimate of a text message's parsed size,
-//! for the test that holds it against a counting allocator. Not part of the stable API.
+//! delays exactly). [`parsed_bound`] is the client's estimate of a text message's parsed size
+//! (what [`WsOptions::max_parsed_bytes`](super::WsOptions::max_parsed_bytes) is held against),
+//! for a test that holds it against real memory.
 
 use std::sync::{Arc, Mutex};
 

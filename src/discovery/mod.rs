@@ -56,7 +56,7 @@ mod user;
 pub use process::ProcessStart;
 pub use user::User;
 
-use crate::timestamp::rfc3339_utc;
+use crate::protocol::timestamp::rfc3339_utc;
 use process::{liveness, Liveness};
 use user::real_uid;
 

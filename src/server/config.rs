@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::admission::Token;
+use crate::protocol::admission::Token;
 use crate::protocol::Role;
 
 /// Every limit of docs/protocol.md, "Limits". All are published in the handshake result.
@@ -44,7 +44,7 @@ pub struct Limits {
     pub max_reply_bytes: usize,
 }
 
-crate::setters::with_setters!(Limits {
+super::setters::with_setters!(Limits {
     max_text_bytes => with_max_text_bytes: usize,
     max_message_bytes => with_max_message_bytes: usize,
     max_inbound_bytes => with_max_inbound_bytes: usize,
@@ -135,7 +135,7 @@ pub struct CarrierConfig {
     pub limits: Limits,
 }
 
-crate::setters::with_setters!(CarrierConfig {
+super::setters::with_setters!(CarrierConfig {
     port => with_port: u16,
     max_retries => with_max_retries: u16,
     auth => with_auth: Auth,
@@ -149,7 +149,7 @@ crate::setters::with_setters!(CarrierConfig {
 
 /// The driver identity a carrier stamps on turns unless its host configures another
 /// (`CarrierConfig::driver_id`, `carrier serve --driver-id`).
-pub(crate) const DEFAULT_DRIVER_ID: &str = "local";
+pub const DEFAULT_DRIVER_ID: &str = "local";
 
 impl Default for CarrierConfig {
     fn default() -> Self {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::Notify;
 
-use super::outbound::{DeliveryError, Outbound};
+use super::outbound::{DeliveryError, FailReason, Outbound};
 use crate::protocol::Role;
 
 /// Identifies one admitted connection for the lifetime of a transport.
@@ -53,20 +53,9 @@ struct ConnectionInner {
 }
 
 impl Connection {
-    /// A connection handle over an outbound path. Public only with the `testing` feature
-    /// (benches build connections without sockets); the carrier makes every other one.
-    #[cfg(feature = "testing")]
-    pub fn new(id: ConnectionId, role: Role, outbound: Outbound) -> Self {
-        Self::with_outbound(id, role, outbound)
-    }
-
-    /// See [`Connection::new`].
-    #[cfg(not(feature = "testing"))]
+    /// A connection handle over an outbound path: the carrier makes one per admitted
+    /// connection, and [`super::DetachedConnection`] one that no socket backs.
     pub(crate) fn new(id: ConnectionId, role: Role, outbound: Outbound) -> Self {
-        Self::with_outbound(id, role, outbound)
-    }
-
-    fn with_outbound(id: ConnectionId, role: Role, outbound: Outbound) -> Self {
         Connection {
             inner: Arc::new(ConnectionInner {
                 id,
@@ -89,17 +78,28 @@ impl Connection {
         self.inner.role
     }
 
-    /// The outbound path (byte counter, failure state). Public only with the `testing`
-    /// feature.
-    #[cfg(feature = "testing")]
-    pub fn outbound(&self) -> &Outbound {
+    /// The outbound path: every send goes through it.
+    pub(crate) fn outbound(&self) -> &Outbound {
         &self.inner.outbound
     }
 
-    /// See the public form (feature `testing`).
-    #[cfg(not(feature = "testing"))]
-    pub(crate) fn outbound(&self) -> &Outbound {
-        &self.inner.outbound
+    /// Bytes held for this connection now: frames queued and the batch being written, each
+    /// charged its payload plus [`super::ITEM_OVERHEAD`].
+    pub fn queued_bytes(&self) -> usize {
+        self.inner.outbound.queued_bytes()
+    }
+
+    /// The byte budget of the connection's outbound queue ([`super::Limits::queue_bytes`]): a
+    /// send that finds more than this queued fails the connection as a slow reader.
+    pub fn queue_budget(&self) -> usize {
+        self.inner.outbound.budget()
+    }
+
+    /// Why the connection failed, once it has (a slow reader, a write error, a stalled bulk
+    /// receiver); `None` while it has not, and for a connection that closed in order. A
+    /// [`super::TextSession`] reads it in `on_close` to tell a failure from a close.
+    pub fn failure(&self) -> Option<FailReason> {
+        self.inner.outbound.failure()
     }
 
     /// Queues one text message (a complete JSON document).
@@ -137,10 +137,14 @@ impl Connection {
         self.inner.handshake_done.notify_waiters();
     }
 
-    /// Gives the connection inbound credit on bulk channels (it announced a protocol with the
-    /// `bulk_credit` feature). Call it before the handshake is marked done, so its first bulk
-    /// frame is already counted against its credit.
-    pub(crate) fn enable_bulk_credit(&self) {
+    /// Tells the carrier that the peer counts inbound credit on bulk channels: its text
+    /// profile negotiated the `bulk_credit` feature (protocol 1.1 and later; docs/protocol.md,
+    /// "Channels"). From then on the connection's bulk frames are held for the host within
+    /// the credit each bulk channel grants it (and the grants are sent back as the host takes
+    /// them), instead of pausing its reader while a host stream is full. A profile whose
+    /// peer does not count credit never calls it. Call it before [`Connection::mark_handshaken`],
+    /// so the first bulk frame is already counted against the credit.
+    pub fn enable_bulk_credit(&self) {
         self.inner.bulk_credit.store(true, Ordering::Release);
     }
 

@@ -1,6 +1,7 @@
-//! The HTTP face of the carrier: `GET /` upgrades (after admission; so do the attached profile's
-//! other paths, such as `/robota`), `/healthz`, `/metrics`, `/console` and the JavaScript client
-//! (`/client.js` and the modules it imports). [`CarrierService`] is also what a host mounts, at
+//! The HTTP face of the carrier: `GET /` upgrades (after admission; so do the attachment's
+//! other paths, such as `/robota`), `/healthz`, `/metrics`, and the files the attached profile
+//! serves for its web clients (the agent protocol's `/console` and the JavaScript client,
+//! `/client.js` and the modules it imports). [`CarrierService`] is also what a host mounts, at
 //! any path, in its own hyper or axum server.
 
 use std::convert::Infallible;
@@ -17,33 +18,13 @@ use hyper::header::{
 };
 use hyper::{Method, Request, Response, StatusCode};
 
-use super::admission::{admit, query_param, Admission, AdmissionRequest};
 use super::connection::{self, Linger};
+use super::profile::Asset;
 use super::shared::Shared;
+use crate::protocol::admission::{admit, query_param, Admission, AdmissionRequest};
 
 /// The response body type of every carrier response.
 pub type Body = Full<Bytes>;
-
-const CONSOLE_HTML: &str = include_str!("../web/console.html");
-
-/// The JavaScript package (`js/`), served file by file with no build step: `client.js` is its
-/// browser entry (it re-exports the whole public API) and imports the others by relative path,
-/// so a page resolves them all against the directory the carrier is served from.
-const CLIENT_MODULES: &[(&str, &str)] = &[
-    ("client.js", include_str!("../../js/client.js")),
-    ("transport.js", include_str!("../../js/transport.js")),
-    ("frames.js", include_str!("../../js/frames.js")),
-    ("errors.js", include_str!("../../js/errors.js")),
-    ("internal.js", include_str!("../../js/internal.js")),
-    ("catalog.js", include_str!("../../js/catalog.js")),
-    ("connection.js", include_str!("../../js/connection.js")),
-    ("versions.js", include_str!("../../js/versions.js")),
-    ("requests.js", include_str!("../../js/requests.js")),
-    ("preflight.js", include_str!("../../js/preflight.js")),
-    ("resume.js", include_str!("../../js/resume.js")),
-    ("channels.js", include_str!("../../js/channels.js")),
-    ("credit.js", include_str!("../../js/credit.js")),
-];
 
 /// A `tower::Service` (and hyper service) answering every carrier route, with the same admission
 /// as the carrier's own listener. Cheap to clone. Get one from
@@ -58,11 +39,11 @@ const CLIENT_MODULES: &[(&str, &str)] = &[
 ///   its JavaScript modules beside it, `/agent/healthz` and `/agent/metrics`. The console and
 ///   the modules refer to each other and to the socket by relative URL.
 ///
-/// The service routes on the last segment of the path it is given: `console`, `healthz`,
-/// `metrics` and the JavaScript modules' file names (`client.js`, …) are those routes, and any
-/// other path the host sends it is the WebSocket endpoint (a request without an upgrade there
-/// gets 426). The carrier's own listener, which owns the whole server, keeps the exact paths
-/// (`/`, `/console`, …; 404 elsewhere).
+/// The service routes on the last segment of the path it is given: `healthz`, `metrics` and
+/// the attached profile's files (`console`, `client.js`, …) are those routes, and any other
+/// path the host sends it is the WebSocket endpoint (a request without an upgrade there gets
+/// 426). The carrier's own listener, which owns the whole server, keeps the exact paths (`/`,
+/// `/console`, …; 404 elsewhere).
 ///
 /// The upgrade needs the request's `hyper::upgrade::OnUpgrade` extension, which hyper (served
 /// `with_upgrades()`) and axum provide. `examples/axum_mount.rs` is a complete host.
@@ -81,15 +62,14 @@ enum Route {
     Socket,
     Healthz,
     Metrics,
-    Console,
-    /// One of [`CLIENT_MODULES`], by index.
-    Module(usize),
+    /// One of the attached profile's files, by index.
+    Asset(usize),
     NotFound,
 }
 
 /// The route of `path`: from the root for the carrier's own listener, by the last segment
 /// when a host mounted the service (it may or may not have stripped its prefix).
-fn route(path: &str, mounted: bool) -> Route {
+fn route(path: &str, mounted: bool, assets: &[Asset]) -> Route {
     let name = if mounted {
         path.rsplit_once('/').map_or(path, |(_, name)| name)
     } else {
@@ -102,16 +82,15 @@ fn route(path: &str, mounted: bool) -> Route {
         "" => Route::Socket,
         "healthz" => Route::Healthz,
         "metrics" => Route::Metrics,
-        "console" => Route::Console,
-        _ => match CLIENT_MODULES.iter().position(|(file, _)| *file == name) {
-            Some(i) => Route::Module(i),
+        _ => match assets.iter().position(|asset| asset.name == name) {
+            Some(i) => Route::Asset(i),
             None if mounted => Route::Socket,
             None => Route::NotFound,
         },
     }
 }
 
-/// The attached profile's own upgrade path a request is for (`/robota`; `/` is left to
+/// The attachment's own upgrade path a request is for (`/robota`; `/` is left to
 /// [`route`]): the whole path on the carrier's own listener, its last segment when mounted.
 fn profile_path(shared: &Shared, path: &str, mounted: bool) -> Option<&'static str> {
     let path = if mounted {
@@ -172,7 +151,7 @@ fn header<B>(req: &Request<B>, name: hyper::header::HeaderName) -> Option<&str> 
 /// Largest request head the carrier serves: header names and values plus the URI. hyper's
 /// `max_buf_size` only bounds a head that arrives in several reads (one that fits a single read
 /// is parsed whole), so the bound is enforced here too. Browsers send a few KiB.
-pub const MAX_HEAD_BYTES: usize = 32 * 1024;
+const MAX_HEAD_BYTES: usize = 32 * 1024;
 
 fn head_bytes<B>(req: &Request<B>) -> usize {
     let headers: usize = req
@@ -195,9 +174,10 @@ fn handle<B: Send + 'static>(
         );
     }
     let endpoint = profile_path(&shared, req.uri().path(), mounted);
+    let assets = shared.assets();
     let route = match endpoint {
         Some(_) => Route::Socket,
-        None => route(req.uri().path(), mounted),
+        None => route(req.uri().path(), mounted, &assets),
     };
     if let Some((status, why)) =
         super::http_strict::check(&req, &shared.policy, route == Route::Socket)
@@ -238,8 +218,7 @@ fn handle<B: Send + 'static>(
             "this is a WebSocket endpoint; see console beside it\n",
         ),
         Route::Metrics => metrics(&req, &shared),
-        Route::Console => text(StatusCode::OK, "text/html; charset=utf-8", CONSOLE_HTML),
-        Route::Module(i) => text(StatusCode::OK, "text/javascript", CLIENT_MODULES[i].1),
+        Route::Asset(i) => text(StatusCode::OK, assets[i].content_type, assets[i].body),
         Route::Healthz | Route::NotFound => plain(StatusCode::NOT_FOUND, "not found\n"),
     }
 }
@@ -349,35 +328,60 @@ fn upgrade<B: Send + 'static>(
 
 #[cfg(test)]
 mod tests {
-    use super::{route, Route};
+    use super::{route, Asset, Route};
+
+    /// The agent profile's files, as far as these tests need them.
+    const ASSETS: &[Asset] = &[
+        asset("console"),
+        asset("client.js"),
+        asset("transport.js"),
+        asset("frames.js"),
+        asset("errors.js"),
+        asset("internal.js"),
+        asset("catalog.js"),
+    ];
+
+    const fn asset(name: &'static str) -> Asset {
+        Asset {
+            name,
+            content_type: "text/plain",
+            body: "",
+        }
+    }
 
     #[test]
     fn the_own_listener_routes_exact_paths_from_the_root() {
-        assert_eq!(route("/", false), Route::Socket);
-        assert_eq!(route("/console", false), Route::Console);
-        assert_eq!(route("/healthz", false), Route::Healthz);
-        assert_eq!(route("/metrics", false), Route::Metrics);
-        assert_eq!(route("/client.js", false), Route::Module(0));
+        let route = |path| route(path, false, ASSETS);
+        assert_eq!(route("/"), Route::Socket);
+        assert_eq!(route("/console"), Route::Asset(0));
+        assert_eq!(route("/healthz"), Route::Healthz);
+        assert_eq!(route("/metrics"), Route::Metrics);
+        assert_eq!(route("/client.js"), Route::Asset(1));
         for path in ["/agent", "/agent/console", "/package.json", "", "/console/"] {
-            assert_eq!(route(path, false), Route::NotFound, "{path}");
+            assert_eq!(route(path), Route::NotFound, "{path}");
         }
     }
 
     #[test]
     fn a_mounted_service_routes_on_the_last_segment_and_is_the_socket_elsewhere() {
+        let route = |path: &str| route(path, true, ASSETS);
         // axum's route_service passes the whole path; nest_service strips the prefix; a hyper
         // host may do either.
         for path in ["/agent", "/agent/", "/", "", "/a/b/socket"] {
-            assert_eq!(route(path, true), Route::Socket, "{path}");
+            assert_eq!(route(path), Route::Socket, "{path}");
         }
         for prefix in ["", "/agent", "/a/b"] {
-            assert_eq!(route(&format!("{prefix}/console"), true), Route::Console);
-            assert_eq!(route(&format!("{prefix}/healthz"), true), Route::Healthz);
-            assert_eq!(route(&format!("{prefix}/metrics"), true), Route::Metrics);
-            assert_eq!(
-                route(&format!("{prefix}/catalog.js"), true),
-                Route::Module(5)
-            );
+            assert_eq!(route(&format!("{prefix}/console")), Route::Asset(0));
+            assert_eq!(route(&format!("{prefix}/healthz")), Route::Healthz);
+            assert_eq!(route(&format!("{prefix}/metrics")), Route::Metrics);
+            assert_eq!(route(&format!("{prefix}/catalog.js")), Route::Asset(6));
         }
+    }
+
+    #[test]
+    fn without_files_only_the_socket_and_the_carrier_own_routes_exist() {
+        assert_eq!(route("/console", false, &[]), Route::NotFound);
+        assert_eq!(route("/healthz", false, &[]), Route::Healthz);
+        assert_eq!(route("/agent/console", true, &[]), Route::Socket);
     }
 }

@@ -6,12 +6,12 @@
 //! bytes in base64 (400) and `Sec-WebSocket-Version: 13` (426 for another version, §4.2.2;
 //! 400 when missing).
 //!
-//! Pure: no I/O. The Host and Origin rules themselves stay with [`super::admission::admit`].
+//! Pure: no I/O. The Host and Origin rules themselves stay with [`crate::protocol::admission::admit`].
 
 use hyper::header::{HeaderName, HOST, ORIGIN, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION};
 use hyper::{Method, Request, StatusCode, Version};
 
-use super::admission::{admit, Admission, AdmissionPolicy, AdmissionRequest};
+use crate::protocol::admission::{admit, Admission, AdmissionPolicy, AdmissionRequest};
 
 /// Why a request is refused before routing: the status and a one-line body.
 pub(crate) type Refusal = (StatusCode, &'static str);

@@ -30,7 +30,7 @@ pub struct BindError {
 
 /// Binds 127.0.0.1 on `port`, or on the next ports up to `max_retries` more when taken.
 /// Port 0 lets the OS choose (no retries needed).
-pub async fn bind_loopback(port: u16, max_retries: u16) -> Result<TcpListener, BindError> {
+pub(super) async fn bind_loopback(port: u16, max_retries: u16) -> Result<TcpListener, BindError> {
     let mut last_err = None;
     let mut tries = 0u32;
     let span = if port == 0 { 0 } else { max_retries };

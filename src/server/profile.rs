@@ -2,7 +2,8 @@
 //!
 //! The carrier is payload-agnostic: every text message of an admitted connection goes to a
 //! [`TextSession`] opened by the attached [`TextProfile`]. The agent protocol
-//! ([`crate::agent::AgentProfile`]) is one such profile. A profile talks back only through the
+//! ([`crate::agent::AgentProfile`]) is one such profile; an [`Attachment`] puts one at `/` and
+//! others at other paths. A profile talks back only through the
 //! [`Connection`] handle, whose sends all go through the connection's one outbound path.
 
 use std::sync::Arc;
@@ -29,13 +30,24 @@ pub trait TextProfile: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// Other paths than `/` at which this attachment upgrades, each with the profile that
-    /// serves the connections admitted there (the agent protocol also serves the seed system's
-    /// own wire at `/robota`). Asked once, when the profile is attached; the profiles share
-    /// whatever this one holds, so only this one is shut down.
-    fn routes(&self) -> Vec<(&'static str, Arc<dyn TextProfile>)> {
+    /// Files the carrier serves beside the socket for this profile's web clients (`GET
+    /// /console` and the JavaScript modules it imports, for the agent protocol), each at
+    /// `/NAME` (beside the socket when the carrier is mounted at a prefix). Asked once, when
+    /// the profile is attached at `/`; the other profiles of an attachment serve none.
+    fn assets(&self) -> Vec<Asset> {
         Vec::new()
     }
+}
+
+/// A file the carrier serves for a text profile's web clients ([`TextProfile::assets`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Asset {
+    /// The last segment of its path: `console` is served at `/console`.
+    pub name: &'static str,
+    /// Its `Content-Type`.
+    pub content_type: &'static str,
+    /// Its content.
+    pub body: &'static str,
 }
 
 /// The per-connection side of a [`TextProfile`].
@@ -68,18 +80,80 @@ pub trait TextSession: Send {
     fn on_close(&mut self) {}
 }
 
-/// What [`crate::server::WsTransport::attach`] takes: the text profile for every connection.
+/// What [`crate::server::WsTransport::attach`] takes: the text profile that serves the
+/// connections admitted at `/`, and the profiles attached at other paths.
+///
+/// A profile at another path speaks another wire over what the profile at `/` holds (the
+/// seed system's wire over the agent protocol's sessions, at `/robota`): only the profile at
+/// `/` is shut down by `stop()`, which also clears the whole attachment.
+///
+/// ```
+/// use std::sync::Arc;
+/// use carrier::server::{Attachment, CarrierContext, Connection, TextProfile, TextSession};
+///
+/// struct Echo;
+/// struct EchoSession(Connection);
+/// impl TextProfile for Echo {
+///     fn open(&self, conn: Connection, _ctx: &CarrierContext) -> Box<dyn TextSession> {
+///         conn.mark_handshaken();
+///         Box::new(EchoSession(conn))
+///     }
+/// }
+/// impl TextSession for EchoSession {
+///     fn on_text(&mut self, text: &str) {
+///         let _ = self.0.send_text(text.to_owned());
+///     }
+/// }
+///
+/// let echo = Arc::new(Echo);
+/// let attachment = Attachment::new(echo.clone()).with_route("/echo", echo);
+/// # let _ = attachment;
+/// ```
 #[derive(Clone)]
-pub struct Attachment(pub Arc<dyn TextProfile>);
+pub struct Attachment {
+    profile: Arc<dyn TextProfile>,
+    routes: Vec<(&'static str, Arc<dyn TextProfile>)>,
+}
+
+impl Attachment {
+    /// `profile` at `/`, and nothing at other paths.
+    pub fn new(profile: Arc<dyn TextProfile>) -> Self {
+        Attachment {
+            profile,
+            routes: Vec::new(),
+        }
+    }
+
+    /// Also serves the connections that upgrade at `path` (one segment: `/robota`) with
+    /// `profile`; a later route at the same path replaces an earlier one. `/` is the main
+    /// profile's.
+    pub fn with_route(mut self, path: &'static str, profile: Arc<dyn TextProfile>) -> Self {
+        self.routes.retain(|(route, _)| *route != path);
+        if path != "/" {
+            self.routes.push((path, profile));
+        }
+        self
+    }
+
+    /// The profile at `/`.
+    pub fn profile(&self) -> &Arc<dyn TextProfile> {
+        &self.profile
+    }
+
+    /// The other paths and their profiles.
+    pub(crate) fn routes(&self) -> &[(&'static str, Arc<dyn TextProfile>)] {
+        &self.routes
+    }
+}
 
 impl<P: TextProfile> From<Arc<P>> for Attachment {
     fn from(p: Arc<P>) -> Self {
-        Attachment(p)
+        Attachment::new(p)
     }
 }
 
 impl From<Arc<dyn TextProfile>> for Attachment {
     fn from(p: Arc<dyn TextProfile>) -> Self {
-        Attachment(p)
+        Attachment::new(p)
     }
 }

@@ -6,33 +6,21 @@ use std::sync::{Arc, RwLock};
 use dashmap::DashMap;
 use tokio::sync::Notify;
 
-use super::admission::AdmissionPolicy;
 use super::config::Limits;
 use super::connection::terminate::Terminate;
 use super::context::CarrierContext;
 use super::handle::{Connection, ConnectionId};
 use super::inbound::InboundBudget;
 use super::metrics::Metrics;
-use super::profile::{TextProfile, TextSession};
+use super::profile::{Asset, Attachment, TextSession};
 use super::registry::ChannelRegistry;
+use crate::protocol::admission::AdmissionPolicy;
 
 /// What exists only while the transport runs.
 pub(crate) struct Running {
-    pub(crate) profile: Arc<dyn TextProfile>,
-    /// The profile's other upgrade paths ([`TextProfile::routes`]).
-    pub(crate) routes: Vec<(&'static str, Arc<dyn TextProfile>)>,
+    /// The profile at `/`, and those at other paths ([`Attachment::with_route`]).
+    pub(crate) attachment: Attachment,
     pub(crate) ctx: CarrierContext,
-}
-
-impl Running {
-    /// What `profile` serves: the profile itself at `/`, its routes elsewhere.
-    pub(crate) fn new(profile: Arc<dyn TextProfile>, ctx: CarrierContext) -> Self {
-        Running {
-            routes: profile.routes(),
-            profile,
-            ctx,
-        }
-    }
 }
 
 /// Refused connections that may linger at once (reading on for the peer's answer to their
@@ -47,6 +35,9 @@ pub(crate) struct Shared {
     pub(crate) registry: ChannelRegistry,
     pub(crate) policy: AdmissionPolicy,
     pub(crate) running: RwLock<Option<Running>>,
+    /// The files served for the attached profile's web clients ([`Asset`]), replaced at every
+    /// attach.
+    assets: RwLock<Arc<[Asset]>>,
     /// Admitted connections, for `stop()`.
     pub(crate) connections: DashMap<ConnectionId, (Connection, Arc<Terminate>)>,
     /// Upgrades in flight or admitted: checked against `max_connections` before upgrading.
@@ -100,6 +91,7 @@ impl Shared {
             registry,
             policy,
             running: RwLock::new(None),
+            assets: RwLock::new(Arc::new([])),
             connections: DashMap::new(),
             slots: AtomicUsize::new(0),
             refused: AtomicUsize::new(0),
@@ -145,6 +137,19 @@ impl Shared {
         }
     }
 
+    /// Serves `assets` from now on.
+    pub(crate) fn show_assets(&self, assets: Vec<Asset>) {
+        *self.assets.write().unwrap_or_else(|e| e.into_inner()) = assets.into();
+    }
+
+    /// The files served beside the socket.
+    pub(crate) fn assets(&self) -> Arc<[Asset]> {
+        self.assets
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The route `path` upgrades at: `/`, or one of the attached profile's routes.
     pub(crate) fn route(&self, path: &str) -> Option<&'static str> {
         if path == "/" {
@@ -153,7 +158,8 @@ impl Shared {
         let running = self.running.read().unwrap_or_else(|e| e.into_inner());
         running
             .as_ref()?
-            .routes
+            .attachment
+            .routes()
             .iter()
             .find(|(route, _)| *route == path)
             .map(|(route, _)| *route)
@@ -177,10 +183,11 @@ impl Shared {
             .insert(conn.id(), (conn.clone(), terminate));
         self.metrics.connection_opened();
         let profile = running
-            .routes
+            .attachment
+            .routes()
             .iter()
             .find(|(route, _)| *route == path)
-            .map_or(&running.profile, |(_, profile)| profile);
+            .map_or(running.attachment.profile(), |(_, profile)| profile);
         Some(profile.open(conn.clone(), &running.ctx))
     }
 

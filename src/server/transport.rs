@@ -7,7 +7,6 @@ use rand::TryRngCore;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::admission::{AdmissionPolicy, Token};
 use super::config::{Auth, CarrierConfig, ConfigError};
 use super::context::{CarrierContext, DriverInfo};
 use super::http::CarrierService;
@@ -17,6 +16,7 @@ use super::profile::Attachment;
 use super::registry::{ChannelError, ChannelHandle, ChannelRegistry};
 use super::shared::{Running, Shared};
 use crate::discovery::{RuntimeDir, RuntimeEntry, RuntimeFile};
+use crate::protocol::admission::{AdmissionPolicy, CloseRefusal, Token};
 use crate::protocol::channel::ChannelDescriptor;
 use crate::protocol::close::CloseCode;
 
@@ -131,19 +131,6 @@ impl WsTransport {
         Self::minting_from(config, &mut rand::rngs::OsRng)
     }
 
-    /// Test seam (the `testing` feature), not a supported API: [`WsTransport::new`] with the
-    /// token minted from `rng` instead of the OS random source, so a test can make that source
-    /// fail and check that the carrier refuses to start ([`ConfigError::RandomSource`]) rather
-    /// than run without a token.
-    #[cfg(feature = "testing")]
-    #[doc(hidden)]
-    pub fn with_random_source<R: TryRngCore>(
-        config: CarrierConfig,
-        rng: &mut R,
-    ) -> Result<Self, ConfigError> {
-        Self::minting_from(config, rng)
-    }
-
     fn minting_from<R: TryRngCore>(
         config: CarrierConfig,
         rng: &mut R,
@@ -222,11 +209,15 @@ impl WsTransport {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Attaches what serves text frames (e.g. [`crate::agent::AgentProfile`]). Needed before
-    /// every `start()`.
+    /// Attaches what serves text frames: a profile at `/` (e.g.
+    /// [`crate::agent::AgentProfile`]), and other profiles at other paths
+    /// ([`Attachment::with_route`]). Needed before every `start()`; replaces the previous
+    /// attachment, routes and all.
     pub fn attach(&self, attachment: impl Into<Attachment>) {
         let attachment = attachment.into();
-        self.shared.metrics.show_gauges(attachment.0.gauges());
+        let profile = attachment.profile();
+        self.shared.metrics.show_gauges(profile.gauges());
+        self.shared.show_assets(profile.assets());
         self.state().attachment = Some(attachment);
     }
 
@@ -253,7 +244,7 @@ impl WsTransport {
                 .shared
                 .running
                 .write()
-                .unwrap_or_else(|e| e.into_inner()) = Some(Running::new(attachment.0.clone(), ctx));
+                .unwrap_or_else(|e| e.into_inner()) = Some(Running { attachment, ctx });
             self.shared.stopping.store(false, Ordering::Release);
             st.port = port;
             st.runtime_file = runtime_file;
@@ -297,7 +288,7 @@ impl WsTransport {
             (
                 st.shutdown.take(),
                 st.accept.take(),
-                running.map(|r| r.profile),
+                running.map(|r| r.attachment.profile().clone()),
             )
         };
         let Some(shutdown) = shutdown else { return };
@@ -405,8 +396,10 @@ impl WsTransport {
             .shared
             .running
             .write()
-            .unwrap_or_else(|e| e.into_inner()) =
-            Some(Running::new(attachment.0, self.context(mint_epoch())));
+            .unwrap_or_else(|e| e.into_inner()) = Some(Running {
+            attachment,
+            ctx: self.context(mint_epoch()),
+        });
         self.shared.stopping.store(false, Ordering::Release);
         let (tx, _rx) = watch::channel(false);
         st.shutdown = Some(tx);
@@ -415,17 +408,21 @@ impl WsTransport {
 }
 
 impl WsTransport {
-    /// Test and fuzzing seam (the `testing` feature), not a supported API: serves one byte stream that has already
-    /// completed the WebSocket upgrade through the real connection task (reader, reassembly,
-    /// routing, the single writer), with `verdict` standing in for admission's. It takes a
-    /// connection slot like an upgrade would. `None` when the transport is not running or every
-    /// slot is taken. The returned future ends when the connection has ended.
-    #[cfg(feature = "testing")]
-    #[doc(hidden)]
-    pub fn serve_stream<IO>(
+    /// Serves one connection over a byte stream that has already completed the WebSocket
+    /// upgrade — a host that accepts and upgrades sockets itself, a test that injects faults
+    /// under the writer, a fuzzer — through the same connection task as the carrier's own
+    /// listener: the frame reader and reassembly, the attached profile, channel routing, the
+    /// single writer. `verdict` stands in for admission, which the caller has done: a role to
+    /// admit with, or a refusal that closes the connection with 1008 before any data frame
+    /// ([`crate::protocol::admission::admit`] decides both from an upgrade request).
+    ///
+    /// It takes a connection slot as an upgrade does (`max_connections`). `None` when the
+    /// transport is not running or every slot is taken; otherwise a future that serves the
+    /// connection and ends when the connection has ended.
+    pub fn serve_upgraded<IO>(
         &self,
         io: IO,
-        verdict: Result<crate::protocol::Role, super::admission::CloseRefusal>,
+        verdict: Result<crate::protocol::Role, CloseRefusal>,
     ) -> Option<impl std::future::Future<Output = ()> + Send + 'static>
     where
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
@@ -456,5 +453,54 @@ impl Drop for WsTransport {
         if let Some(tx) = self.state().shutdown.take() {
             let _ = tx.send(true);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A random source that always fails, as `getrandom` does when the OS has none to give.
+    struct BrokenRandom;
+
+    impl rand::TryRngCore for BrokenRandom {
+        type Error = std::io::Error;
+        fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+            Err(std::io::Error::other("getrandom: no entropy source"))
+        }
+        fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+            Err(std::io::Error::other("getrandom: no entropy source"))
+        }
+        fn try_fill_bytes(&mut self, _dst: &mut [u8]) -> Result<(), Self::Error> {
+            Err(std::io::Error::other("getrandom: no entropy source"))
+        }
+    }
+
+    #[test]
+    fn a_failing_random_source_refuses_to_start_rather_than_run_open() {
+        let tokenless = CarrierConfig::default().with_port(0);
+        match WsTransport::minting_from(tokenless.clone(), &mut BrokenRandom) {
+            Err(ConfigError::RandomSource(msg)) => assert!(msg.contains("entropy"), "{msg}"),
+            Err(other) => panic!("wrong error {other}"),
+            Ok(t) => panic!(
+                "started with token {:?} without randomness",
+                t.resolved_token()
+            ),
+        }
+        let err = WsTransport::minting_from(tokenless, &mut BrokenRandom)
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains("refusing to start"), "{err}");
+        // Nothing to mint with a configured token or in open mode: the broken source is not used.
+        let with_token = CarrierConfig::default()
+            .with_port(0)
+            .with_auth(Auth::Token("given".into()));
+        let t = WsTransport::minting_from(with_token, &mut BrokenRandom).expect("token given");
+        assert_eq!(t.resolved_token(), Some("given"));
+        let open = CarrierConfig::default().with_port(0).with_auth(Auth::Open {
+            reason: "test".into(),
+        });
+        let t = WsTransport::minting_from(open, &mut BrokenRandom).expect("open mode");
+        assert_eq!(t.resolved_token(), None);
     }
 }

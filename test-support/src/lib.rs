@@ -1,8 +1,8 @@
 //! What the integration tests share (the `carrier-test-support` crate): one server launcher, one
 //! config, one wait bound, and the clients that talk to it over real sockets on 127.0.0.1.
 //!
-//! - [`Server`] starts a [`WsTransport`] on port 0 with the embedded agent ([`Server::start`],
-//!   [`Server::with`]) or with the payload-agnostic [`TestProfile`] ([`Server::core`]).
+//! - [`Server`] starts a [`WsTransport`] on port 0 with the embedded agent and the seed
+//!   system's wire at `/robota` ([`Server::start`], [`Server::with`]) or with the payload-agnostic [`TestProfile`] ([`Server::core`]).
 //! - The agent-protocol client ([`Client`]: handshake, requests, waiting for events) and the
 //!   carrier-core helpers (a `tokio-tungstenite` connector, the byte-exact [`Raw`] client).
 //! - [`bulk`]: a bulk-channel client that counts inbound credit (or announces 1.0).
@@ -28,7 +28,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use carrier::agent::AgentProfile;
-use carrier::server::{CarrierConfig, WsTransport};
+use carrier::robota::{RobotaProfile, ROBOTA_PATH};
+use carrier::server::{Attachment, CarrierConfig, WsTransport};
 use tokio::net::TcpStream;
 
 pub use agent::*;
@@ -64,6 +65,13 @@ pub fn config() -> CarrierConfig {
     config
 }
 
+/// `profile` at `/` and the seed system's wire over its sessions at `/robota`, as `carrier
+/// serve` attaches them.
+pub fn with_robota(profile: AgentProfile) -> Attachment {
+    let robota = Arc::new(RobotaProfile::new(&profile));
+    Attachment::from(profile).with_route(ROBOTA_PATH, robota)
+}
+
 /// A started carrier on 127.0.0.1.
 pub struct Server {
     /// The carrier itself, for registering channels and reading its state.
@@ -82,10 +90,11 @@ impl Server {
         Server::with(config(), embedded(DELAY)).await
     }
 
-    /// A server with a given config and agent profile.
+    /// A server with a given config and agent profile, serving the seed system's wire at
+    /// `/robota` beside it (as `carrier serve` does).
     pub async fn with(config: CarrierConfig, profile: AgentProfile) -> Server {
         let transport = WsTransport::new(config).expect("valid config");
-        transport.attach(profile);
+        transport.attach(with_robota(profile));
         Server::listen(transport, Arc::default()).await
     }
 

@@ -68,14 +68,12 @@ impl TextSession for TestSession {
                 let stats = self.stats.clone();
                 tokio::spawn(async move {
                     let payload = Bytes::from(vec![b'x'; size]);
-                    stats
-                        .budget
-                        .store(conn.outbound().budget(), Ordering::SeqCst);
+                    stats.budget.store(conn.queue_budget(), Ordering::SeqCst);
                     for _ in 0..n {
                         let r = conn.send_text(payload.clone());
                         stats
                             .max_queued
-                            .fetch_max(conn.outbound().queued_bytes(), Ordering::SeqCst);
+                            .fetch_max(conn.queued_bytes(), Ordering::SeqCst);
                         match r {
                             Ok(()) => stats.sent.fetch_add(1, Ordering::SeqCst),
                             Err(_) => stats.send_errors.fetch_add(1, Ordering::SeqCst),

@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::FutureExt;
 use serde_json::{json, Value};
 
 use super::*;
@@ -16,7 +15,7 @@ use crate::agent::record::RingConfig;
 use crate::agent::reply::Quiet;
 use crate::agent::session::HostError;
 use crate::agent::usage::SessionUsage;
-use crate::server::{MessageKind, OutItem, Outbound};
+use crate::server::{DetachedConnection, OutboundFrame};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -61,32 +60,17 @@ fn hub(agent: Asker) -> Arc<SessionHub> {
     )
 }
 
-fn connection(role: Role) -> (Connection, Outbound) {
-    let out = Outbound::new(1 << 20);
-    (
-        Connection::new(ConnectionId::next(), role, out.clone()),
-        out,
-    )
+fn connection(role: Role) -> (Connection, DetachedConnection) {
+    let detached = DetachedConnection::new(role, 1 << 20);
+    (detached.connection().clone(), detached)
 }
 
 /// Every text frame queued on `out` so far, parsed.
-fn sent(out: &Outbound) -> Vec<Value> {
-    let (mut batch, mut drops) = (Vec::new(), Vec::new());
+fn sent(out: &mut DetachedConnection) -> Vec<Value> {
     let mut frames = Vec::new();
-    while out.queued_bytes() > 0 {
-        let Some(()) = out.next_batch(&mut batch, &mut drops).now_or_never() else {
-            break;
-        };
-        for item in batch.drain(..) {
-            out.written(&item);
-            if let OutItem::Message {
-                kind: MessageKind::Text,
-                head,
-                ..
-            } = item
-            {
-                frames.push(serde_json::from_slice(&head).expect("JSON"));
-            }
+    while let Some(frame) = out.try_next_frame() {
+        if let OutboundFrame::Text(text) = frame {
+            frames.push(serde_json::from_slice(&text).expect("JSON"));
         }
     }
     frames
@@ -122,7 +106,7 @@ async fn a_prompt_with_no_driver_bound_is_denied_at_the_timeout_and_not_before()
     let agent = Asker::default();
     let seen = agent.seen.clone();
     let hub = hub(agent);
-    let (observer, out) = connection(Role::Observe);
+    let (observer, mut out) = connection(Role::Observe);
     hub.bind(&observer, None, |_| {});
     asked(&hub).await;
     tokio::time::advance(TIMEOUT - Duration::from_millis(1)).await;
@@ -135,7 +119,7 @@ async fn a_prompt_with_no_driver_bound_is_denied_at_the_timeout_and_not_before()
     assert_eq!(seen.answers, [Ok(Decision::Deny)]);
     assert_eq!(seen.decided, [Decision::Deny], "the agent is told deny");
     // Every connection is told, as for a client's answer.
-    let events: Vec<Value> = sent(&out);
+    let events: Vec<Value> = sent(&mut out);
     let resolved = events
         .iter()
         .find(|e| e["event"] == "session.permission_resolved")
@@ -170,19 +154,22 @@ async fn a_driver_binding_in_time_is_sent_the_prompt_after_its_reply_and_can_ans
     let hub = hub(agent);
     asked(&hub).await;
     tokio::time::advance(TIMEOUT / 2).await;
-    let (driver, out) = connection(Role::Drive);
+    let (driver, mut out) = connection(Role::Drive);
     hub.bind(&driver, None, |_| {
         let _ = driver.send_text(Bytes::from_static(b"{\"reply\":1}"));
     });
-    let (observer, observer_out) = connection(Role::Observe);
+    let (observer, mut observer_out) = connection(Role::Observe);
     hub.bind(&observer, None, |_| {});
-    let frames = sent(&out);
+    let frames = sent(&mut out);
     assert_eq!(frames[0], json!({"reply": 1}));
     assert_eq!(frames[1]["event"], "session.permission_request");
     // Its own seq: the one the session gave it.
     assert_eq!(frames[1]["seq"], 2, "after turn_started: {frames:?}");
     assert_eq!(frames.len(), 2);
-    assert!(sent(&observer_out).is_empty(), "an observer cannot answer");
+    assert!(
+        sent(&mut observer_out).is_empty(),
+        "an observer cannot answer"
+    );
     // Bound, the driver stops the clock.
     tokio::time::advance(2 * TIMEOUT).await;
     settle().await;
@@ -202,13 +189,13 @@ async fn a_resume_is_sent_only_the_prompts_its_replay_lacks() {
     let hub = hub(Asker::default());
     asked(&hub).await;
     // Seen up to the prompt (seq 2): nothing is sent again.
-    let (seen_all, out) = connection(Role::Drive);
+    let (seen_all, mut out) = connection(Role::Drive);
     hub.bind(&seen_all, Some(2), |_| {});
-    assert!(sent(&out).is_empty());
+    assert!(sent(&mut out).is_empty());
     // Seen up to turn_started: the replay holds the prompt, once.
-    let (seen_one, out) = connection(Role::Drive);
+    let (seen_one, mut out) = connection(Role::Drive);
     hub.bind(&seen_one, Some(1), |_| {});
-    let frames = sent(&out);
+    let frames = sent(&mut out);
     assert_eq!(frames.len(), 1, "{frames:?}");
     assert_eq!(
         (frames[0]["event"].clone(), frames[0]["seq"].clone()),
@@ -221,12 +208,15 @@ async fn an_abort_resolves_the_open_prompt_denied_and_the_agent_sees_the_turn_en
     let agent = Asker::default();
     let seen = agent.seen.clone();
     let hub = hub(agent);
-    let (driver, out) = connection(Role::Drive);
+    let (driver, mut out) = connection(Role::Drive);
     hub.bind(&driver, None, |_| {});
     asked(&hub).await;
     hub.abort(&Quiet, None);
     settle().await;
-    let names: Vec<Value> = sent(&out).into_iter().map(|e| e["event"].clone()).collect();
+    let names: Vec<Value> = sent(&mut out)
+        .into_iter()
+        .map(|e| e["event"].clone())
+        .collect();
     assert_eq!(
         names,
         [

@@ -20,18 +20,16 @@ use hyper_util::rt::TokioIo;
 use tokio::io::AsyncRead;
 use tokio::net::TcpStream;
 
-#[cfg(feature = "testing")]
-pub(crate) use reader::answer_refusal;
 use reader::serve_admitted;
 use terminate::Terminate;
 use writer::{write_loop, Writer};
 
-use super::admission::CloseRefusal;
 use super::frame_reader::FrameReader;
 use super::inbound::CONNECTION_ALLOWANCE;
 use super::liveness::Liveness;
 use super::outbound::Outbound;
 use super::shared::Shared;
+use crate::protocol::admission::CloseRefusal;
 use crate::protocol::close::CloseCode;
 use crate::protocol::Role;
 
@@ -91,9 +89,8 @@ pub(crate) async fn run(
 }
 
 /// Runs a connection over any byte stream that has already completed the WebSocket upgrade.
-/// The same task as [`run`]; only the splitting differs. Used by tests and fuzzing to drive the
-/// real connection layer over an in-memory stream or a socket with injected faults.
-#[cfg(feature = "testing")]
+/// The same task as [`run`]; only the splitting differs
+/// ([`crate::server::WsTransport::serve_upgraded`]).
 pub(crate) async fn run_io<IO>(
     io: IO,
     verdict: Result<Role, CloseRefusal>,

@@ -221,9 +221,9 @@ fn answer_too_large(conn: &Connection, shared: &Shared, text: &[u8], limit: usiz
 
 /// Answers a channel frame the router refused: a `protocol_error` event with its channel and
 /// seq, counted. The connection stays open.
-pub(crate) fn answer_refusal(conn: &Connection, shared: &Shared, refusal: &ChannelRefusal) {
+fn answer_refusal(conn: &Connection, shared: &Shared, refusal: &ChannelRefusal) {
     shared.metrics.protocol_error();
-    let _ = conn.send_text(refusal.event());
+    let _ = conn.send_text(refusal.error_event());
 }
 
 /// Sends a `protocol_error` event and counts it.

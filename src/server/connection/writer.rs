@@ -8,10 +8,8 @@ use tokio::time::Instant;
 
 use super::terminate::Terminate;
 use crate::protocol::close::CloseCode;
-use crate::protocol::envelope::encode_event;
-use crate::protocol::events::ChannelDropped;
 use crate::server::liveness::{Liveness, WatchedWrite};
-use crate::server::outbound::{FailReason, MessageKind, OutItem, Outbound};
+use crate::server::outbound::{dropped_notice, FailReason, MessageKind, OutItem, Outbound};
 use crate::server::shared::Shared;
 use crate::server::wire::{FrameWriter, Opcode};
 
@@ -133,17 +131,10 @@ pub(super) async fn write_loop(
             break 'run false;
         }
         for (channel, count) in drops.drain(..) {
-            // The payload is a temporary, gone before the write's await: the writer's state
-            // (one per connection) holds only the encoded text. Encoding a string and a number
-            // cannot fail; were it ever to, the notice is skipped.
-            let notice = ChannelDropped {
-                channel: channel.to_string(),
-                count,
-            };
-            let Ok(text) = encode_event("channel.dropped", None, &notice) else {
+            // The writer's state (one per connection) holds only the encoded text.
+            let Some(text) = dropped_notice(&channel, count) else {
                 continue;
             };
-            drop(notice);
             shared.metrics.outbound(MessageKind::Text, text.len());
             if w.frame(Opcode::Text, &[&text[..]]).await.is_err() {
                 out.fail_once(FailReason::WriteError);

@@ -108,7 +108,7 @@ impl Outbound {
     }
 
     /// Bytes of bulk channel `channel` queued on this connection (its window's fill).
-    pub fn bulk_queued_bytes(&self, channel: &str) -> usize {
+    pub(crate) fn bulk_queued_bytes(&self, channel: &str) -> usize {
         self.lock().bulk.queued(channel)
     }
 }

@@ -15,7 +15,8 @@ pub enum DeliveryError {
     WindowFull,
 }
 
-/// How a connection ended, latched once by [`super::Outbound::fail_once`].
+/// Why a connection failed: the first failure is latched, and the connection ends with the
+/// matching close code ([`Connection::failure`](crate::server::Connection::failure) reads it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailReason {
     /// The outbound queue went over its byte budget (close 1013).

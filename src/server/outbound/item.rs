@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 /// Kind of a data message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MessageKind {
+pub(crate) enum MessageKind {
     /// A text message (UTF-8).
     Text,
     /// A binary message.

@@ -10,13 +10,15 @@ use bytes::Bytes;
 use super::error::DeliveryError;
 use super::item::{MessageKind, OutItem};
 use super::queue::{LossyState, Outbound};
+use crate::protocol::envelope::encode_event;
+use crate::protocol::events::ChannelDropped;
 
 impl Outbound {
     /// Queues a binary frame of a lossy channel: when that channel's frames queued for this
     /// connection exceed `channel_budget` bytes, its oldest queued frames are dropped (never
     /// another channel's, never a reliable frame) and the receiver is told with a
     /// `channel.dropped` event before the channel's next frame.
-    pub fn send_lossy(
+    pub(crate) fn send_lossy(
         &self,
         channel: &Arc<str>,
         channel_budget: usize,
@@ -89,4 +91,15 @@ impl Outbound {
         self.inner.wake.notify_one();
         Ok(())
     }
+}
+
+/// The `channel.dropped` notice that tells a receiver `count` frames of `channel` were dropped;
+/// the writer sends it before the batch it was taken with. Encoding a string and a number
+/// cannot fail; were it ever to, the notice is skipped (`None`).
+pub(crate) fn dropped_notice(channel: &str, count: u64) -> Option<Bytes> {
+    let notice = ChannelDropped {
+        channel: channel.to_owned(),
+        count,
+    };
+    encode_event("channel.dropped", None, &notice).ok()
 }

@@ -25,11 +25,10 @@ mod pong;
 mod queue;
 
 pub use error::{DeliveryError, FailReason};
-pub use item::MessageKind;
-#[cfg(feature = "testing")]
 pub use item::ITEM_OVERHEAD;
-pub(crate) use item::{BulkFrame, OutItem};
-pub use queue::Outbound;
+pub(crate) use item::{BulkFrame, MessageKind, OutItem};
+pub(crate) use lossy::dropped_notice;
+pub(crate) use queue::Outbound;
 
 #[cfg(test)]
 mod tests;

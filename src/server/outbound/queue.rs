@@ -50,7 +50,7 @@ pub(super) struct LossyState {
 /// receives any message within the hard cap, and the queue holds at most the budget plus one
 /// message.
 #[derive(Clone)]
-pub struct Outbound {
+pub(crate) struct Outbound {
     pub(super) inner: Arc<OutboundInner>,
 }
 
@@ -78,7 +78,7 @@ pub(super) struct OutboundInner {
 
 impl Outbound {
     /// A queue that fails the connection once more than `budget` bytes are waiting.
-    pub fn new(budget: usize) -> Self {
+    pub(crate) fn new(budget: usize) -> Self {
         Outbound {
             inner: Arc::new(OutboundInner {
                 queue: Mutex::new(Queue::default()),
@@ -100,24 +100,22 @@ impl Outbound {
     }
 
     /// Bytes currently held for this connection (queued plus being written).
-    #[cfg_attr(not(feature = "testing"), allow(dead_code))] // read by tests only
-    pub fn queued_bytes(&self) -> usize {
+    pub(crate) fn queued_bytes(&self) -> usize {
         self.inner.bytes.load(Ordering::Acquire)
     }
 
     /// The byte budget.
-    #[cfg_attr(not(feature = "testing"), allow(dead_code))] // read by tests only
-    pub fn budget(&self) -> usize {
+    pub(crate) fn budget(&self) -> usize {
         self.inner.budget
     }
 
     /// Whether the connection still accepts frames.
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         !self.lock().closed
     }
 
     /// Queues a text message (a whole JSON document).
-    pub fn send_text(&self, text: Bytes) -> Result<(), DeliveryError> {
+    pub(crate) fn send_text(&self, text: Bytes) -> Result<(), DeliveryError> {
         self.push(OutItem::Message {
             kind: MessageKind::Text,
             head: text,
@@ -127,7 +125,7 @@ impl Outbound {
     }
 
     /// Queues a binary message made of a header and a payload written back to back.
-    pub fn send_binary(&self, head: Bytes, body: Bytes) -> Result<(), DeliveryError> {
+    pub(crate) fn send_binary(&self, head: Bytes, body: Bytes) -> Result<(), DeliveryError> {
         self.push(OutItem::Message {
             kind: MessageKind::Binary,
             head,
@@ -180,7 +178,7 @@ impl Outbound {
 
     /// Queues a close frame; the writer sends it after everything queued before it and then
     /// ends the connection. Later sends fail with [`DeliveryError::Closed`].
-    pub fn close(&self, code: CloseCode, reason: &str) {
+    pub(crate) fn close(&self, code: CloseCode, reason: &str) {
         let _ = self.push(OutItem::Close {
             code,
             reason: Arc::from(truncate_reason(reason)),
@@ -199,7 +197,7 @@ impl Outbound {
     /// frames, tells the writer to send the matching close code (1013 for a slow reader, 1011
     /// for a write error) and wakes the tasks waiting in `Outbound::failed`. Every later call
     /// is a no-op. Returns whether this call was the one that latched.
-    pub fn fail_once(&self, reason: FailReason) -> bool {
+    pub(crate) fn fail_once(&self, reason: FailReason) -> bool {
         {
             let mut latched = self
                 .inner
@@ -232,7 +230,7 @@ impl Outbound {
     }
 
     /// The failure, once latched.
-    pub fn failure(&self) -> Option<FailReason> {
+    pub(crate) fn failure(&self) -> Option<FailReason> {
         *self
             .inner
             .fail_reason

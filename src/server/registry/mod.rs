@@ -40,6 +40,47 @@ use crate::protocol::channel_frame;
 use crate::server::handle::{Connection, ConnectionId};
 use crate::server::inbound::{InboundBudget, Payment};
 
+/// A connection linked to a [`ChannelRegistry`] by [`ChannelRegistry::link`]: the inbound side
+/// of a connection whose frames the host reads itself.
+pub struct ChannelLink {
+    registry: ChannelRegistry,
+    conn: Connection,
+    /// The channel it sent on last, as a connection's reader keeps it.
+    routes: RouteCache,
+}
+
+impl std::fmt::Debug for ChannelLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChannelLink")
+            .field("conn", &self.conn)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChannelLink {
+    /// Routes one binary message the connection sent (a channel frame) to its channel's
+    /// inbound side, as a carrier connection's reader does; resolves once the channel took it
+    /// (a full inbound stream or credit ledger makes it wait). A frame that cannot be delivered
+    /// is refused — not a channel frame, an unknown channel, an undeclared event, … — and the
+    /// refusal is for the caller to answer (a carrier connection sends
+    /// [`ChannelRefusal::error_event`]); the connection stays linked.
+    pub async fn deliver(&mut self, message: Bytes) -> Result<(), ChannelRefusal> {
+        let room = self
+            .registry
+            .route(&self.conn, message, None, &mut self.routes)?;
+        if let Some(room) = room {
+            room.await;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ChannelLink {
+    fn drop(&mut self) {
+        self.registry.detach_sink(self.conn.id());
+    }
+}
+
 /// The registry of channels and of the connections that receive them. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct ChannelRegistry {
@@ -80,6 +121,20 @@ impl ChannelRegistry {
     /// Ids of the connections that currently receive channel frames.
     pub fn sinks(&self) -> Vec<ConnectionId> {
         self.inner.snapshot().iter().map(Connection::id).collect()
+    }
+
+    /// Links a connection that no carrier socket reads (a
+    /// [`DetachedConnection`](crate::server::DetachedConnection)'s) to these channels, as a
+    /// carrier connection is linked once its handshake is done: it receives their frames from
+    /// now on, and what it sends is routed with [`ChannelLink::deliver`]. Dropping the link
+    /// unlinks it, and the channels it sent on see it disconnect.
+    pub fn link(&self, conn: &Connection) -> ChannelLink {
+        self.attach_sink(conn.clone());
+        ChannelLink {
+            registry: self.clone(),
+            conn: conn.clone(),
+            routes: RouteCache::default(),
+        }
     }
 
     /// Sends channel frames to a connection from now on (its reader attaches it once it sees

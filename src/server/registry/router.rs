@@ -82,8 +82,10 @@ impl ChannelRefusal {
         self.frame_error.as_ref()
     }
 
-    /// The `protocol_error` event that answers it, with `channel` and `seq` when known.
-    pub(crate) fn event(&self) -> Vec<u8> {
+    /// The `protocol_error` event a carrier connection answers it with (a text message, with
+    /// `channel` and `seq` when known), unless its text profile answers in a wire of its own
+    /// ([`crate::server::TextSession::channel_refused`]).
+    pub fn error_event(&self) -> Vec<u8> {
         let mut extra = Map::new();
         if let Some(c) = &self.channel {
             extra.insert("channel".into(), Value::from(c.as_str()));

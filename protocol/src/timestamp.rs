@@ -8,13 +8,13 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `YYYY-MM-DDTHH:MM:SSZ` for `time` (the Unix epoch for a clock set before it).
-pub(crate) fn rfc3339_utc(time: SystemTime) -> String {
+pub fn rfc3339_utc(time: SystemTime) -> String {
     let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     format!("{}Z", date_time(secs))
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for `ms` milliseconds since the Unix epoch.
-pub(crate) fn rfc3339_millis(ms: u64) -> String {
+pub fn rfc3339_millis(ms: u64) -> String {
     format!("{}.{:03}Z", date_time(ms / 1000), ms % 1000)
 }
 

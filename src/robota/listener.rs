@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 
 use super::wire::{driver_id, from_event};
-use crate::agent::hub::EventListener;
+use crate::agent::foreign::EventListener;
 use crate::protocol::events::SessionEvent;
 use crate::protocol::ids::SessionId;
 use crate::protocol::Role;

@@ -14,11 +14,9 @@ use super::client::{decision, required, type_name, Kind};
 use super::listener::RobotaListener;
 use super::refusal;
 use super::wire::{message, ServerMessage, WorkspaceSnapshot};
-use crate::agent::fit;
-use crate::agent::history::EntryMeta;
-use crate::agent::host::AgentHost;
-use crate::agent::hub::{EventListener, SessionHub};
-use crate::agent::reply::{Answer, Quiet};
+use crate::agent::foreign::{
+    fit_back, Answer, EntryMeta, EventListener, Quiet, SessionHandle, Sessions, ENVELOPE_BYTES,
+};
 use crate::protocol::close::CloseCode;
 use crate::protocol::error::ErrorObject;
 use crate::protocol::methods::{HistoryEntry, PermissionRespondParams, SessionState, SubmitParams};
@@ -30,18 +28,15 @@ pub(super) struct RobotaConnection {
     conn: Connection,
     ctx: CarrierContext,
     /// The session this connection drives and hears; `None` when the host had none to bind.
-    hub: Option<Arc<SessionHub>>,
+    hub: Option<SessionHandle>,
 }
 
 impl RobotaConnection {
     /// Binds the connection to the session the host's binder picks for it, sends `messages`
     /// then `execution_workspace_event` (then the hub sends a driving connection each open
     /// prompt's `permission_request`), and opens it to channel frames.
-    pub(super) fn open(host: &AgentHost, conn: Connection, ctx: CarrierContext) -> Self {
-        let initial = host
-            .binder
-            .initial_session(host.directory.as_ref(), conn.id(), conn.role());
-        let hub = initial.and_then(|id| host.hub(&id));
+    pub(super) fn open(sessions: &Sessions, conn: Connection, ctx: CarrierContext) -> Self {
+        let hub = sessions.initial(&conn);
         let me = RobotaConnection { conn, ctx, hub };
         match &me.hub {
             Some(hub) => {
@@ -67,10 +62,7 @@ impl RobotaConnection {
 
     /// What an answer built from the session's history may take of the outbound budget.
     fn budget(&self) -> usize {
-        self.ctx
-            .limits()
-            .queue_bytes
-            .saturating_sub(fit::ENVELOPE_BYTES)
+        self.ctx.limits().queue_bytes.saturating_sub(ENVELOPE_BYTES)
     }
 
     fn send(&self, message: &ServerMessage<'_>) {
@@ -85,21 +77,21 @@ impl RobotaConnection {
     /// The newest messages of the history that fit the outbound budget.
     fn send_messages(&self, history: &[(EntryMeta, HistoryEntry)]) {
         let all = history.iter().map(|(meta, entry)| message(meta, entry));
-        let (messages, left_out) = fit::fit_back(all.collect(), self.budget());
+        let (messages, left_out) = fit_back(all.collect(), self.budget());
         if left_out > 0 {
             tracing::debug!(conn = %self.conn.id(), left_out, "messages fitted to the outbound budget");
         }
         self.send(&ServerMessage::Messages { messages });
     }
 
-    fn send_workspace(&self, hub: &SessionHub) {
+    fn send_workspace(&self, hub: &SessionHandle) {
         self.send(&ServerMessage::ExecutionWorkspaceEvent {
             snapshot: WorkspaceSnapshot::empty(hub.id().as_str()),
         });
     }
 
     /// One parsed client message of a known kind, its role already checked.
-    fn handle(&self, hub: &Arc<SessionHub>, kind: Kind, msg: &Value) {
+    fn handle(&self, hub: &SessionHandle, kind: Kind, msg: &Value) {
         match kind {
             Kind::Submit => match required(msg, "prompt") {
                 None => self.refuse("prompt is required"),

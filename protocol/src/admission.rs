@@ -1,28 +1,28 @@
 //! Admission: the one place that decides who may connect (docs/protocol.md,
-//! "Endpoint and admission").
+//! "Endpoint and admission"). Pure rules, no I/O: the server applies them to each upgrade
+//! request, and a fuzzer or another implementation can run them alone.
 //!
 //! [`admit`] looks at the upgrade request's `Host`, `Origin`, query string and
 //! `Sec-WebSocket-Protocol` header, in that order, and returns a [`Admission`]: refuse with an
 //! HTTP status before the upgrade (Host/Origin), or upgrade and then either admit with a role or
 //! close with 1008 before any data frame (token/role).
 
+use core::net::Ipv6Addr;
 use std::fmt;
-use std::net::Ipv6Addr;
 
 use subtle::ConstantTimeEq;
 
-use crate::protocol::Role;
+use crate::Role;
 
 /// The credential every connection presents (docs/protocol.md, "Endpoint and admission"). Its
 /// `Debug` never shows it, so a configuration or a policy can be logged whole; the secret is read
-/// only through [`Token::expose`] (to hand it out), and compared only inside the carrier, in
-/// constant time.
+/// only through [`Token::expose`] (to hand it out), and compared only in constant time
+/// ([`Token::matches`]).
 #[derive(Clone)]
 pub struct Token(String);
 
 impl Token {
-    /// Wraps `token`. Its shape (URL-safe characters) is checked by
-    /// [`super::CarrierConfig::validate`].
+    /// Wraps `token`. Its shape (URL-safe characters) is the server configuration's to check.
     pub fn new(token: impl Into<String>) -> Self {
         Token(token.into())
     }
@@ -33,7 +33,7 @@ impl Token {
     }
 
     /// Whether `presented` is this token, compared in constant time.
-    pub(crate) fn matches(&self, presented: &str) -> bool {
+    pub fn matches(&self, presented: &str) -> bool {
         tokens_equal(&self.0, presented)
     }
 }

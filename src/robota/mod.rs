@@ -10,9 +10,10 @@
 //! - `refusal` — a binary frame the carrier could not route, in the seed system's words.
 //! - `wire` — the server's messages as types.
 //!
-//! A [`RobotaProfile`] shares everything with the [`super::AgentProfile`] it comes from:
+//! A [`RobotaProfile`] shares everything with the [`AgentProfile`] it is made from:
 //! sessions, agents, history and the session memory budget. A client of either profile bound
-//! to one session sees the turns the other starts.
+//! to one session sees the turns the other starts. It reaches them only through the agent
+//! layer's seam for foreign wires, [`crate::agent::foreign`].
 
 mod background;
 mod client;
@@ -25,66 +26,61 @@ use std::sync::Arc;
 
 use connection::RobotaConnection;
 
-use super::host::AgentHost;
+use crate::agent::foreign::Sessions;
+use crate::agent::AgentProfile;
 use crate::server::{Attachment, CarrierContext, Connection, Gauge, TextProfile, TextSession};
 
-/// The path at which every carrier whose attached profile is an [`super::AgentProfile`] (or a
-/// [`RobotaProfile`]) speaks the seed system's wire.
+/// The path at which a host serves the seed system's wire beside the agent protocol
+/// (`carrier serve` always does).
 pub const ROBOTA_PATH: &str = "/robota";
 
-/// The seed system's wire over the sessions of an [`super::AgentProfile`]: get one with
-/// [`super::AgentProfile::robota`]. Attach it to make `/` speak that wire (as
-/// `carrier serve --profile robota` does); `/robota` speaks it under either profile.
+/// The seed system's wire over the sessions of an [`AgentProfile`]. A host attaches it beside
+/// the agent protocol, at [`ROBOTA_PATH`] (as `carrier serve` does), or at `/` as well (as
+/// `carrier serve --profile robota` does); a carrier serves it only where it is attached.
 ///
 /// ```
+/// use std::sync::Arc;
 /// use carrier::agent::{AgentProfile, EmbeddedAgent};
-/// use carrier::server::{CarrierConfig, WsTransport};
+/// use carrier::robota::{RobotaProfile, ROBOTA_PATH};
+/// use carrier::server::{Attachment, CarrierConfig, WsTransport};
 ///
 /// let agent = AgentProfile::embedded(EmbeddedAgent::default());
+/// let robota = RobotaProfile::new(&agent);
 /// let transport = WsTransport::new(CarrierConfig::default().with_port(0)).unwrap();
-/// transport.attach(agent.robota());
+/// transport.attach(Attachment::from(agent).with_route(ROBOTA_PATH, Arc::new(robota)));
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct RobotaProfile {
-    host: Arc<AgentHost>,
-}
-
-impl std::fmt::Debug for RobotaProfile {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RobotaProfile")
-            .field("memory", &self.host.memory)
-            .finish_non_exhaustive()
-    }
+    sessions: Sessions,
 }
 
 impl RobotaProfile {
-    pub(super) fn new(host: Arc<AgentHost>) -> Self {
-        RobotaProfile { host }
+    /// The seed system's wire over `agent`'s sessions, agents and memory.
+    pub fn new(agent: &AgentProfile) -> Self {
+        RobotaProfile {
+            sessions: agent.sessions(),
+        }
     }
 }
 
 impl TextProfile for RobotaProfile {
     fn open(&self, conn: Connection, ctx: &CarrierContext) -> Box<dyn TextSession> {
-        Box::new(RobotaConnection::open(&self.host, conn, ctx.clone()))
+        Box::new(RobotaConnection::open(&self.sessions, conn, ctx.clone()))
     }
 
+    /// At `/`, this profile stands for the sessions: it shuts them down.
     fn shutdown(&self) {
-        self.host.shutdown();
+        self.sessions.shutdown();
     }
 
     /// The session memory, as under the agent protocol.
     fn gauges(&self) -> Vec<Gauge> {
-        self.host.memory.gauges()
-    }
-
-    /// `/robota` speaks this wire too.
-    fn routes(&self) -> Vec<(&'static str, Arc<dyn TextProfile>)> {
-        vec![(ROBOTA_PATH, Arc::new(self.clone()))]
+        self.sessions.memory().gauges()
     }
 }
 
 impl From<RobotaProfile> for Attachment {
     fn from(profile: RobotaProfile) -> Self {
-        Attachment(Arc::new(profile))
+        Attachment::new(Arc::new(profile))
     }
 }

@@ -6,11 +6,11 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::agent::history::EntryMeta;
+use crate::agent::foreign::EntryMeta;
 use crate::protocol::events::{DriverInfo, SessionEvent};
 use crate::protocol::methods::{HistoryEntry, HistoryRole};
+use crate::protocol::timestamp::rfc3339_millis;
 use crate::server::DEFAULT_DRIVER_ID;
-use crate::timestamp::rfc3339_millis;
 
 /// What the carrier has no figures for: the context window of a turn is reported as zeros.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
