@@ -3,7 +3,7 @@
  * the bytes of frame bodies this client may still send on each counted channel, and the bulk
  * sends waiting for more, in order. Counted only on a bulk channel whose descriptor carries
  * `credit`, where the server has `bulk_credit`; against a server that gives none nothing waits.
- * The same rules as the Rust client's machine (`src/client/machine.rs`); the cases in
+ * The same rules as the Rust client's machine (`client/src/machine.rs`); the cases in
  * `protocol/tests/vectors/client-rules.json` hold both to them.
  *
  * Not part of the public API.

@@ -2,7 +2,7 @@
  * Resume bookkeeping (docs/protocol.md, "Sessions and resume"): which session events are new,
  * and where a reconnect resumes from. `seq` numbers belong to one session, so every binding that
  * can restart them restarts the line here. The same rules as the Rust client's `SessionCursor`
- * (`src/client/resume.rs`); the cases in `protocol/tests/vectors/client-rules.json` hold both
+ * (`client/src/resume.rs`); the cases in `protocol/tests/vectors/client-rules.json` hold both
  * to them.
  *
  * Not part of the public API.

@@ -108,17 +108,25 @@
 //!
 //! ## Modules
 //!
-//! - [`server`] — the listener, admission, connections and their one outbound path, limits,
-//!   metrics, payload channels, and the [`server::WsTransport`] lifecycle (`new` → `attach` →
-//!   `start` → `stop`).
-//! - [`agent`] — the session traits a host implements, the session hub that numbers events and
-//!   keeps the resume ring, the embedded demo agent, and agent processes.
-//! - [`client`] — the Rust client: the `Transport` trait, the WebSocket client and the
-//!   handshake layer (feature `client`, on by default).
-//! - [`discovery`] — runtime files, how a local client finds a running carrier and its token,
-//!   and whose listener a loopback port belongs to before a token goes out.
-//! - [`protocol`] — the wire with no I/O (the `carrier-protocol` crate): envelope, catalog,
-//!   versions and features, errors, channel-frame codec, resume ring.
+//! Each is a crate of its own, re-exported here, so the compiler holds the layering: the server
+//! knows no agent protocol, the protocol no I/O.
+//!
+//! - [`server`] (`carrier-server`) — the listener, admission, connections and their one
+//!   outbound path, limits, metrics, payload channels, and the [`server::WsTransport`]
+//!   lifecycle (`new` → `attach` → `start` → `stop`).
+//! - [`agent`] (`carrier-agent`) — the agent protocol on the server's text frames: the session
+//!   traits a host implements, the session hub that numbers events and keeps the resume ring,
+//!   the embedded demo agent, agent processes, the serverless bridge, and the seam other wires
+//!   ride ([`agent::foreign`]).
+//! - [`client`] (`carrier-client`) — the Rust client: the `Transport` trait, the WebSocket
+//!   client and the handshake layer (feature `client`, on by default).
+//! - [`discovery`] (`carrier-discovery`) — runtime files, how a local client finds a running
+//!   carrier and its token, and whose listener a loopback port belongs to before a token goes
+//!   out.
+//! - [`protocol`] (`carrier-protocol`) — the wire with no I/O: envelope, catalog, versions and
+//!   features, errors, admission rules, channel-frame codec, resume ring.
+//! - `robota` (`carrier-robota`, feature `robota`) — the seed system's own wire over the agent
+//!   protocol's sessions, for a host that attaches it.
 //!
 //! ## Features
 //!
@@ -129,18 +137,22 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub mod agent;
+/// The agent protocol on the carrier's text frames (the `carrier-agent` crate).
+pub use carrier_agent as agent;
+/// The Rust client (the `carrier-client` crate).
 #[cfg(feature = "client")]
 #[cfg_attr(docsrs, doc(cfg(feature = "client")))]
-pub mod client;
-pub mod discovery;
+pub use carrier_client as client;
+/// Finding a running carrier, and trusting what is found (the `carrier-discovery` crate).
+pub use carrier_discovery as discovery;
+/// The wire, with no I/O (the `carrier-protocol` crate).
+pub use carrier_protocol as protocol;
+/// The seed system's own wire (the `carrier-robota` crate).
 #[cfg(feature = "robota")]
 #[cfg_attr(docsrs, doc(cfg(feature = "robota")))]
-pub mod robota;
-pub mod server;
-
-/// The wire (the `carrier-protocol` crate): one module, reachable as `carrier::protocol`.
-pub use carrier_protocol as protocol;
+pub use carrier_robota as robota;
+/// The server a host runs (the `carrier-server` crate).
+pub use carrier_server as server;
 
 /// The README's code blocks, compiled and run as doctests so they cannot drift from the API.
 #[cfg(doctest)]

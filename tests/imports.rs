@@ -1,13 +1,18 @@
-//! The library's and the CLI's modules import one another without a loop (issues 13 and 23).
+//! No crate of the workspace has an import loop between its modules (issues 13 and 23).
 //!
-//! Each crate is read from its root file (`src/lib.rs`; `cli/src/lib.rs`, and the binary's
-//! `cli/src/main.rs`, a crate of its own) by following its `mod` declarations, whatever
+//! Which crates: every target of every workspace member, as `cargo metadata` lists them — each
+//! library, binary, test, example and bench root (`src/lib.rs`, `cli/src/main.rs`,
+//! `tests/faults.rs`, …). The layers between the crates are the compiler's to hold (a crate
+//! names only what it depends on, and Cargo refuses a dependency cycle); what it does not hold
+//! is the order inside a crate, which this checks.
+//!
+//! Each crate is read from its root file by following its `mod` declarations, whatever
 //! attributes they carry (`#[cfg(feature = …)]`, `#[cfg(test)]`); every file is a node, and
 //! every path it names into its own crate — `use super::…`, `use crate::…`, `use self::…`, a
 //! child module's name, groups (`use crate::{a::X, b::Y}`), re-exports (`pub(crate) use …`), and
 //! the same paths written inline in code — is an edge to the file that path lands in. In each
-//! crate the edges form a DAG; `crate::` means the crate's own root, so the CLI's `crate::` is
-//! `cli/src` and its uses of the library (`carrier::…`) are another crate's, not edges.
+//! crate the edges form a DAG; `crate::` means the crate's own root, and a path into another
+//! crate (`carrier_server::…`) is no edge.
 //!
 //! Comments and string literals are skipped (a doc link names a type without depending on it),
 //! and so is test code: an inline `#[cfg(test)] mod tests { … }` is built only into the crate's
@@ -18,28 +23,72 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// A module path below the crate root, e.g. `["server", "registry", "router"]`; the root is `[]`.
+use serde_json::Value;
+
+/// A module path below the crate root, e.g. `["registry", "router"]`; the root is `[]`.
 type ModPath = Vec<String>;
-
-/// The crates checked, by root file relative to the workspace root.
-const CRATES: [&str; 3] = ["src/lib.rs", "cli/src/lib.rs", "cli/src/main.rs"];
-
-/// The source folders those crates live in: every `.rs` file under them is a module of one.
-const SOURCE_DIRS: [&str; 2] = ["src", "cli/src"];
 
 fn workspace() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Checks one crate and returns its import graph.
-fn assert_no_loop(root: &str) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
-    let files = read_crate(&workspace().join(root));
+/// One crate of the workspace: its package, its kind (`lib`, `bin`, `test`, …) and its root.
+struct Target {
+    package: String,
+    kind: String,
+    root: PathBuf,
+}
+
+/// Every member of the workspace: its folder and its targets, from `cargo metadata`.
+fn members() -> Vec<(PathBuf, Vec<Target>)> {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
+        .current_dir(workspace())
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metadata: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata is JSON");
+    let packages = metadata["packages"].as_array().expect("packages");
+    packages
+        .iter()
+        .map(|package| {
+            let name = package["name"].as_str().expect("name").to_string();
+            let manifest = PathBuf::from(package["manifest_path"].as_str().expect("manifest"));
+            let targets = package["targets"]
+                .as_array()
+                .expect("targets")
+                .iter()
+                .map(|target| Target {
+                    package: name.clone(),
+                    kind: target["kind"][0].as_str().expect("kind").to_string(),
+                    root: PathBuf::from(target["src_path"].as_str().expect("src_path")),
+                })
+                .collect();
+            let folder = manifest
+                .parent()
+                .expect("a manifest has a folder")
+                .to_path_buf();
+            (folder, targets)
+        })
+        .collect()
+}
+
+/// One crate's import graph and the files it is made of.
+fn read_target(target: &Target) -> (BTreeMap<ModPath, BTreeSet<ModPath>>, Vec<PathBuf>) {
+    let files = read_crate(&target.root);
+    let paths = files.iter().map(|(_, file, _)| file.clone()).collect();
     let modules: Vec<(ModPath, String)> = files.into_iter().map(|(m, _, src)| (m, src)).collect();
-    let graph = import_graph(&modules);
-    if let Some(cycle) = find_cycle(&graph) {
-        panic!("import loop in the crate of {root}: {}", show(&cycle));
-    }
-    graph
+    (import_graph(&modules), paths)
 }
 
 fn edges(graph: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> usize {
@@ -47,49 +96,63 @@ fn edges(graph: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> usize {
 }
 
 #[test]
-fn library_modules_import_each_other_without_a_loop() {
-    let graph = assert_no_loop("src/lib.rs");
-    for module in ["server", "agent", "agent::process", "client", "discovery"] {
-        assert!(graph.contains_key(&path(module)), "{module} was not read");
+fn every_crate_of_the_workspace_imports_its_modules_without_a_loop() {
+    let mut libraries = BTreeMap::new();
+    let mut loops = Vec::new();
+    let (mut crates, mut files, mut imports) = (0, 0, 0);
+    for (_, targets) in members() {
+        for target in &targets {
+            let (graph, _) = read_target(target);
+            if let Some(cycle) = find_cycle(&graph) {
+                loops.push(format!(
+                    "{} ({} {}): {}",
+                    target.package,
+                    target.kind,
+                    target.root.display(),
+                    show(&cycle)
+                ));
+            }
+            crates += 1;
+            files += graph.len();
+            imports += edges(&graph);
+            if target.kind == "lib" {
+                libraries.insert(target.package.clone(), graph.len());
+            }
+        }
     }
-    assert!(
-        graph.len() > 80,
-        "expected the library's files, found {}",
-        graph.len()
-    );
-    assert!(
-        edges(&graph) > 250,
-        "expected the library's imports, found {}",
-        edges(&graph)
-    );
-}
-
-#[test]
-fn cli_modules_import_each_other_without_a_loop() {
-    let graph = assert_no_loop("cli/src/lib.rs");
-    assert!(
-        graph.len() > 10,
-        "expected the CLI's files, found {}",
-        graph.len()
-    );
-    assert!(
-        edges(&graph) > 20,
-        "expected the CLI's imports, found {}",
-        edges(&graph)
-    );
-    assert_no_loop("cli/src/main.rs");
+    assert!(loops.is_empty(), "import loops:\n{}", loops.join("\n"));
+    // The layers, each a library of its own, all read.
+    for (package, at_least) in [
+        ("carrier-protocol", 15),
+        ("carrier-discovery", 4),
+        ("carrier-server", 40),
+        ("carrier-agent", 30),
+        ("carrier-client", 25),
+        ("carrier-robota", 6),
+        ("carrier-cli", 10),
+    ] {
+        let read = libraries.get(package).copied().unwrap_or(0);
+        assert!(
+            read >= at_least,
+            "{package}: {read} files read, expected {at_least} or more"
+        );
+    }
+    assert!(crates > 60, "expected every target, found {crates}");
+    assert!(files > 250, "expected the workspace's files, found {files}");
+    assert!(imports > 400, "expected the imports, found {imports}");
 }
 
 #[test]
 fn every_source_file_is_a_module_of_a_checked_crate() {
-    let read: BTreeSet<PathBuf> = CRATES
-        .iter()
-        .flat_map(|root| read_crate(&workspace().join(root)))
-        .map(|(_, file, _)| file)
-        .collect();
+    let members = members();
+    let folders: Vec<PathBuf> = members.iter().map(|(folder, _)| folder.clone()).collect();
+    let mut read = BTreeSet::new();
     let mut on_disk = BTreeSet::new();
-    for dir in SOURCE_DIRS {
-        rust_files(&workspace().join(dir), &mut on_disk);
+    for (folder, targets) in &members {
+        for target in targets {
+            read.extend(read_target(target).1);
+        }
+        rust_files(folder, folder, &folders, &mut on_disk);
     }
     let missed: Vec<_> = on_disk.difference(&read).collect();
     assert!(missed.is_empty(), "files no crate declares: {missed:?}");
@@ -264,10 +327,17 @@ fn read_crate(root: &Path) -> Vec<(ModPath, PathBuf, String)> {
             _ => Some(file.with_extension("")),
         }
         .expect("a source file has a folder");
+        let moved = path_attributes(&src);
         for name in mods_declared(&src) {
             let flat = dir.join(format!("{name}.rs"));
             let nested = dir.join(&name).join("mod.rs");
-            let child = if flat.is_file() { flat } else { nested };
+            // `#[path]` is relative to the folder the children would be in (the crate roots
+            // that use it keep them beside the root).
+            let child = match moved.get(&name) {
+                Some(path) => dir.join(path),
+                None if flat.is_file() => flat,
+                None => nested,
+            };
             assert!(
                 child.is_file(),
                 "{} declares mod {name}, which has no file",
@@ -295,12 +365,47 @@ fn mods_declared(src: &str) -> Vec<String> {
         .collect()
 }
 
-/// Every `.rs` file under `dir`.
-fn rust_files(dir: &Path, out: &mut BTreeSet<PathBuf>) {
+/// The modules `src` declares with a `#[path = "…"]` attribute (a test that compiles an
+/// example as one of its modules), with that path.
+fn path_attributes(src: &str) -> BTreeMap<String, String> {
+    let mut moved = BTreeMap::new();
+    let mut pending = None;
+    for line in src.lines() {
+        let t = line.trim();
+        if let Some(path) = t
+            .strip_prefix("#[path = \"")
+            .and_then(|rest| rest.strip_suffix("\"]"))
+        {
+            pending = Some(path.to_string());
+        } else if t.starts_with("#[") || t.starts_with("//") {
+            continue;
+        } else if let Some(path) = pending.take() {
+            let decl = t.rsplit_once("mod ").map(|(_, name)| name);
+            if let Some(name) = decl.and_then(|name| name.strip_suffix(';')) {
+                moved.insert(name.trim().to_string(), path);
+            }
+        }
+    }
+    moved
+}
+
+/// Every `.rs` file of the package whose folder is `package`, under `dir`: not in another
+/// package's folder (a workspace member's, or a package of its own such as a bench baseline or
+/// the fuzz targets), the build output or the JavaScript package's dependencies.
+fn rust_files(package: &Path, dir: &Path, members: &[PathBuf], out: &mut BTreeSet<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("readable source directory") {
         let p = entry.expect("directory entry").path();
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         if p.is_dir() {
-            rust_files(&p, out);
+            let another_package =
+                p != package && (members.contains(&p) || p.join("Cargo.toml").is_file());
+            if !(another_package
+                || name.starts_with('.')
+                || name == "target"
+                || name == "node_modules")
+            {
+                rust_files(package, &p, members, out);
+            }
         } else if p.extension().is_some_and(|e| e == "rs") {
             out.insert(p);
         }

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use super::MountError;
+use super::error::MountError;
 
 /// Registers a files channel named `name` that stores uploads in `dir` (created if missing).
 pub fn mount(

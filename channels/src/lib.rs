@@ -13,12 +13,15 @@
 //! `NAME:echo:bulk` and `NAME:relay:bulk` mount echo and relay with the `bulk` delivery class.
 
 pub mod echo;
+mod error;
 pub mod files;
 pub mod relay;
 
 use std::path::PathBuf;
 
-use carrier::server::{ChannelError, ChannelHandle, WsTransport};
+use carrier::server::{ChannelHandle, WsTransport};
+
+pub use error::MountError;
 
 /// A `--channel NAME:KIND[:ARG]` value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,17 +75,6 @@ pub enum Delivery {
     Reliable,
     /// Flow-controlled, lowest priority: a slow reader is paced, not failed.
     Bulk,
-}
-
-/// Why a channel could not be mounted.
-#[derive(Debug, thiserror::Error)]
-pub enum MountError {
-    /// The registry refused it (name taken, …).
-    #[error(transparent)]
-    Channel(#[from] ChannelError),
-    /// The files directory could not be prepared.
-    #[error("files channel directory {0}: {1}")]
-    Directory(PathBuf, std::io::Error),
 }
 
 /// Registers the channel a spec names. Needs a tokio runtime (the files channel spawns a task).

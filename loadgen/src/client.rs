@@ -8,8 +8,9 @@
 
 use std::time::Duration;
 
+use super::error::LoadError;
+use super::plan::Plan;
 use super::target::Target;
-use super::LoadError;
 use bytes::Bytes;
 use fastwebsockets::{FragmentCollector, Frame, OpCode, Payload, WebSocketError};
 use hyper::upgrade::Upgraded;
@@ -220,6 +221,31 @@ impl From<WebSocketError> for LoadError {
             other => LoadError::Io(other.to_string()),
         }
     }
+}
+
+/// Opens `n` connections (at most 64 upgrades in flight), handshaking when the mode speaks the
+/// carrier protocol. Fails on the first connection that cannot be opened.
+pub(crate) async fn open_all(
+    plan: &Plan,
+    target: &Target,
+    n: usize,
+) -> Result<Vec<BenchSocket>, LoadError> {
+    use futures_util::{stream, StreamExt, TryStreamExt};
+    let carrier = plan.mode.is_carrier();
+    let timeout = plan.connect_timeout;
+    stream::iter(0..n)
+        .map(|_| async move {
+            let mut socket = BenchSocket::connect(target, timeout).await?;
+            if carrier {
+                tokio::time::timeout(timeout, socket.carrier_handshake())
+                    .await
+                    .map_err(|_| LoadError::Connect("handshake timed out".into()))??;
+            }
+            Ok::<_, LoadError>(socket)
+        })
+        .buffered(64)
+        .try_collect()
+        .await
 }
 
 #[cfg(test)]

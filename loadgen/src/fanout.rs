@@ -13,10 +13,14 @@ use fastwebsockets::OpCode;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::client::open_all;
 use super::client::BenchSocket;
+use super::cpu::{cpu_since, process_cpu_time};
+use super::error::LoadError;
 use super::latency::Latencies;
+use super::plan::{Plan, FANOUT_WINDOW};
+use super::report::Outcome;
 use super::target::Target;
-use super::{open_all, LoadError, Outcome, Plan, FANOUT_WINDOW};
 use carrier::protocol::channel_frame;
 
 /// Bytes at the start of each payload: send time (u64 ns) and frame index (u64).
@@ -127,9 +131,7 @@ pub(crate) async fn run(
                 break;
             }
             started = Instant::now();
-            cpu_start = plan
-                .server_pid
-                .and_then(|p| super::process_cpu_time(p).ok());
+            cpu_start = plan.server_pid.and_then(|p| process_cpu_time(p).ok());
         }
         let window = n.saturating_sub(FANOUT_WINDOW as u64 - 1);
         if tokio::time::timeout_at(deadline, progress.reached(window))
@@ -181,7 +183,7 @@ pub(crate) async fn run(
         }
     }
     out.elapsed = last.saturating_duration_since(started);
-    out.server_cpu = super::cpu_since(plan.server_pid, cpu_start);
+    out.server_cpu = cpu_since(plan.server_pid, cpu_start);
     if Instant::now() < deadline {
         sender.close().await;
     }

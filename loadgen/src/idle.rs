@@ -2,11 +2,14 @@
 
 use tokio::time::Instant;
 
+use super::client::open_all;
 use super::client::BenchSocket as BenchSocketClose;
+use super::error::LoadError;
 use super::latency::Latencies;
 use super::pingpong::Script;
+use super::plan::Plan;
+use super::report::{MemoryReport, Outcome};
 use super::target::Target;
-use super::{open_all, LoadError, MemoryReport, Outcome, Plan};
 
 /// The `VmRSS` of a process, in KiB.
 pub fn vm_rss_kib(pid: u32) -> Result<u64, LoadError> {

@@ -26,41 +26,23 @@ use bytes::Bytes;
 use fastwebsockets::{FragmentCollectorRead, Frame, OpCode, Payload, WebSocketWrite};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
-use serde::Serialize;
 use tokio::io::{ReadHalf, WriteHalf};
 use tokio::sync::{oneshot, Mutex, Notify};
 use tokio::time::Instant;
 
 use super::client::{handshake_frame, response_outcome, upgrade};
-use super::latency::{Latencies, Summary};
+use super::cpu::{cpu_since, process_cpu_time};
+use super::error::LoadError;
+use super::latency::Latencies;
+use super::plan::{Plan, MAX_TRANSFER};
+use super::report::{MixedReport, Outcome};
 use super::target::Target;
-use super::{LoadError, Outcome, Plan};
 use carrier::protocol::channel_frame;
 
 /// Pings measured on each connection before the transfer starts.
 pub const IDLE_PINGS: usize = 1000;
 /// The pause between one ping's response and the next ping.
 pub(crate) const PING_GAP: Duration = Duration::from_millis(1);
-
-/// What the `mixed` mode measured, beside the generic report (whose latency fields are the
-/// pings during the transfer and whose MB/s is the transfer's).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct MixedReport {
-    /// Ping latency on the idle connections, before the transfer.
-    pub idle: Summary,
-    /// Ping latency during the transfer, on the same connections.
-    pub during_transfer: Summary,
-    /// Pings measured idle and during the transfer.
-    pub idle_pings: u64,
-    /// Pings measured during the transfer.
-    pub transfer_pings: u64,
-    /// Bytes echoed back, all connections.
-    pub transfer_bytes: u64,
-    /// Echoed payload megabytes (10^6) per second over the transfer.
-    pub transfer_mb_per_s: f64,
-    /// `during_transfer.p99_us / idle.p99_us`.
-    pub p99_ratio: f64,
-}
 
 /// The request waiting for its response: its id, and where to say it came.
 type Waiting = Option<(String, oneshot::Sender<Result<(), LoadError>>)>;
@@ -220,7 +202,7 @@ async fn reader(
 }
 
 /// Sends the transfer: at least `frames` frames and on until `shared.enough` (at most
-/// [`super::MAX_TRANSFER`] bytes), at most `window` ahead of the echoes and, when credited,
+/// [`MAX_TRANSFER`] bytes), at most `window` ahead of the echoes and, when credited,
 /// within the credit. Returns the frames sent.
 async fn transfer(
     write: Write,
@@ -230,7 +212,7 @@ async fn transfer(
     frames: u64,
     window: u64,
 ) -> Result<u64, LoadError> {
-    let cap = (super::MAX_TRANSFER / size.max(1) as u64).max(frames);
+    let cap = (MAX_TRANSFER / size.max(1) as u64).max(frames);
     let encoded = channel_frame::encode_binary(&channel, 0, Bytes::from(vec![0x5A; size]))
         .map_err(|e| LoadError::Plan(e.to_string()))?;
     let mut template = encoded.to_vec();
@@ -393,9 +375,7 @@ pub(crate) async fn run(
     let tasks: Vec<_> = (0..plan.connections)
         .map(|_| tokio::spawn(connection(plan.clone(), target.clone())))
         .collect();
-    let cpu_start = plan
-        .server_pid
-        .and_then(|p| super::process_cpu_time(p).ok());
+    let cpu_start = plan.server_pid.and_then(|p| process_cpu_time(p).ok());
     let mut idle = Latencies::default();
     let mut busy = Latencies::default();
     let (mut errors, mut first_error, mut bytes, mut elapsed) = (0u64, None, 0u64, Duration::ZERO);
@@ -453,7 +433,7 @@ pub(crate) async fn run(
         latencies: busy,
         first_error,
         memory: None,
-        server_cpu: super::cpu_since(plan.server_pid, cpu_start),
+        server_cpu: cpu_since(plan.server_pid, cpu_start),
         mixed: Some(mixed),
     })
 }

@@ -12,10 +12,13 @@ use fastwebsockets::OpCode;
 use tokio::sync::Barrier;
 use tokio::time::Instant;
 
-use super::client::BenchSocket;
+use super::client::{open_all, BenchSocket};
+use super::cpu::{cpu_since, process_cpu_time};
+use super::error::LoadError;
 use super::latency::Latencies;
+use super::plan::{Mode, Plan};
+use super::report::Outcome;
 use super::target::Target;
-use super::{open_all, LoadError, Mode, Outcome, Plan};
 use carrier::protocol::channel_frame;
 
 /// The message one connection sends over and over, rewritten in place for each send.
@@ -268,9 +271,7 @@ pub(crate) async fn run(
     }
     start_line.wait().await;
     let started = Instant::now();
-    let cpu_start = plan
-        .server_pid
-        .and_then(|p| super::process_cpu_time(p).ok());
+    let cpu_start = plan.server_pid.and_then(|p| process_cpu_time(p).ok());
     let mut out = Outcome {
         completed: 0,
         errors: 0,
@@ -300,7 +301,7 @@ pub(crate) async fn run(
         }
     }
     out.elapsed = started.elapsed();
-    out.server_cpu = super::cpu_since(plan.server_pid, cpu_start);
+    out.server_cpu = cpu_since(plan.server_pid, cpu_start);
     Ok(out)
 }
 

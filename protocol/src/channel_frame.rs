@@ -33,22 +33,13 @@ use serde::Serialize;
 use serde_json::Value;
 
 mod error;
+mod layout;
 #[cfg(test)]
 mod tests;
 
 pub use error::ChannelFrameError;
-
-/// The three bytes every channel frame starts with.
-pub const MAGIC: [u8; 3] = *b"RBF";
-/// The only wire version this codec reads and writes.
-pub const VERSION: u8 = 1;
-/// The longest channel name in bytes (its length is one byte on the wire).
-pub const MAX_CHANNEL_NAME: usize = 255;
-
-/// Magic, version, kind and name length: the part of the header before the name.
-const PREFIX_LEN: usize = 6;
-/// Width of the big-endian `seq` that follows the name.
-const SEQ_LEN: usize = 4;
+pub use layout::{MAGIC, MAX_CHANNEL_NAME, VERSION};
+use layout::{PREFIX_LEN, SEQ_LEN};
 
 /// What a frame carries, as told by its kind byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -30,13 +30,9 @@ use serde_json::{Map, Value};
 use super::error::{protocol_error_event, EffectState, ErrorCode, ErrorObject, ProtocolErrorCode};
 
 pub(crate) mod encode;
+mod limits;
 pub use encode::{encode_error, encode_event, encode_result, too_large_reply};
-
-/// The longest `id` the server accepts (bytes). Longer ids are refused rather than echoed.
-pub const MAX_ID_BYTES: usize = 256;
-
-/// The longest method or event name accepted (bytes).
-pub const MAX_NAME_BYTES: usize = 128;
+pub use limits::{MAX_ID_BYTES, MAX_NAME_BYTES};
 
 /// A request: `{id, method, params?}`.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,7 +9,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::{Ws, WAIT};
+use crate::common::{Ws, WAIT};
 
 /// The embedded agent with a demo delay.
 pub fn embedded(delay: Duration) -> AgentProfile {

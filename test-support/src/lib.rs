@@ -17,42 +17,23 @@
 
 mod agent;
 pub mod bulk;
+mod common;
 pub mod figure;
 pub mod node;
 pub mod robota;
 pub mod serve_process;
 mod wire;
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use carrier::agent::AgentProfile;
 use carrier::robota::{RobotaProfile, ROBOTA_PATH};
 use carrier::server::{Attachment, CarrierConfig, WsTransport};
-use tokio::net::TcpStream;
 
 pub use agent::*;
+pub use common::{repo, Ws, DELAY, WAIT};
 pub use wire::*;
-
-/// The repository's root, for the committed files tests read (`schemas/`, `js/`,
-/// `cli/tests/agents/`, …): the tests belong to different packages, so their own
-/// `CARGO_MANIFEST_DIR` is not it.
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("test-support/ sits one level below the root")
-        .to_path_buf()
-}
-
-/// A client WebSocket as `tokio-tungstenite` opens it.
-pub type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;
-
-/// How long any single wait may take before the test fails.
-pub const WAIT: Duration = Duration::from_secs(10);
-
-/// The demo delay of the embedded agent in these tests: small, but nonzero so turns interleave.
-pub const DELAY: Duration = Duration::from_millis(2);
 
 /// A config for tests: port 0, a fixed token, named driver and surface, a 5 s handshake timeout.
 pub fn config() -> CarrierConfig {

@@ -77,7 +77,7 @@ pub fn js_dev_dependencies() {
     if *installed {
         return;
     }
-    let js = crate::repo().join("js");
+    let js = crate::common::repo().join("js");
     let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
     let fresh = match (
         modified(&js.join("node_modules/.package-lock.json")),

@@ -10,7 +10,8 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::{Ended, Ws, WAIT};
+use crate::agent::Ended;
+use crate::common::{Ws, WAIT};
 
 /// A connection speaking the seed system's wire. Reads frames in order; text frames skipped by
 /// a wait stay stashed, binary frames are kept apart for [`RobotaClient::binary`].

@@ -11,7 +11,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
-use crate::{Client, WAIT};
+use crate::agent::Client;
+use crate::common::WAIT;
 
 /// The token every `carrier serve` of these tests is started with.
 pub const TOKEN: &str = "test-token";
@@ -20,7 +21,7 @@ pub const TOKEN: &str = "test-token";
 /// would need it (the carrier splits it with POSIX rules). `-S` skips `site`: the agents use
 /// the standard library only, and start several times faster.
 pub fn python_agent(script: &str, args: &str) -> String {
-    let path = crate::repo().join("cli/tests/agents").join(script);
+    let path = crate::common::repo().join("cli/tests/agents").join(script);
     format!("python3 -S '{}' {args}", path.display())
 }
 

@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::{Ws, WAIT};
+use crate::common::{Ws, WAIT};
 
 /// What the test profile observed.
 #[derive(Default)]

@@ -7,7 +7,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdout, Command};
 
-use super::WAIT;
+use super::wait::WAIT;
 
 /// Delay between the demo agent's deltas: long enough that a turn is seen streaming.
 const DEMO_DELAY_MS: &str = "30";

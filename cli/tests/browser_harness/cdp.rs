@@ -15,8 +15,7 @@ use tokio::time::timeout;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use super::page::Page;
-use super::WAIT;
+use super::wait::WAIT;
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
@@ -126,34 +125,6 @@ impl Cdp {
             .filter(|e| e["sessionId"] == session)
             .cloned()
             .collect()
-    }
-
-    /// Opens a new tab and attaches a flattened session to it.
-    pub(crate) async fn new_page(self: &Arc<Self>) -> Result<Page, String> {
-        let target = self
-            .call(None, "Target.createTarget", json!({"url": "about:blank"}))
-            .await?;
-        let attached = self
-            .call(
-                None,
-                "Target.attachToTarget",
-                json!({"targetId": target["targetId"], "flatten": true}),
-            )
-            .await?;
-        let session = attached["sessionId"]
-            .as_str()
-            .ok_or("Target.attachToTarget gave no sessionId")?
-            .to_owned();
-        let page = Page::new(self.clone(), session);
-        for domain in [
-            "Page.enable",
-            "Runtime.enable",
-            "Log.enable",
-            "Network.enable",
-        ] {
-            page.call(domain, json!({})).await?;
-        }
-        Ok(page)
     }
 }
 

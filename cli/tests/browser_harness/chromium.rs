@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::cdp::Cdp;
 use super::page::{log_tail, Page};
-use super::WAIT;
+use super::wait::WAIT;
 
 /// Where Debian's package puts the browser; `CARRIER_TEST_CHROMIUM` overrides it.
 const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
@@ -217,7 +217,7 @@ impl Chromium {
 
     /// Opens a tab whose failure messages include this browser's log.
     pub(crate) async fn new_page(&self) -> Page {
-        let page = match self.cdp.new_page().await {
+        let page = match Page::open(&self.cdp).await {
             Ok(page) => page,
             Err(e) => panic!("cannot open a tab: {e}\n{}", self.process.log_tail()),
         };

@@ -3,7 +3,7 @@
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use super::WAIT;
+use super::wait::WAIT;
 
 /// A second local web server that serves one page at `/` (404 elsewhere). Dropping it stops
 /// accepting.

@@ -17,13 +17,9 @@ mod cdp;
 mod chromium;
 mod foreign_site;
 mod page;
-
-use std::time::Duration;
+mod wait;
 
 pub(crate) use carrier::Carrier;
 pub(crate) use chromium::Chromium;
 pub(crate) use foreign_site::ForeignSite;
 pub(crate) use page::Page;
-
-/// How long any single wait in the browser test may take.
-pub(crate) const WAIT: Duration = Duration::from_secs(20);

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use tokio::time::{timeout, Instant};
 
 use super::cdp::Cdp;
-use super::WAIT;
+use super::wait::WAIT;
 
 /// How often a DOM condition is re-checked while waiting for it.
 const POLL: Duration = Duration::from_millis(20);
@@ -24,6 +24,34 @@ pub(crate) struct Page {
 }
 
 impl Page {
+    /// Opens a new tab and attaches a flattened session to it.
+    pub(super) async fn open(cdp: &Arc<Cdp>) -> Result<Page, String> {
+        let target = cdp
+            .call(None, "Target.createTarget", json!({"url": "about:blank"}))
+            .await?;
+        let attached = cdp
+            .call(
+                None,
+                "Target.attachToTarget",
+                json!({"targetId": target["targetId"], "flatten": true}),
+            )
+            .await?;
+        let session = attached["sessionId"]
+            .as_str()
+            .ok_or("Target.attachToTarget gave no sessionId")?
+            .to_owned();
+        let page = Page::new(cdp.clone(), session);
+        for domain in [
+            "Page.enable",
+            "Runtime.enable",
+            "Log.enable",
+            "Network.enable",
+        ] {
+            page.call(domain, json!({})).await?;
+        }
+        Ok(page)
+    }
+
     pub(super) fn new(cdp: Arc<Cdp>, session: String) -> Page {
         Page {
             cdp,

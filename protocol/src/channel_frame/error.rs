@@ -1,6 +1,6 @@
 //! The typed refusals of the channel-frame codec.
 
-use super::{MAX_CHANNEL_NAME, PREFIX_LEN, VERSION};
+use super::layout::{MAX_CHANNEL_NAME, PREFIX_LEN, VERSION};
 
 /// Every way a channel frame can be refused. All of them are answered on the wire with the
 /// `protocol_error` code [`wire_code`](ChannelFrameError::wire_code) gives.

@@ -4,7 +4,7 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::MAX_ID_BYTES;
+use super::limits::MAX_ID_BYTES;
 use crate::error::{protocol_error_event, EffectState, ErrorCode, ErrorObject, ProtocolErrorCode};
 
 #[derive(Serialize)]

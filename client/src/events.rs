@@ -1,0 +1,131 @@
+//! What a [`Client`](super::Client) tells its application: typed session events
+//! (docs/protocol.md, "Events") and connection milestones such as a resume outcome.
+
+use serde_json::Value;
+
+use super::error::ClientError;
+
+/// The answer to a permission prompt: the protocol's type.
+pub use carrier_protocol::methods::Decision;
+
+/// One session event, delivered once and in `seq` order: the protocol's tolerant reader.
+pub use carrier_protocol::events::ReceivedSessionEvent as SessionEvent;
+/// The session events (docs/protocol.md, "Events") as the client types them (unknown ones arrive as
+/// [`SessionEventKind::Other`]). This is the protocol crate's `ReceivedSessionEventKind` under
+/// the client's name: the two names are one type, and the text below uses the original.
+pub use carrier_protocol::events::ReceivedSessionEventKind as SessionEventKind;
+
+/// How a handshake bound this connection to a session (the handshake result's `resume`): the
+/// protocol's type.
+pub use carrier_protocol::methods::ResumeOutcome;
+
+/// One entry of `session.history`, read tolerantly: the protocol's reader.
+pub use carrier_protocol::methods::ReceivedHistoryEntry as HistoryEntry;
+
+/// Everything a [`Client`](super::Client) reports to [`on_event`](super::Client::on_event)
+/// handlers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientEvent {
+    /// A handshake succeeded (the first one, or one after a reconnect) and requests flow again.
+    Ready {
+        /// How the connection was bound to its session.
+        outcome: ResumeOutcome,
+        /// True when the server's minor protocol version differs from the client's.
+        version_skew: bool,
+    },
+    /// A session event, exactly once: duplicates replayed after a resume are dropped.
+    Session(SessionEvent),
+    /// An event that is not a session event (e.g. `protocol_error`), as received.
+    Notice {
+        /// The event name.
+        event: String,
+        /// The payload.
+        payload: Value,
+    },
+    /// After a `gap` or `reset`, the session history was fetched again.
+    HistoryRefetched {
+        /// The outcome that caused the refetch.
+        outcome: ResumeOutcome,
+        /// The history, oldest first.
+        entries: Vec<HistoryEntry>,
+    },
+    /// After a `gap` or `reset`, fetching the history failed.
+    HistoryRefetchFailed {
+        /// The outcome that caused the refetch.
+        outcome: ResumeOutcome,
+        /// Why it failed.
+        error: ClientError,
+    },
+    /// A handshake failed (e.g. `version_incompatible`); the client disconnected and will not
+    /// retry.
+    HandshakeFailed(ClientError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn known_events_are_typed() {
+        assert_eq!(
+            SessionEventKind::parse(
+                "session.text_delta",
+                &json!({"turn_id": "t1", "delta": " world"})
+            ),
+            SessionEventKind::TextDelta {
+                turn_id: "t1".into(),
+                delta: " world".into()
+            }
+        );
+        let done = SessionEventKind::parse(
+            "session.turn_completed",
+            &json!({"turn_id": "t1", "text": "echo: hi", "aborted": false}),
+        );
+        assert_eq!(done.turn_id(), Some("t1"));
+        assert!(matches!(
+            done,
+            SessionEventKind::TurnCompleted {
+                truncated: false,
+                ..
+            }
+        ));
+        let cut = SessionEventKind::parse(
+            "session.turn_completed",
+            &json!({"turn_id": "t1", "text": "ec", "aborted": false, "truncated": true}),
+        );
+        assert!(matches!(
+            cut,
+            SessionEventKind::TurnCompleted {
+                truncated: true,
+                ..
+            }
+        ));
+        let entry: HistoryEntry = serde_json::from_value(
+            json!({"role": "assistant", "text": "ec", "turn_id": "t1", "truncated": true}),
+        )
+        .unwrap();
+        assert!(entry.truncated);
+    }
+
+    #[test]
+    fn unknown_or_malformed_events_are_kept_as_other() {
+        let odd = SessionEventKind::parse("session.text_delta", &json!({"delta": 3}));
+        assert!(
+            matches!(odd, SessionEventKind::Other { ref event, .. } if event == "session.text_delta")
+        );
+        let new = SessionEventKind::parse("session.mood", &json!({"mood": "calm"}));
+        assert!(matches!(new, SessionEventKind::Other { .. }));
+    }
+
+    #[test]
+    fn resume_outcomes_parse_from_the_wire() {
+        let gap: ResumeOutcome =
+            serde_json::from_value(json!({"outcome": "gap", "from": 4, "to": 9})).unwrap();
+        assert_eq!(gap, ResumeOutcome::Gap { from: 4, to: 9 });
+        assert!(gap.needs_history());
+        let resumed: ResumeOutcome =
+            serde_json::from_value(json!({"outcome": "resumed", "replayed": 2})).unwrap();
+        assert!(!resumed.needs_history());
+    }
+}

@@ -1,0 +1,101 @@
+//! `GET /healthz` probing: is a carrier listening on this address, and whose listener is it?
+//!
+//! A probe carries no token, so it may go to any listener; it reports the listener's owner
+//! ([`Listener`]) so that a caller such as `carrier doctor` sends a token only where it may.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::transport::TransportError;
+use bytes::Bytes;
+use carrier_discovery::listener::{DialError, Listener, OwnerCheck};
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper::header::HOST;
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+
+/// What answered a health probe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    /// `200 {"status":"ok"}`: a carrier server.
+    Carrier,
+    /// Something else answered HTTP (another program on the port, or an unhealthy server).
+    Other {
+        /// The HTTP status.
+        status: u16,
+        /// The start of the body, for the report.
+        body: String,
+    },
+}
+
+/// What a health probe found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// Whose listener answered. Only [`Listener::may_receive_token`] listeners may be sent a
+    /// token afterwards (by a dial that checks again).
+    pub listener: Listener,
+    /// What it answered.
+    pub health: Health,
+}
+
+/// The most of a health answer that is read; a carrier's is a dozen bytes.
+const MAX_BODY: usize = 4096;
+
+/// Sends `GET /healthz` to the loopback address `addr` (no upgrade, no token, so to any
+/// listener) within `timeout`, and says whose listener answered. An error means nothing usable
+/// answered: closed port, timeout, or not HTTP.
+pub async fn probe_health(addr: SocketAddr, timeout: Duration) -> Result<Probe, TransportError> {
+    let failed = |reason: String| TransportError::Connect {
+        addr: addr.to_string(),
+        reason,
+    };
+    let probe = async {
+        let checked = OwnerCheck::any_owner()
+            .connect(addr)
+            .await
+            .map_err(|error| match error {
+                DialError::Connect { reason, .. } => failed(reason),
+                other => failed(other.to_string()),
+            })?;
+        let listener = checked.listener;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(checked.stream))
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "health probe connection ended with an error");
+            }
+        });
+        let request = Request::get("/healthz")
+            .header(HOST, addr.to_string())
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| failed(e.to_string()))?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let status = response.status().as_u16();
+        let body = Limited::new(response.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map(|collected| collected.to_bytes())
+            .unwrap_or_default();
+        let is_ok = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .is_some_and(|v| v.get("status").and_then(Value::as_str) == Some("ok"));
+        let health = if status == 200 && is_ok {
+            Health::Carrier
+        } else {
+            Health::Other {
+                status,
+                body: String::from_utf8_lossy(&body).chars().take(200).collect(),
+            }
+        };
+        Ok(Probe { listener, health })
+    };
+    tokio::time::timeout(timeout, probe)
+        .await
+        .map_err(|_| failed(format!("no answer within {timeout:?}")))?
+}

@@ -1,0 +1,239 @@
+//! The connection's reader: reads messages, routes them by opcode, and queues every answer
+//! (pongs, close echoes, protocol errors) on the outbound path; it never writes.
+//!
+//! It is also where the connection's state changes are acted on, because it is the task that
+//! sees them: it attaches the connection as a channel sink once the handshake is done, and it
+//! cleans up once the connection fails. Nothing calls back into the registry or the metrics from
+//! inside a send or a text profile: data flows one way, from the socket through the reader.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::Map;
+
+use super::failure::FailureCleanup;
+use super::terminate::Terminate;
+use crate::frame_reader::{FrameReader, Incoming, ReadEnd};
+use crate::handle::{Connection, ConnectionId};
+use crate::liveness::Liveness;
+use crate::outbound::{MessageKind, Outbound};
+use crate::profile::TextSession;
+use crate::registry::{ChannelRefusal, RouteCache};
+use crate::shared::Shared;
+use carrier_protocol::close::CloseCode;
+use carrier_protocol::envelope::too_large_reply;
+use carrier_protocol::error::{protocol_error_event, ProtocolErrorCode};
+use carrier_protocol::Role;
+
+/// After our close was queued: discard what the peer still sends, without buffering it, until
+/// its close, the end of the stream, the writer's grace period or `max`, so the peer reads our
+/// close instead of a reset.
+pub(super) async fn linger(frames: &mut FrameReader, terminate: &Terminate, max: Duration) {
+    if max.is_zero() {
+        return;
+    }
+    tokio::select! {
+        biased;
+        _ = terminate.wait() => {}
+        _ = tokio::time::sleep(max) => {}
+        _ = frames.discard_until_close() => {}
+    }
+}
+
+/// Serves an admitted connection until it ends. Returns whether our close is queued and the
+/// peer may still be sending (so the caller lingers to discard), and the connection's failure
+/// cleanup for a failure that comes after reading ended (`None`: the connection was never
+/// opened, the server is stopping). `route` picks the text profile.
+pub(super) async fn serve_admitted<'a>(
+    frames: &mut FrameReader,
+    role: Role,
+    route: &'static str,
+    out: &Outbound,
+    shared: &'a Arc<Shared>,
+    live: &Arc<Liveness>,
+    terminate: &'a Arc<Terminate>,
+) -> (bool, Option<FailureCleanup<'a>>) {
+    let id = ConnectionId::next();
+    let conn = Connection::new(id, role, out.clone());
+    let Some(mut session) = shared.open_session(&conn, terminate.clone(), route) else {
+        out.close(CloseCode::GOING_AWAY, "server stopping");
+        return (true, None);
+    };
+    let mut failure = FailureCleanup::new(id, shared, terminate);
+    // Whether this connection is a channel sink: from its handshake on (the reader attaches it
+    // as soon as it sees the handshake done) until it fails or ends.
+    let mut attached = false;
+    // The handshake deadline is a branch of the read loop rather than a task of its own: a
+    // task (and its timer) per connection stayed allocated for the connection's life
+    // (issue 7: idle memory per connection).
+    let handshake_deadline = tokio::time::sleep(shared.limits.handshake_timeout);
+    tokio::pin!(handshake_deadline);
+
+    // Whether the peer may still be sending after we stop reading.
+    let mut peer_sending = true;
+    let mut routes = RouteCache::default();
+    // Made once and polled every turn: a fresh `Notified` per frame registered and removed a
+    // waiter (a lock each) twice per inbound frame.
+    let terminated = terminate.wait();
+    let failed = out.failed();
+    let handshaken = conn.handshaken();
+    tokio::pin!(terminated, failed, handshaken);
+    loop {
+        let incoming = tokio::select! {
+            biased;
+            _ = &mut terminated => break,
+            // Cleaned up right after the loop.
+            _ = &mut failed => break,
+            // The handshake completes inside a text message this loop hands the profile (or,
+            // for a profile that completes it from a task of its own, while the loop waits on
+            // the socket): either way this branch is polled before the next frame is read. So
+            // the connection receives every channel frame the host sends once the message that
+            // completed its handshake has been handled, and whatever its own later frames
+            // cause (an echo of its first channel frame included).
+            _ = &mut handshaken, if !attached => {
+                shared.registry.attach_sink(conn.clone());
+                attached = true;
+                if conn.has_bulk_credit() {
+                    // Its bulk frames may wait in credit ledgers, which pay for them.
+                    frames.keep_payments();
+                }
+                continue;
+            }
+            _ = &mut handshake_deadline, if !conn.is_handshaken() => {
+                conn.close(CloseCode::POLICY, "handshake timeout");
+                break;
+            }
+            r = frames.next() => r,
+        };
+        match incoming {
+            Err(ReadEnd::Closed) => {
+                peer_sending = false;
+                break;
+            }
+            Err(ReadEnd::Violation(v)) => {
+                out.close(v.code, v.reason);
+                break;
+            }
+            Ok(Incoming::Ping(payload)) => out.pong(payload),
+            Ok(Incoming::Pong) => {}
+            Ok(Incoming::Close(code, reason)) => {
+                // Echo the peer's code; the close ends our side too.
+                out.close(code, &reason);
+                peer_sending = false;
+                break;
+            }
+            Ok(Incoming::Message(MessageKind::Text, text, _)) => {
+                on_text(&conn, session.as_mut(), shared, text)
+            }
+            Ok(Incoming::Message(MessageKind::Binary, data, payment)) => {
+                shared.metrics.inbound(MessageKind::Binary, data.len());
+                if !conn.is_handshaken() {
+                    send_protocol_error(
+                        &conn,
+                        shared,
+                        ProtocolErrorCode::HandshakeRequired,
+                        "the first frame must be a system.handshake request",
+                        Map::new(),
+                    );
+                    conn.close(CloseCode::POLICY, "handshake required");
+                    break;
+                }
+                // The bytes received, by address (a pointer would not be `Send`).
+                let received = (data.as_ptr() as usize, data.len());
+                if let Some(data) = session.on_binary(data) {
+                    // The payment is for the bytes received, not for others a session returns.
+                    let payment =
+                        payment.filter(|_| (data.as_ptr() as usize, data.len()) == received);
+                    // The refusal is answered before any wait: it is not kept in the reader's
+                    // state across the wait for room.
+                    let room = match shared.registry.route(&conn, data, payment, &mut routes) {
+                        Ok(room) => room,
+                        Err(refusal) => {
+                            match session.channel_refused(&refusal) {
+                                Some(reply) => {
+                                    shared.metrics.protocol_error();
+                                    let _ = conn.send_text(reply);
+                                }
+                                None => answer_refusal(&conn, shared, &refusal),
+                            }
+                            None
+                        }
+                    };
+                    if let Some(room) = room {
+                        let _paused = live.pause();
+                        // Nothing else is watched meanwhile, a failure included: the loop cleans
+                        // it up once the frame is delivered (the failed queue refuses every
+                        // frame from the latch on, so nothing reaches the connection before).
+                        // A second `select!` on `failed` here would keep the compiler from
+                        // inlining its poll into the loop above: a call on every frame.
+                        room.await;
+                    }
+                }
+            }
+        }
+        if !out.is_open() {
+            break;
+        }
+    }
+    // The failure cleanup, when the loop ended on a failure (or on `terminate`, which the
+    // writer fires right after a failed write). Nothing else cleans up after a failure, and
+    // nothing is sent to the connection in between: its queue refuses every frame from the
+    // latch on.
+    failure.if_failed(out);
+    // Only this loop attaches the connection, so nothing makes it a sink again after this,
+    // even a handshake completed later by a task that outlives the connection.
+    shared.registry.detach_sink(id);
+    session.on_close();
+    shared.forget(id);
+    (peer_sending, Some(failure))
+}
+
+fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, text: Bytes) {
+    shared.metrics.inbound(MessageKind::Text, text.len());
+    let limit = shared.limits.max_text_bytes;
+    if text.len() > limit {
+        match session.too_large(text.len(), limit) {
+            Some(reply) => {
+                shared.metrics.protocol_error();
+                let _ = conn.send_text(reply);
+            }
+            None => answer_too_large(conn, shared, &text, limit),
+        }
+        return;
+    }
+    match std::str::from_utf8(&text) {
+        Ok(s) => session.on_text(s),
+        // Unreachable in practice: the reader validated it. Close as RFC 6455 asks.
+        Err(_) => conn.close(CloseCode::INVALID_PAYLOAD, "invalid UTF-8"),
+    }
+}
+
+/// A text message over the soft limit: answered, and the socket stays open. When the message
+/// is a request with a usable id, the answer is its error response; otherwise an event. The
+/// envelope module owns the reply's shape (one copy of the rule, fuzzed there).
+fn answer_too_large(conn: &Connection, shared: &Shared, text: &[u8], limit: usize) {
+    shared.metrics.protocol_error();
+    // The reader validated the UTF-8; a lossy view changes nothing for a valid text.
+    let reply = too_large_reply(&String::from_utf8_lossy(text), limit);
+    let _ = conn.send_text(reply);
+}
+
+/// Answers a channel frame the router refused: a `protocol_error` event with its channel and
+/// seq, counted. The connection stays open.
+fn answer_refusal(conn: &Connection, shared: &Shared, refusal: &ChannelRefusal) {
+    shared.metrics.protocol_error();
+    let _ = conn.send_text(refusal.error_event());
+}
+
+/// Sends a `protocol_error` event and counts it.
+fn send_protocol_error(
+    conn: &Connection,
+    shared: &Shared,
+    code: ProtocolErrorCode,
+    message: &str,
+    extra: Map<String, serde_json::Value>,
+) {
+    shared.metrics.protocol_error();
+    let _ = conn.send_text(protocol_error_event(code, message, extra));
+}

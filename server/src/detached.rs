@@ -1,0 +1,212 @@
+//! [`DetachedConnection`]: a connection that no socket backs. A text profile (or a channel
+//! registry) sees an ordinary [`Connection`]; on the other side, whoever owns the real link —
+//! a host's own socket (the agent layer's `Bridge`), a benchmark, a test — takes the frames it
+//! sends, in order, as the carrier's writer would take them to write to a socket.
+//!
+//! The outbound path is the carrier's own: the same byte budget (a send that finds more than
+//! the budget queued fails the connection as a slow reader) and the same fail-once latch. A
+//! frame's bytes are released when it is taken; a write that fails is reported with
+//! [`DetachedConnection::fail_write`], after which nothing more is accepted or handed out.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::FutureExt;
+
+use super::handle::{Connection, ConnectionId};
+use super::outbound::{dropped_notice, FailReason, MessageKind, OutItem, Outbound};
+use carrier_protocol::close::CloseCode;
+use carrier_protocol::Role;
+
+/// One frame a detached connection sends, for its owner to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutboundFrame {
+    /// A text message (one complete JSON document, for the agent protocol).
+    Text(Bytes),
+    /// A binary message: `head` then `body`, back to back, as one message (a channel frame's
+    /// header and its payload, neither copied).
+    Binary {
+        /// The first part (a channel frame's header).
+        head: Bytes,
+        /// The second part (the payload).
+        body: Bytes,
+    },
+    /// Close with this code and reason; nothing follows.
+    Close {
+        /// The WebSocket close code.
+        code: CloseCode,
+        /// The reason, at most 123 bytes.
+        reason: String,
+    },
+}
+
+/// A connection that no socket backs: its [`Connection`] for a profile or a channel registry,
+/// and the frames sent on it for the owner to take ([`DetachedConnection::next_frame`]).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use carrier_protocol::Role;
+/// use carrier_server::{DetachedConnection, OutboundFrame};
+///
+/// let mut detached = DetachedConnection::new(Role::Drive, 1 << 20);
+/// let conn = detached.connection().clone();
+/// conn.send_text(r#"{"event":"hello"}"#).unwrap();
+/// let frame = detached.next_frame().await;
+/// assert_eq!(frame, Some(OutboundFrame::Text(r#"{"event":"hello"}"#.into())));
+/// assert_eq!(conn.queued_bytes(), 0, "a frame taken is released");
+/// # }
+/// ```
+pub struct DetachedConnection {
+    conn: Connection,
+    out: Outbound,
+    /// Taken from the queue, not yet handed out: their bytes stay counted until then.
+    pending: VecDeque<OutItem>,
+    /// Lossy channels' drop notices (`channel.dropped`), handed out before `pending` as the
+    /// socket writer writes them before its batch; one per lossy channel at most.
+    notices: VecDeque<Bytes>,
+    /// The close has been handed out: nothing follows it.
+    closed: bool,
+}
+
+impl std::fmt::Debug for DetachedConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DetachedConnection")
+            .field("conn", &self.conn)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DetachedConnection {
+    /// A connection granted `role`, whose outbound queue holds at most `queue_budget` bytes
+    /// (each frame charged its payload plus [`super::ITEM_OVERHEAD`]; see
+    /// [`super::Limits::queue_bytes`]).
+    pub fn new(role: Role, queue_budget: usize) -> Self {
+        let out = Outbound::new(queue_budget);
+        DetachedConnection {
+            conn: Connection::new(ConnectionId::next(), role, out.clone()),
+            out,
+            pending: VecDeque::new(),
+            notices: VecDeque::new(),
+            closed: false,
+        }
+    }
+
+    /// The connection, to hand to a text profile ([`super::TextProfile::open`]) or a channel
+    /// registry ([`super::ChannelRegistry::link`]). Clones share it.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// The next frame sent on the connection, in order; waits while none is queued. `None`
+    /// once the connection has failed, or its close has been handed out.
+    pub async fn next_frame(&mut self) -> Option<OutboundFrame> {
+        loop {
+            if let Some(frame) = self.ready() {
+                return frame;
+            }
+            let mut batch = Vec::new();
+            let mut drops = Vec::new();
+            self.out.next_batch(&mut batch, &mut drops).await;
+            if !self.take(batch, drops) {
+                return None;
+            }
+        }
+    }
+
+    /// The next frame if one is queued now, without waiting.
+    pub fn try_next_frame(&mut self) -> Option<OutboundFrame> {
+        loop {
+            if let Some(frame) = self.ready() {
+                return frame;
+            }
+            let mut batch = Vec::new();
+            let mut drops = Vec::new();
+            self.out.next_batch(&mut batch, &mut drops).now_or_never()?;
+            if !self.take(batch, drops) {
+                return None;
+            }
+        }
+    }
+
+    /// The owner could not write a frame: fails the connection once, as a write error on a
+    /// socket does ([`FailReason::WriteError`]). Sends are refused from then on and no frame
+    /// is handed out. Returns whether this call latched the failure.
+    pub fn fail_write(&mut self) -> bool {
+        self.release_pending();
+        self.out.fail_once(FailReason::WriteError)
+    }
+
+    /// `Some(frame)` to hand out, `Some(None)` when nothing more will be, `None` when the
+    /// queue must be read.
+    fn ready(&mut self) -> Option<Option<OutboundFrame>> {
+        if self.closed || self.out.failure().is_some() {
+            self.release_pending();
+            return Some(None);
+        }
+        if let Some(notice) = self.notices.pop_front() {
+            return Some(Some(OutboundFrame::Text(notice)));
+        }
+        while let Some(item) = self.pending.pop_front() {
+            self.out.written(&item);
+            let frame = match item {
+                OutItem::Message {
+                    kind: MessageKind::Text,
+                    head,
+                    ..
+                } => OutboundFrame::Text(head),
+                OutItem::Message {
+                    kind: MessageKind::Binary,
+                    head,
+                    body,
+                    ..
+                } => OutboundFrame::Binary { head, body },
+                OutItem::Bulk(f) => OutboundFrame::Binary {
+                    head: f.head,
+                    body: f.body,
+                },
+                OutItem::Close { code, reason } => {
+                    self.closed = true;
+                    self.release_pending();
+                    OutboundFrame::Close {
+                        code,
+                        reason: reason.to_string(),
+                    }
+                }
+                // Pings and pongs are a socket's own (its writer's keepalive, its reader's
+                // answers): nothing queues them on a detached connection.
+                OutItem::Ping(_) | OutItem::Pong(_) => continue,
+            };
+            return Some(Some(frame));
+        }
+        None
+    }
+
+    /// Keeps a batch taken from the queue; `false` when the queue is closed with nothing left.
+    fn take(&mut self, batch: Vec<OutItem>, drops: Vec<(Arc<str>, u64)>) -> bool {
+        if batch.is_empty() && drops.is_empty() {
+            return false;
+        }
+        self.notices.extend(
+            drops
+                .iter()
+                .filter_map(|(channel, count)| dropped_notice(channel, *count)),
+        );
+        self.pending.extend(batch);
+        true
+    }
+
+    fn release_pending(&mut self) {
+        self.notices.clear();
+        for item in self.pending.drain(..) {
+            self.out.written(&item);
+        }
+    }
+}
+
+impl Drop for DetachedConnection {
+    fn drop(&mut self) {
+        self.release_pending();
+    }
+}

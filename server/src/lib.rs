@@ -1,0 +1,78 @@
+//! The server a host runs: a [`WsTransport`] on 127.0.0.1 (configure, attach a text profile —
+//! usually the agent protocol's `AgentProfile` (`carrier-agent`) —, register payload channels, start, stop), or the
+//! same carrier mounted in the host's own hyper or axum server as a [`CarrierService`].
+//!
+//! | To …                                           | use                                                         |
+//! |------------------------------------------------|-------------------------------------------------------------|
+//! | set the port, auth, roles, limits              | [`CarrierConfig`], [`Limits`]: `CarrierConfig::default().with_port(0)` |
+//! | declare a payload channel                      | [`WsTransport::register_channel`] with a [`ChannelDescriptor`] → [`ChannelHandle`] |
+//! | receive a channel's frames                     | [`ChannelHandle::inbound`] (a stream of [`ChannelInbound`]) or [`ChannelHandle::on_inbound`] |
+//! | send on a channel                              | [`ChannelHandle::send_event`] / [`ChannelHandle::send_event_to`], [`ChannelHandle::send_binary`] / [`ChannelHandle::send_to`], the bulk sends |
+//! | find the listener                              | [`WsTransport::url`], [`WsTransport::resolved_token`]       |
+//! | carry a protocol of your own on text frames    | [`TextProfile`] / [`TextSession`], with [`CarrierContext`] and [`Connection`]; more than one, at other paths: [`Attachment::with_route`] |
+//! | serve a connection the host reads itself       | [`DetachedConnection`] (frames out), [`ChannelRegistry::link`] (channel frames in); an upgraded stream: [`WsTransport::serve_upgraded`] |
+//! | read counters                                  | [`WsTransport::metrics`] ([`Metrics`], the profile's [`Gauge`]s) |
+//!
+//! Every public type is reached at one path, `carrier_server::T`; the wire's types that these
+//! signatures use ([`FrameBody`], [`ChannelDescriptor`], [`Role`], [`CloseCode`], [`Bytes`], …)
+//! are re-exported here (admission itself, a pure rule, is the protocol's:
+//! [`carrier_protocol::admission`]). Inside, the modules are private: `config`, `listener`,
+//! `http` and `http_strict`, `connection` (the per-connection reader and writer), `handle`,
+//! `detached`, `outbound` (the byte-bounded queue), `profile`, `registry`, `context`, `shared`,
+//! `metrics`, `transport`; they import one another without a loop (`tests/imports.rs`).
+
+mod config;
+mod connection;
+mod context;
+mod control;
+mod detached;
+mod frame_reader;
+mod handle;
+mod http;
+mod http_strict;
+mod inbound;
+mod listener;
+mod liveness;
+mod metrics;
+mod outbound;
+mod profile;
+mod registry;
+mod setters;
+mod shared;
+mod transport;
+mod wire;
+
+// What a host uses; the rest (the outbound queue, the listener, HTTP parsing, the registry's
+// routing) is the server's own.
+pub use carrier_protocol::admission::{CloseRefusal, Token};
+pub use config::{
+    Auth, CarrierConfig, ConfigError, Limits, DEFAULT_DRIVER_ID, DEFAULT_MAX_INBOUND, MAX_BUDGET,
+    MAX_MESSAGE_CAP,
+};
+pub use context::{CarrierContext, CountedConnection, DriverInfo};
+pub use detached::{DetachedConnection, OutboundFrame};
+pub use handle::{Connection, ConnectionId};
+pub use http::{Body, CarrierService};
+pub use listener::BindError;
+pub use metrics::{Gauge, Metrics};
+pub use outbound::{DeliveryError, FailReason, ITEM_OVERHEAD};
+pub use profile::{Asset, Attachment, TextProfile, TextSession};
+/// What a channel handler receives (the client's `Inbound` is another thing: a socket read).
+pub use registry::Inbound as ChannelInbound;
+pub use registry::{
+    ChannelError, ChannelHandle, ChannelLink, ChannelRefusal, ChannelRegistry, InboundBody,
+    DEFAULT_LOSSY_BUDGET,
+};
+pub use transport::{mint_token, LifecycleError, RuntimeFileOptions, WsTransport};
+
+// The wire's types that the server's signatures take or return, so a host needs no second
+// import path for them.
+/// Shared byte buffers (the `bytes` crate), as channel sends and inbound frames carry them.
+pub use bytes::Bytes;
+pub use carrier_protocol::channel::{
+    Binary, ChannelDescriptor, DeliveryClass, DEFAULT_BULK_WINDOW,
+};
+pub use carrier_protocol::channel_frame::{ChannelFrameError, EventBytes, FrameBody};
+pub use carrier_protocol::close::CloseCode;
+pub use carrier_protocol::error::ProtocolErrorCode;
+pub use carrier_protocol::Role;
