@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use carrier::client::{ChannelMessage, Client, ClientEvent, Decision, SessionEventKind};
+use carrier::client::{ChannelMessage, Client, ClientEvent, Decision, ReceivedSessionEventKind};
 use carrier::client::{WsClientTransport, WsOptions};
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -59,14 +59,14 @@ pub(crate) async fn drive(
             continue; // connection states, channel changes
         };
         match event.kind {
-            SessionEventKind::PermissionRequest { request_id, .. } => {
+            ReceivedSessionEventKind::PermissionRequest { request_id, .. } => {
                 seen.asked = true;
                 client.respond(request_id, decision).await?;
             }
-            SessionEventKind::TextDelta { turn_id, delta } if turn_id == turn => {
+            ReceivedSessionEventKind::TextDelta { turn_id, delta } if turn_id == turn => {
                 seen.deltas.push(delta);
             }
-            SessionEventKind::TurnCompleted { turn_id, text, .. } if turn_id == turn => {
+            ReceivedSessionEventKind::TurnCompleted { turn_id, text, .. } if turn_id == turn => {
                 seen.reply = text;
                 break;
             }

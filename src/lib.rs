@@ -17,7 +17,7 @@
 //! use std::sync::Arc;
 //!
 //! use carrier::agent::{AgentProfile, HostError, InMemoryDirectory, ProtocolSession, TurnStart};
-//! use carrier::client::{Client, ClientEvent, SessionEventKind, Transport, WsClientTransport, WsOptions};
+//! use carrier::client::{Client, ClientEvent, ReceivedSessionEventKind, Transport, WsClientTransport, WsOptions};
 //! use carrier::protocol::methods::Decision;
 //! use carrier::server::{Binary, CarrierConfig, ChannelDescriptor, WsTransport};
 //! use serde_json::json;
@@ -69,7 +69,7 @@
 //! let reply = tokio::time::timeout(std::time::Duration::from_secs(10), async {
 //!     while let Some(event) = received.recv().await {
 //!         if let ClientEvent::Session(event) = event {
-//!             if let SessionEventKind::TurnCompleted { text, .. } = event.kind {
+//!             if let ReceivedSessionEventKind::TurnCompleted { text, .. } = event.kind {
 //!                 return text;
 //!             }
 //!         }

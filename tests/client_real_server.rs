@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
 use carrier::client::{
-    Client, ClientError, ClientEvent, ConnectionState, ErrorCode, ResumeOutcome, SessionEvent,
-    SessionEventKind, Transport, WsClientTransport, WsOptions,
+    Client, ClientError, ClientEvent, ConnectionState, ErrorCode, ReceivedSessionEvent,
+    ReceivedSessionEventKind, ResumeOutcome, Transport, WsClientTransport, WsOptions,
 };
 use carrier::protocol::version::VersionPair;
 use carrier::server::{Auth, CarrierConfig, WsTransport};
@@ -158,8 +158,8 @@ impl Observed {
     /// Waits for the `turn_completed` of `turn`.
     async fn turn_completed(&mut self, turn: &str) {
         self.event(&format!("turn_completed of {turn}"), |e| {
-            matches!(e, ClientEvent::Session(SessionEvent {
-                kind: SessionEventKind::TurnCompleted { turn_id, .. }, ..
+            matches!(e, ClientEvent::Session(ReceivedSessionEvent {
+                kind: ReceivedSessionEventKind::TurnCompleted { turn_id, .. }, ..
             }) if turn_id == turn)
         })
         .await;
@@ -188,7 +188,7 @@ impl Observed {
     }
 
     /// The session events delivered to the application so far, in delivery order.
-    fn session_events(&self) -> Vec<SessionEvent> {
+    fn session_events(&self) -> Vec<ReceivedSessionEvent> {
         session_events_in(&self.log)
     }
 
@@ -206,7 +206,7 @@ impl Observed {
 }
 
 /// The session events among `log`, in order.
-fn session_events_in(log: &[ClientEvent]) -> Vec<SessionEvent> {
+fn session_events_in(log: &[ClientEvent]) -> Vec<ReceivedSessionEvent> {
     log.iter()
         .filter_map(|e| match e {
             ClientEvent::Session(event) => Some(event.clone()),
@@ -216,11 +216,11 @@ fn session_events_in(log: &[ClientEvent]) -> Vec<SessionEvent> {
 }
 
 /// The deltas of `turn`, concatenated.
-fn reply_text(events: &[SessionEvent], turn: &str) -> String {
+fn reply_text(events: &[ReceivedSessionEvent], turn: &str) -> String {
     events
         .iter()
         .filter_map(|e| match &e.kind {
-            SessionEventKind::TextDelta { turn_id, delta } if turn_id == turn => {
+            ReceivedSessionEventKind::TextDelta { turn_id, delta } if turn_id == turn => {
                 Some(delta.as_str())
             }
             _ => None,
@@ -228,7 +228,7 @@ fn reply_text(events: &[SessionEvent], turn: &str) -> String {
         .collect()
 }
 
-fn seqs(events: &[SessionEvent]) -> Vec<u64> {
+fn seqs(events: &[ReceivedSessionEvent]) -> Vec<u64> {
     events.iter().map(|e| e.seq).collect()
 }
 
@@ -413,8 +413,8 @@ async fn a_connection_dropped_mid_turn_resumes_without_losing_or_repeating_an_ev
         c.event(&format!("delta {n}"), |e| {
             matches!(
                 e,
-                ClientEvent::Session(SessionEvent {
-                    kind: SessionEventKind::TextDelta { .. },
+                ClientEvent::Session(ReceivedSessionEvent {
+                    kind: ReceivedSessionEventKind::TextDelta { .. },
                     ..
                 })
             )
@@ -433,7 +433,7 @@ async fn a_connection_dropped_mid_turn_resumes_without_losing_or_repeating_an_ev
     assert!(
         !before_cut
             .iter()
-            .any(|e| matches!(e.kind, SessionEventKind::TurnCompleted { .. })),
+            .any(|e| matches!(e.kind, ReceivedSessionEventKind::TurnCompleted { .. })),
         "the cut happened mid-turn"
     );
     let ResumeOutcome::Resumed { replayed } = outcome else {
@@ -454,7 +454,7 @@ async fn a_connection_dropped_mid_turn_resumes_without_losing_or_repeating_an_ev
         "seq 1, 2, 3 … with no gap and no duplicate"
     );
     assert!(
-        matches!(&events[0].kind, SessionEventKind::TurnStarted { turn_id, prompt: Some(asked), .. }
+        matches!(&events[0].kind, ReceivedSessionEventKind::TurnStarted { turn_id, prompt: Some(asked), .. }
             if *turn_id == turn && *asked == prompt),
         "turn_started carries the submitted prompt: {:?}",
         events[0].kind
@@ -463,7 +463,7 @@ async fn a_connection_dropped_mid_turn_resumes_without_losing_or_repeating_an_ev
     let completions: Vec<_> = events
         .iter()
         .filter_map(|e| match &e.kind {
-            SessionEventKind::TurnCompleted {
+            ReceivedSessionEventKind::TurnCompleted {
                 turn_id,
                 text,
                 aborted,

@@ -21,8 +21,8 @@ use bytes::Bytes;
 use carrier::client::testing::{fake_network, FakeConnector, FakePeer, FakeServer};
 use carrier::client::{
     Client, ClientError, ClientEvent, ClientOptions, ConnectionState, EffectState, ErrorCode,
-    HandshakeInfo, HistoryEntry, Outbound, ReconnectingTransport, ResumeOutcome, SessionEventKind,
-    Subscription, Transport, TransportError, WsClientTransport, WsOptions,
+    HandshakeInfo, Outgoing, ReceivedHistoryEntry, ReceivedSessionEventKind, ReconnectingTransport,
+    ResumeOutcome, Subscription, Transport, TransportError, WsClientTransport, WsOptions,
 };
 use carrier::protocol::Role;
 use futures_util::{FutureExt, SinkExt, StreamExt};
@@ -145,7 +145,7 @@ async fn connect_reports_connecting_then_connected_and_disconnect_reports_discon
     // An intentional disconnect is a normal close, and nothing is dialled again.
     assert_eq!(
         peer.recv().await,
-        Some(Outbound::Close(carrier::client::CloseInfo {
+        Some(Outgoing::Close(carrier::client::CloseInfo {
             code: 1000,
             reason: String::new()
         }))
@@ -266,7 +266,7 @@ async fn binary_frames_go_to_binary_handlers_only() {
         .expect("send binary");
     assert_eq!(
         peer.recv().await,
-        Some(Outbound::Binary(Bytes::from_static(b"out")))
+        Some(Outgoing::Binary(Bytes::from_static(b"out")))
     );
 }
 
@@ -290,7 +290,7 @@ async fn pings_are_answered_with_pongs() {
     peer.ping(Bytes::from_static(b"p1"));
     assert_eq!(
         peer.recv().await,
-        Some(Outbound::Pong(Bytes::from_static(b"p1")))
+        Some(Outgoing::Pong(Bytes::from_static(b"p1")))
     );
 }
 
@@ -832,13 +832,13 @@ async fn a_gap_refetches_history_and_tells_the_application() {
         ClientEvent::HistoryRefetched {
             outcome: gap,
             entries: vec![
-                HistoryEntry {
+                ReceivedHistoryEntry {
                     role: "user".into(),
                     text: "hi".into(),
                     turn_id: Some("t1".into()),
                     truncated: false,
                 },
-                HistoryEntry {
+                ReceivedHistoryEntry {
                     role: "assistant".into(),
                     text: "echo: hi".into(),
                     turn_id: Some("t1".into()),
@@ -988,7 +988,7 @@ async fn session_events_are_typed_and_other_events_are_notices() {
             assert_eq!(event.seq, 1);
             assert_eq!(
                 event.kind,
-                SessionEventKind::PermissionRequest {
+                ReceivedSessionEventKind::PermissionRequest {
                     turn_id: "t1".into(),
                     request_id: "p1".into(),
                     tool: "demo.tool".into(),

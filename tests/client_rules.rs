@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use carrier::client::{
-    AppInfo, ChannelGo, ChannelSendError, ClientError, ConnectionMachine, HandshakeStep, SendKind,
-    WireError,
+    AppInfo, ChannelGo, ChannelSendError, ClientError, ConnectionMachine, HandshakeStep,
+    ReceivedError, SendKind,
 };
 use carrier::protocol::version::{
     Compatibility, Incompatibility, ProtocolVersion, Side, Verdict, VersionPair,
@@ -156,7 +156,7 @@ fn versions_are_judged_by_the_shared_cases() {
     assert!(through_the_machine > 0);
 }
 
-fn wire(error: Option<WireError>) -> Value {
+fn wire(error: Option<ReceivedError>) -> Value {
     error.map_or(Value::Null, |error| {
         let mut value = serde_json::to_value(&error).expect("an error object");
         // What is compared is the code, the effect and the data; messages are each client's.

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use carrier::client::{
-    ChannelMessage, Client, ClientEvent, Decision, EventStream, SessionEventKind, Transport,
-    WsClientTransport, WsOptions,
+    ChannelMessage, Client, ClientEvent, Decision, EventStream, ReceivedSessionEventKind,
+    Transport, WsClientTransport, WsOptions,
 };
 use carrier::protocol::catalog::def;
 use carrier::protocol::channel_frame::FrameBody;
@@ -33,7 +33,7 @@ async fn connected(server: &Server) -> Client {
     client
 }
 
-async fn next_session_event(events: &mut EventStream) -> SessionEventKind {
+async fn next_session_event(events: &mut EventStream) -> ReceivedSessionEventKind {
     loop {
         let event = tokio::time::timeout(WAIT, events.next())
             .await
@@ -65,7 +65,7 @@ async fn typed_calls_and_a_turn_whose_permission_prompt_is_answered_with_respond
     let mut text = String::new();
     loop {
         match next_session_event(&mut events).await {
-            SessionEventKind::PermissionRequest {
+            ReceivedSessionEventKind::PermissionRequest {
                 turn_id,
                 request_id,
                 tool,
@@ -80,10 +80,10 @@ async fn typed_calls_and_a_turn_whose_permission_prompt_is_answered_with_respond
                     .await
                     .expect("answered");
             }
-            SessionEventKind::TextDelta { turn_id, delta } if turn_id == turn => {
+            ReceivedSessionEventKind::TextDelta { turn_id, delta } if turn_id == turn => {
                 text.push_str(&delta)
             }
-            SessionEventKind::TurnCompleted {
+            ReceivedSessionEventKind::TurnCompleted {
                 turn_id, aborted, ..
             } if turn_id == turn => {
                 assert!(!aborted);

@@ -10,11 +10,11 @@ use std::sync::Arc;
 
 use serde_json::Map;
 
+use super::answer::{send_error, Reply};
 use super::handler_context::{Handler, Io, State};
 use super::handlers;
 use super::handshake;
 use super::host::AgentHost;
-use super::reply::{send_error, Reply};
 use carrier_protocol::catalog::{def, parse_params, Method, MethodDef, Params};
 use carrier_protocol::close::CloseCode;
 use carrier_protocol::envelope::{self, Frame, Rejection, Request};

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::session::{HostError, ProtocolSession, TurnStart};
-use super::turn::{TurnEnded, TurnSink};
+use super::turn_sink::{TurnEnded, TurnSink};
 use carrier_protocol::methods::Decision;
 
 /// The embedded agent's settings; [`AgentProfile::embedded`](super::AgentProfile::embedded)

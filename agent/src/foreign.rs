@@ -36,10 +36,10 @@ use carrier_protocol::methods::{
 };
 use carrier_server::{Connection, ConnectionId};
 
+pub use super::answer::{Answer, Quiet};
 pub use super::fit::{fit_back, ENVELOPE_BYTES};
 pub use super::history::EntryMeta;
 pub use super::hub::EventListener;
-pub use super::reply::{Answer, Quiet};
 
 /// The sessions of an [`AgentProfile`], for a foreign wire: cheap to clone; clones (and the
 /// profile) share them.

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
+use super::answer::Reply;
 use super::host::AgentHost;
 use super::hub::SessionHub;
-use super::reply::Reply;
 use carrier_protocol::catalog::MethodDef;
 use carrier_protocol::features::Peers;
 use carrier_server::{CarrierContext, Connection};

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
+use super::answer::{internal, not_found, Reply};
 use super::fit;
 use super::handler_context::{Io, State};
 use super::host::StartError;
 use super::hub::SessionHub;
-use super::reply::{internal, not_found, Reply};
 use super::session::{AgentAnswer, AgentCallError};
 use carrier_protocol::catalog::{def, MethodDef};
 use carrier_protocol::error::{EffectState, ErrorCode, ErrorObject};

@@ -1,8 +1,8 @@
 //! `system.handshake` (docs/protocol.md, "Handshake"): version negotiation, the initial binding or
 //! resume, and the result that tells the client everything it may rely on.
 
+use super::answer::{internal, Reply};
 use super::handler_context::{Io, State};
-use super::reply::{internal, Reply};
 use carrier_protocol::catalog::def;
 use carrier_protocol::channel::DeliveryClass;
 use carrier_protocol::close::CloseCode;

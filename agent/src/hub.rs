@@ -17,7 +17,7 @@
 //! dropped from the hub and the operation that produced the event still succeeds.
 //!
 //! What a turn input changes and which events it causes is decided by the pure state machine
-//! [`Turns`] (`hub_turns.rs`); the hub only locks, answers, emits, and then calls the agent.
+//! [`Turns`] (`turns`); the hub only locks, answers, emits, and then calls the agent.
 //!
 //! No prompt outlives its drivers (`prompts`): the hub keeps the running turn's open
 //! permission prompts, sends them to each drive connection that binds (of any wire), and denies
@@ -26,6 +26,7 @@
 mod prompts;
 #[cfg(test)]
 mod tests;
+mod turns;
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -44,15 +45,15 @@ use carrier_protocol::resume::Replay;
 use carrier_protocol::Role;
 use carrier_server::{Connection, ConnectionId};
 
+use super::answer::{Answer, Quiet};
 use super::history::EntryMeta;
-use super::hub_turns::{Ended, ErrorScope, Step, Turns};
 use super::record::SessionRecord;
-use super::reply::{Answer, Quiet};
 use super::session::{ProtocolSession, TurnStart};
-use super::turn::{turn_life, Completion, TurnEnded, TurnOutput, TurnSink};
+use super::turn_sink::{turn_life, Completion, TurnEnded, TurnOutput, TurnSink};
 use super::usage::{TurnRecord, UsageReporter};
 pub(crate) use prompts::DEFAULT_UNATTENDED_PROMPT_TIMEOUT;
 use prompts::{OpenPrompts, Unattended};
+use turns::{Ended, ErrorScope, Step, Turns};
 
 struct HubState {
     last_seq: u64,

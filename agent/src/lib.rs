@@ -35,6 +35,7 @@
 //! # Ok(()) }
 //! ```
 
+mod answer;
 mod bridge;
 mod connection;
 mod directory;
@@ -47,15 +48,12 @@ mod handshake;
 mod history;
 mod host;
 mod hub;
-mod hub_turns;
 mod memory;
 pub mod process;
 mod profile;
 mod record;
-mod reply;
-mod reply_text;
 mod session;
-mod turn;
+mod turn_sink;
 mod usage;
 
 // The wire's types that this module's signatures take or return.
@@ -74,5 +72,5 @@ pub use memory::{SessionMemory, DEFAULT_MAX_SESSION_BYTES, ENTRY_OVERHEAD};
 pub use profile::{AgentProfile, AgentProfileBuilder};
 pub use record::RingConfig;
 pub use session::{AgentAnswer, AgentCallError, HostError, ProtocolSession, TurnStart};
-pub use turn::{PendingPermission, TurnEnded, TurnSink};
+pub use turn_sink::{PendingPermission, TurnEnded, TurnSink};
 pub use usage::{NoUsage, SessionUsage, TurnRecord, UsageReporter};

@@ -15,8 +15,8 @@ use std::pin::Pin;
 use serde_json::{Map, Value};
 
 #[cfg(doc)]
-use super::turn::PendingPermission;
-use super::turn::TurnSink;
+use super::turn_sink::PendingPermission;
+use super::turn_sink::TurnSink;
 use carrier_protocol::events::DriverInfo;
 use carrier_protocol::methods::Decision;
 

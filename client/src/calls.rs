@@ -54,7 +54,7 @@ pub use carrier_protocol::methods::HandshakeInfo;
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// use carrier_client::{Client, ClientEvent, SessionEventKind, WsClientTransport, WsOptions};
+/// use carrier_client::{Client, ClientEvent, ReceivedSessionEventKind, WsClientTransport, WsOptions};
 /// use futures_util::StreamExt;
 ///
 /// # async fn run() -> Result<(), carrier_client::ClientError> {
@@ -66,8 +66,8 @@ pub use carrier_protocol::methods::HandshakeInfo;
 /// while let Some(event) = events.next().await {
 ///     let ClientEvent::Session(event) = event else { continue };
 ///     match event.kind {
-///         SessionEventKind::TextDelta { turn_id, delta } if turn_id == turn => print!("{delta}"),
-///         SessionEventKind::TurnCompleted { turn_id, .. } if turn_id == turn => break,
+///         ReceivedSessionEventKind::TextDelta { turn_id, delta } if turn_id == turn => print!("{delta}"),
+///         ReceivedSessionEventKind::TurnCompleted { turn_id, .. } if turn_id == turn => break,
 ///         _ => {}
 ///     }
 /// }

@@ -12,7 +12,7 @@ pub use carrier_protocol::error::EffectState;
 /// type.
 pub use carrier_protocol::error::ErrorCode;
 /// The `error` object of a response, read tolerantly (the protocol's reader).
-pub use carrier_protocol::error::ReceivedError as WireError;
+pub use carrier_protocol::error::ReceivedError;
 /// An error `code` from the wire: the protocol's tolerant reader, so a code this client does not
 /// know is kept in [`ReceivedErrorCode::Unknown`] rather than refused. It compares equal to the
 /// [`ErrorCode`] it holds (`error.code == ErrorCode::Busy`).
@@ -27,7 +27,7 @@ pub enum ClientError {
         /// The method that was called.
         method: String,
         /// The error object as received.
-        error: WireError,
+        error: ReceivedError,
     },
     /// The client refused the request itself, in the wire error's shape (today always
     /// `unsupported_feature`); nothing was sent.
@@ -36,7 +36,7 @@ pub enum ClientError {
         /// The method that was not sent.
         method: String,
         /// The error, as the server would have sent it.
-        error: WireError,
+        error: ReceivedError,
     },
     /// No answer in time; the effect is unknown.
     #[error("`{method}` got no answer within {after:?}; its effect is unknown")]
@@ -137,7 +137,7 @@ pub enum ChannelSendError {
 
 impl ClientError {
     /// The wire error object, for errors that have one (remote or preflight).
-    pub fn wire(&self) -> Option<&WireError> {
+    pub fn wire(&self) -> Option<&ReceivedError> {
         match self {
             ClientError::Remote { error, .. } | ClientError::Preflight { error, .. } => Some(error),
             _ => None,
@@ -175,7 +175,7 @@ mod tests {
     fn effect_state_defaults_follow_where_the_failure_happened() {
         let remote = ClientError::Remote {
             method: "session.submit".into(),
-            error: WireError {
+            error: ReceivedError {
                 code: ErrorCode::Internal.into(),
                 message: "boom".into(),
                 effect_state: None,

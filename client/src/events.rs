@@ -9,18 +9,17 @@ use super::error::ClientError;
 pub use carrier_protocol::methods::Decision;
 
 /// One session event, delivered once and in `seq` order: the protocol's tolerant reader.
-pub use carrier_protocol::events::ReceivedSessionEvent as SessionEvent;
-/// The session events (docs/protocol.md, "Events") as the client types them (unknown ones arrive as
-/// [`SessionEventKind::Other`]). This is the protocol crate's `ReceivedSessionEventKind` under
-/// the client's name: the two names are one type, and the text below uses the original.
-pub use carrier_protocol::events::ReceivedSessionEventKind as SessionEventKind;
+pub use carrier_protocol::events::ReceivedSessionEvent;
+/// The session events (docs/protocol.md, "Events") as the client types them (unknown ones arrive
+/// as [`ReceivedSessionEventKind::Other`]): the protocol's type.
+pub use carrier_protocol::events::ReceivedSessionEventKind;
 
 /// How a handshake bound this connection to a session (the handshake result's `resume`): the
 /// protocol's type.
 pub use carrier_protocol::methods::ResumeOutcome;
 
 /// One entry of `session.history`, read tolerantly: the protocol's reader.
-pub use carrier_protocol::methods::ReceivedHistoryEntry as HistoryEntry;
+pub use carrier_protocol::methods::ReceivedHistoryEntry;
 
 /// Everything a [`Client`](super::Client) reports to [`on_event`](super::Client::on_event)
 /// handlers.
@@ -34,7 +33,7 @@ pub enum ClientEvent {
         version_skew: bool,
     },
     /// A session event, exactly once: duplicates replayed after a resume are dropped.
-    Session(SessionEvent),
+    Session(ReceivedSessionEvent),
     /// An event that is not a session event (e.g. `protocol_error`), as received.
     Notice {
         /// The event name.
@@ -47,7 +46,7 @@ pub enum ClientEvent {
         /// The outcome that caused the refetch.
         outcome: ResumeOutcome,
         /// The history, oldest first.
-        entries: Vec<HistoryEntry>,
+        entries: Vec<ReceivedHistoryEntry>,
     },
     /// After a `gap` or `reset`, fetching the history failed.
     HistoryRefetchFailed {
@@ -69,39 +68,39 @@ mod tests {
     #[test]
     fn known_events_are_typed() {
         assert_eq!(
-            SessionEventKind::parse(
+            ReceivedSessionEventKind::parse(
                 "session.text_delta",
                 &json!({"turn_id": "t1", "delta": " world"})
             ),
-            SessionEventKind::TextDelta {
+            ReceivedSessionEventKind::TextDelta {
                 turn_id: "t1".into(),
                 delta: " world".into()
             }
         );
-        let done = SessionEventKind::parse(
+        let done = ReceivedSessionEventKind::parse(
             "session.turn_completed",
             &json!({"turn_id": "t1", "text": "echo: hi", "aborted": false}),
         );
         assert_eq!(done.turn_id(), Some("t1"));
         assert!(matches!(
             done,
-            SessionEventKind::TurnCompleted {
+            ReceivedSessionEventKind::TurnCompleted {
                 truncated: false,
                 ..
             }
         ));
-        let cut = SessionEventKind::parse(
+        let cut = ReceivedSessionEventKind::parse(
             "session.turn_completed",
             &json!({"turn_id": "t1", "text": "ec", "aborted": false, "truncated": true}),
         );
         assert!(matches!(
             cut,
-            SessionEventKind::TurnCompleted {
+            ReceivedSessionEventKind::TurnCompleted {
                 truncated: true,
                 ..
             }
         ));
-        let entry: HistoryEntry = serde_json::from_value(
+        let entry: ReceivedHistoryEntry = serde_json::from_value(
             json!({"role": "assistant", "text": "ec", "turn_id": "t1", "truncated": true}),
         )
         .unwrap();
@@ -110,12 +109,12 @@ mod tests {
 
     #[test]
     fn unknown_or_malformed_events_are_kept_as_other() {
-        let odd = SessionEventKind::parse("session.text_delta", &json!({"delta": 3}));
+        let odd = ReceivedSessionEventKind::parse("session.text_delta", &json!({"delta": 3}));
         assert!(
-            matches!(odd, SessionEventKind::Other { ref event, .. } if event == "session.text_delta")
+            matches!(odd, ReceivedSessionEventKind::Other { ref event, .. } if event == "session.text_delta")
         );
-        let new = SessionEventKind::parse("session.mood", &json!({"mood": "calm"}));
-        assert!(matches!(new, SessionEventKind::Other { .. }));
+        let new = ReceivedSessionEventKind::parse("session.mood", &json!({"mood": "calm"}));
+        assert!(matches!(new, ReceivedSessionEventKind::Other { .. }));
     }
 
     #[test]

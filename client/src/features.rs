@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::error::WireError;
+use super::error::ReceivedError;
 use carrier_protocol::catalog::Method;
 use carrier_protocol::features::{Feature, Peers};
 use carrier_protocol::version::ProtocolVersion;
@@ -44,13 +44,13 @@ pub fn preflight(
     params: &Value,
     server_protocol: ProtocolVersion,
     features: &BTreeMap<String, bool>,
-) -> Option<WireError> {
+) -> Option<ReceivedError> {
     let spec = Method::from_name(method)?.spec();
     [spec.feature, (spec.params_feature)(params)]
         .into_iter()
         .flatten()
         .find_map(|feature| Peers::preflight_announced(server_protocol, features, feature).err())
-        .map(WireError::from)
+        .map(ReceivedError::from)
 }
 
 #[cfg(test)]

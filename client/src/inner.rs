@@ -15,7 +15,10 @@ use tokio::sync::{oneshot, watch, Notify};
 
 use super::backlog::{Backlog, BacklogSender};
 use super::error::ClientError;
-use super::events::{ClientEvent, HistoryEntry, ResumeOutcome, SessionEvent, SessionEventKind};
+use super::events::{
+    ClientEvent, ReceivedHistoryEntry, ReceivedSessionEvent, ReceivedSessionEventKind,
+    ResumeOutcome,
+};
 use super::machine::{wire_error, ConnectionMachine, HandshakeStep};
 use super::routes::{ChannelMessage, ChannelRoutes};
 use super::settings::ClientOptions;
@@ -173,9 +176,9 @@ impl Inner {
         }
         let size = event.len() + json_size(&payload);
         self.emit_sized(
-            ClientEvent::Session(SessionEvent {
+            ClientEvent::Session(ReceivedSessionEvent {
                 seq,
-                kind: SessionEventKind::parse(event, &payload),
+                kind: ReceivedSessionEventKind::parse(event, &payload),
             }),
             size,
         );
@@ -290,7 +293,7 @@ impl Inner {
             .request("session.history", json!({}), self.options.request_timeout)
             .await
             .and_then(|result| {
-                serde_json::from_value::<Vec<HistoryEntry>>(
+                serde_json::from_value::<Vec<ReceivedHistoryEntry>>(
                     result.get("entries").cloned().unwrap_or(Value::Null),
                 )
                 .map_err(|error| ClientError::MalformedResponse {

@@ -23,7 +23,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use carrier_client::{Client, ClientEvent, Decision, SessionEventKind, WsClientTransport, WsOptions};
+//! use carrier_client::{Client, ClientEvent, Decision, ReceivedSessionEventKind, WsClientTransport, WsOptions};
 //! use futures_util::StreamExt;
 //!
 //! # async fn run() -> Result<(), carrier_client::ClientError> {
@@ -35,11 +35,11 @@
 //! while let Some(event) = events.next().await {
 //!     let ClientEvent::Session(event) = event else { continue };
 //!     match event.kind {
-//!         SessionEventKind::PermissionRequest { request_id, .. } => {
+//!         ReceivedSessionEventKind::PermissionRequest { request_id, .. } => {
 //!             client.respond(request_id, Decision::Allow).await?;
 //!         }
-//!         SessionEventKind::TextDelta { turn_id, delta } if turn_id == turn => print!("{delta}"),
-//!         SessionEventKind::TurnCompleted { turn_id, .. } if turn_id == turn => break,
+//!         ReceivedSessionEventKind::TextDelta { turn_id, delta } if turn_id == turn => print!("{delta}"),
+//!         ReceivedSessionEventKind::TurnCompleted { turn_id, .. } if turn_id == turn => break,
 //!         _ => {}
 //!     }
 //! }
@@ -108,10 +108,11 @@ pub use backoff::Backoff;
 pub use calls::{AppInfo, ChannelInfo, Client, EventHandler, EventStream, HandshakeInfo};
 pub use dialer::{dial, Dialed, DialedSocket};
 pub use error::{
-    ChannelSendError, ClientError, EffectState, ErrorCode, ReceivedErrorCode, WireError,
+    ChannelSendError, ClientError, EffectState, ErrorCode, ReceivedError, ReceivedErrorCode,
 };
 pub use events::{
-    ClientEvent, Decision, HistoryEntry, ResumeOutcome, SessionEvent, SessionEventKind,
+    ClientEvent, Decision, ReceivedHistoryEntry, ReceivedSessionEvent, ReceivedSessionEventKind,
+    ResumeOutcome,
 };
 pub use features::{feature_for_method, preflight, FeatureRequirement};
 pub use machine::{read_response, ChannelGo, ConnectionMachine, HandshakeStep, SendKind};
@@ -121,7 +122,7 @@ pub use reconnect::{ReconnectingTransport, DEFAULT_OUTBOUND_BUDGET};
 pub use resume::ResumePoint;
 pub use routes::{ChannelMessage, ChannelStream};
 pub use settings::{ClientOptions, CLIENT_NAME};
-pub use socket::{Connector, Inbound, Outbound, Socket, SocketReader, SocketWriter};
+pub use socket::{Connector, Incoming, Outgoing, Socket, SocketReader, SocketWriter};
 pub use transport::{
     BinaryHandler, CloseInfo, ConnectionState, MessageHandler, Room, StateHandler, Subscription,
     Transport, TransportError,

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use super::error::{ChannelSendError, ClientError, ErrorCode, WireError};
+use super::error::{ChannelSendError, ClientError, ErrorCode, ReceivedError};
 use super::events::ResumeOutcome;
 use super::features;
 use super::resume::{ResumePoint, SessionCursor};
@@ -170,7 +170,7 @@ impl ConnectionMachine {
     pub fn handshake_answered(
         &mut self,
         id: &str,
-        answer: Result<Value, WireError>,
+        answer: Result<Value, ReceivedError>,
     ) -> Option<HandshakeStep> {
         if !self.awaits(id) {
             return None;
@@ -256,7 +256,7 @@ impl ConnectionMachine {
 
     /// The `unsupported_feature` error `method` with `params` gets locally, if the server
     /// lacks what it needs.
-    pub fn preflight(&self, method: &str, params: &Value) -> Option<WireError> {
+    pub fn preflight(&self, method: &str, params: &Value) -> Option<ReceivedError> {
         let info = self.handshake.as_ref()?;
         features::preflight(method, params, info.protocol_version, &info.features)
     }
@@ -354,7 +354,7 @@ fn malformed(reason: String) -> ClientError {
 
 /// Reads a text frame as a response: `Some((id, result or error))`, `None` for events,
 /// requests and anything unreadable.
-pub fn read_response(text: &[u8]) -> Option<(String, Result<Value, WireError>)> {
+pub fn read_response(text: &[u8]) -> Option<(String, Result<Value, ReceivedError>)> {
     let Ok(Value::Object(mut frame)) = serde_json::from_slice::<Value>(text) else {
         return None;
     };
@@ -371,8 +371,8 @@ pub fn read_response(text: &[u8]) -> Option<(String, Result<Value, WireError>)> 
 }
 
 /// An error object as received; one that does not parse becomes a `protocol_error`.
-pub(crate) fn wire_error(error: Value) -> WireError {
-    serde_json::from_value(error.clone()).unwrap_or_else(|_| WireError {
+pub(crate) fn wire_error(error: Value) -> ReceivedError {
+    serde_json::from_value(error.clone()).unwrap_or_else(|_| ReceivedError {
         code: ErrorCode::ProtocolError.into(),
         message: format!("unreadable error object: {error}"),
         effect_state: None,

@@ -26,7 +26,7 @@ use super::backlog::Backlog;
 use super::backoff::Backoff;
 use super::budget::OutboundBudget;
 use super::socket::{
-    control, echo_code, write_all, Connector, Inbound, Outbound, OwedPong, Queued, Socket,
+    control, echo_code, write_all, Connector, Incoming, Outgoing, OwedPong, Queued, Socket,
     SocketReader,
 };
 use super::subscribers::{lock, Subscribers};
@@ -204,7 +204,7 @@ impl<C: Connector> Transport for ReconnectingTransport<C> {
         }
         let text = serde_json::to_string(frame).map_err(|e| TransportError::Io(e.to_string()))?;
         let room = self.shared.budget.try_reserve(text.len())?;
-        self.shared.enqueue(Outbound::Text(text), room)
+        self.shared.enqueue(Outgoing::Text(text), room)
     }
 
     fn on_message(&self, handler: MessageHandler) -> Subscription {
@@ -219,7 +219,7 @@ impl<C: Connector> Transport for ReconnectingTransport<C> {
 
     fn send_binary(&self, frame: Bytes) -> Result<(), TransportError> {
         let room = self.shared.budget.try_reserve(frame.len())?;
-        self.shared.enqueue(Outbound::Binary(frame), room)
+        self.shared.enqueue(Outgoing::Binary(frame), room)
     }
 
     fn on_binary(&self, handler: BinaryHandler) -> Subscription {
@@ -243,11 +243,11 @@ impl<C: Connector> Transport for ReconnectingTransport<C> {
     }
 
     fn send_text_in(&self, text: String, room: Room) -> Result<(), TransportError> {
-        self.shared.enqueue(Outbound::Text(text), room)
+        self.shared.enqueue(Outgoing::Text(text), room)
     }
 
     fn send_binary_in(&self, frame: Bytes, room: Room) -> Result<(), TransportError> {
-        self.shared.enqueue(Outbound::Binary(frame), room)
+        self.shared.enqueue(Outgoing::Binary(frame), room)
     }
 
     fn pace_inbound(&self, backlog: Arc<Backlog>) {
@@ -298,7 +298,7 @@ impl<C: Connector> Shared<C> {
         self.set_state(ConnectionState::Disconnected);
     }
 
-    fn enqueue(&self, message: Outbound, room: Room) -> Result<(), TransportError> {
+    fn enqueue(&self, message: Outgoing, room: Room) -> Result<(), TransportError> {
         match lock(&self.outbound).as_ref() {
             Some(queue) => queue
                 .send(Queued::Message(message, room))
@@ -343,7 +343,7 @@ impl<C: Connector> Shared<C> {
             *lock(&self.outbound) = None;
             match end {
                 End::Stopped => {
-                    let _ = live.queue.send(control(Outbound::Close(CloseInfo {
+                    let _ = live.queue.send(control(Outgoing::Close(CloseInfo {
                         code: 1000,
                         reason: String::new(),
                     })));
@@ -353,7 +353,7 @@ impl<C: Connector> Shared<C> {
                 }
                 End::Closed(info) => {
                     // Echo the close (RFC 6455 section 5.5.1); best effort, the peer may be gone.
-                    let _ = live.queue.send(control(Outbound::Close(CloseInfo {
+                    let _ = live.queue.send(control(Outgoing::Close(CloseInfo {
                         code: echo_code(info.as_ref()),
                         reason: String::new(),
                     })));
@@ -370,7 +370,7 @@ impl<C: Connector> Shared<C> {
                     tracing::info!(%error, "closing the connection: a message too large");
                     // 1009 (RFC 6455 §7.4.1): the message is too big to process. No reconnect:
                     // the server would send it again on the next connection.
-                    let _ = live.queue.send(control(Outbound::Close(CloseInfo {
+                    let _ = live.queue.send(control(Outgoing::Close(CloseInfo {
                         code: 1009,
                         reason: String::new(),
                     })));
@@ -462,16 +462,16 @@ impl<C: Connector> Shared<C> {
     }
 
     /// Handles one read; `Some` when the socket ended.
-    fn deliver(&self, live: &Live, read: Result<Inbound, TransportError>) -> Option<End> {
+    fn deliver(&self, live: &Live, read: Result<Incoming, TransportError>) -> Option<End> {
         match read {
-            Ok(Inbound::Text(text)) => self.deliver_text(&text),
-            Ok(Inbound::Binary(payload)) => self.binary_handlers.emit(&payload),
-            Ok(Inbound::Ping(payload)) => {
+            Ok(Incoming::Text(text)) => self.deliver_text(&text),
+            Ok(Incoming::Binary(payload)) => self.binary_handlers.emit(&payload),
+            Ok(Incoming::Ping(payload)) => {
                 if live.pong.owe(payload) {
                     let _ = live.queue.send(Queued::Pong);
                 }
             }
-            Ok(Inbound::Close(info)) => return Some(End::Closed(info)),
+            Ok(Incoming::Close(info)) => return Some(End::Closed(info)),
             Err(error) => return Some(End::Broken(error)),
         }
         None

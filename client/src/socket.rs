@@ -17,7 +17,7 @@ use carrier_protocol::close::CloseCode;
 pub(crate) enum Queued {
     /// A message with the room it holds (none for closes: control frames are small and must
     /// not wait behind data).
-    Message(Outbound, Room),
+    Message(Outgoing, Room),
     /// Answer the latest ping: the payload is taken from the socket's [`OwedPong`] when the
     /// writer gets here.
     Pong,
@@ -47,7 +47,7 @@ impl OwedPong {
 
 /// One message handed to a socket's write half.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outbound {
+pub enum Outgoing {
     /// A text frame (one serialized JSON object).
     Text(String),
     /// A binary frame.
@@ -60,12 +60,12 @@ pub enum Outbound {
 
 /// One message read from a socket's read half.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Inbound {
+pub enum Incoming {
     /// A whole (reassembled) text message.
     Text(Bytes),
     /// A whole (reassembled) binary message.
     Binary(Bytes),
-    /// A ping; the transport answers it with [`Outbound::Pong`].
+    /// A ping; the transport answers it with [`Outgoing::Pong`].
     Ping(Bytes),
     /// The peer closed the socket, with its code and reason when it sent one.
     Close(Option<CloseInfo>),
@@ -74,13 +74,13 @@ pub enum Inbound {
 /// The read half of an open socket.
 pub trait SocketReader: Send + 'static {
     /// The next inbound message. An error means the socket is broken.
-    fn read(&mut self) -> BoxFuture<'_, Result<Inbound, TransportError>>;
+    fn read(&mut self) -> BoxFuture<'_, Result<Incoming, TransportError>>;
 }
 
 /// The write half of an open socket, owned by the socket's single writer task.
 pub trait SocketWriter: Send + 'static {
     /// Writes (and flushes) one message. An error means the socket is broken.
-    fn write(&mut self, message: Outbound) -> BoxFuture<'_, Result<(), TransportError>>;
+    fn write(&mut self, message: Outgoing) -> BoxFuture<'_, Result<(), TransportError>>;
 }
 
 /// An open socket, split in its two halves.
@@ -117,11 +117,11 @@ pub(crate) async fn write_all(
         let (message, room) = match queued {
             Queued::Message(message, room) => (message, room),
             Queued::Pong => match pong.take() {
-                Some(payload) => (Outbound::Pong(payload), Room::unbounded()),
+                Some(payload) => (Outgoing::Pong(payload), Room::unbounded()),
                 None => continue,
             },
         };
-        let closing = matches!(message, Outbound::Close(_));
+        let closing = matches!(message, Outgoing::Close(_));
         writer.write(message).await?;
         // Written: its bytes leave the budget.
         drop(room);
@@ -133,7 +133,7 @@ pub(crate) async fn write_all(
 }
 
 /// A close frame: it holds no room.
-pub(crate) fn control(message: Outbound) -> Queued {
+pub(crate) fn control(message: Outgoing) -> Queued {
     Queued::Message(message, Room::unbounded())
 }
 

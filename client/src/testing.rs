@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::socket::{Connector, Inbound, Outbound, Socket, SocketReader, SocketWriter};
+use super::socket::{Connector, Incoming, Outgoing, Socket, SocketReader, SocketWriter};
 use super::subscribers::lock;
 use super::transport::{CloseInfo, TransportError};
 
@@ -92,11 +92,11 @@ impl Connector for FakeConnector {
 }
 
 struct FakeReader {
-    from_server: mpsc::UnboundedReceiver<Inbound>,
+    from_server: mpsc::UnboundedReceiver<Incoming>,
 }
 
 impl SocketReader for FakeReader {
-    fn read(&mut self) -> BoxFuture<'_, Result<Inbound, TransportError>> {
+    fn read(&mut self) -> BoxFuture<'_, Result<Incoming, TransportError>> {
         Box::pin(async move {
             self.from_server
                 .recv()
@@ -107,11 +107,11 @@ impl SocketReader for FakeReader {
 }
 
 struct FakeWriter {
-    to_server: mpsc::UnboundedSender<Outbound>,
+    to_server: mpsc::UnboundedSender<Outgoing>,
 }
 
 impl SocketWriter for FakeWriter {
-    fn write(&mut self, message: Outbound) -> BoxFuture<'_, Result<(), TransportError>> {
+    fn write(&mut self, message: Outgoing) -> BoxFuture<'_, Result<(), TransportError>> {
         let sent = self
             .to_server
             .send(message)
@@ -156,13 +156,13 @@ impl FakeServer {
 
 /// One accepted fake connection, seen from the server.
 pub struct FakePeer {
-    to_client: mpsc::UnboundedSender<Inbound>,
-    from_client: mpsc::UnboundedReceiver<Outbound>,
+    to_client: mpsc::UnboundedSender<Incoming>,
+    from_client: mpsc::UnboundedReceiver<Outgoing>,
 }
 
 impl FakePeer {
     /// The next message the client wrote; `None` once the client's writer is gone.
-    pub async fn recv(&mut self) -> Option<Outbound> {
+    pub async fn recv(&mut self) -> Option<Outgoing> {
         self.from_client.recv().await
     }
 
@@ -171,21 +171,21 @@ impl FakePeer {
     pub async fn recv_json(&mut self) -> Option<Value> {
         loop {
             match self.recv().await? {
-                Outbound::Text(text) => return serde_json::from_str(&text).ok(),
-                Outbound::Pong(_) => continue,
-                Outbound::Binary(_) | Outbound::Close(_) => return None,
+                Outgoing::Text(text) => return serde_json::from_str(&text).ok(),
+                Outgoing::Pong(_) => continue,
+                Outgoing::Binary(_) | Outgoing::Close(_) => return None,
             }
         }
     }
 
     /// A message the client wrote that is already queued, without waiting.
-    pub fn try_recv(&mut self) -> Option<Outbound> {
+    pub fn try_recv(&mut self) -> Option<Outgoing> {
         self.from_client.try_recv().ok()
     }
 
     /// Sends raw text as one text frame (it need not be JSON).
     pub fn send_text(&self, text: &str) {
-        self.push(Inbound::Text(Bytes::copy_from_slice(text.as_bytes())));
+        self.push(Incoming::Text(Bytes::copy_from_slice(text.as_bytes())));
     }
 
     /// Sends `frame` as one text frame.
@@ -195,17 +195,17 @@ impl FakePeer {
 
     /// Sends one binary frame.
     pub fn send_binary(&self, payload: Bytes) {
-        self.push(Inbound::Binary(payload));
+        self.push(Incoming::Binary(payload));
     }
 
     /// Sends a ping.
     pub fn ping(&self, payload: Bytes) {
-        self.push(Inbound::Ping(payload));
+        self.push(Incoming::Ping(payload));
     }
 
     /// Closes the connection in order, with `code` and `reason`.
     pub fn close(self, code: u16, reason: &str) {
-        self.push(Inbound::Close(Some(CloseInfo {
+        self.push(Incoming::Close(Some(CloseInfo {
             code,
             reason: reason.to_owned(),
         })));
@@ -216,7 +216,7 @@ impl FakePeer {
         drop(self);
     }
 
-    fn push(&self, message: Inbound) {
+    fn push(&self, message: Incoming) {
         // A client that already went away simply misses it, as on a real network.
         let _ = self.to_client.send(message);
     }

@@ -24,7 +24,7 @@ use super::dialer::dial;
 use super::options::WsOptions;
 use super::reconnect::ReconnectingTransport;
 use super::server_frames::{ServerFrameError, ServerFrames, ServerMessage};
-use super::socket::{Connector, Inbound, Outbound, Socket, SocketReader, SocketWriter};
+use super::socket::{Connector, Incoming, Outgoing, Socket, SocketReader, SocketWriter};
 use super::transport::Room;
 use super::transport::{
     BinaryHandler, CloseInfo, ConnectionState, MessageHandler, StateHandler, Subscription,
@@ -100,7 +100,7 @@ struct WsReader {
 }
 
 impl SocketReader for WsReader {
-    fn read(&mut self) -> BoxFuture<'_, Result<Inbound, TransportError>> {
+    fn read(&mut self) -> BoxFuture<'_, Result<Incoming, TransportError>> {
         Box::pin(async move {
             loop {
                 let message = self.inner.next().await.map_err(|e| match e {
@@ -113,11 +113,11 @@ impl SocketReader for WsReader {
                     other => TransportError::Io(other.to_string()),
                 })?;
                 return Ok(match message {
-                    ServerMessage::Text(text) => Inbound::Text(text),
-                    ServerMessage::Binary(payload) => Inbound::Binary(payload),
-                    ServerMessage::Ping(payload) => Inbound::Ping(payload),
+                    ServerMessage::Text(text) => Incoming::Text(text),
+                    ServerMessage::Binary(payload) => Incoming::Binary(payload),
+                    ServerMessage::Ping(payload) => Incoming::Ping(payload),
                     ServerMessage::Close(close) => {
-                        Inbound::Close(close.map(|(code, reason)| CloseInfo { code, reason }))
+                        Incoming::Close(close.map(|(code, reason)| CloseInfo { code, reason }))
                     }
                     ServerMessage::Pong => continue,
                 });
@@ -131,13 +131,13 @@ struct WsWriter {
 }
 
 impl SocketWriter for WsWriter {
-    fn write(&mut self, message: Outbound) -> BoxFuture<'_, Result<(), TransportError>> {
+    fn write(&mut self, message: Outgoing) -> BoxFuture<'_, Result<(), TransportError>> {
         Box::pin(async move {
             let frame = match message {
-                Outbound::Text(text) => Frame::text(Payload::Owned(text.into_bytes())),
-                Outbound::Binary(payload) => Frame::binary(Payload::Owned(Vec::from(payload))),
-                Outbound::Pong(payload) => Frame::pong(Payload::Owned(Vec::from(payload))),
-                Outbound::Close(info) => Frame::close(info.code, info.reason.as_bytes()),
+                Outgoing::Text(text) => Frame::text(Payload::Owned(text.into_bytes())),
+                Outgoing::Binary(payload) => Frame::binary(Payload::Owned(Vec::from(payload))),
+                Outgoing::Pong(payload) => Frame::pong(Payload::Owned(Vec::from(payload))),
+                Outgoing::Close(info) => Frame::close(info.code, info.reason.as_bytes()),
             };
             self.inner.write_frame(frame).await.map_err(io_error)?;
             self.inner.flush().await.map_err(io_error)

@@ -1,5 +1,5 @@
 //! The per-connection tasks: the reader (`reader`) and the connection's single writer
-//! (`writer`), joined by the [`Outbound`] queue, and how they end each other ([`Terminate`]).
+//! (`writer`), joined by the [`OutboundPath`] queue, and how they end each other ([`Terminate`]).
 //!
 //! The reader never writes; everything it wants sent (pongs, close echoes, protocol errors)
 //! goes through the queue like every other frame. Once a close is queued, the reader only
@@ -25,9 +25,9 @@ use terminate::Terminate;
 use writer::{write_loop, Writer};
 
 use super::frame_reader::FrameReader;
-use super::inbound::CONNECTION_ALLOWANCE;
+use super::inbound_budget::CONNECTION_ALLOWANCE;
 use super::liveness::Liveness;
-use super::outbound::Outbound;
+use super::outbound::OutboundPath;
 use super::shared::Shared;
 use carrier_protocol::admission::CloseRefusal;
 use carrier_protocol::close::CloseCode;
@@ -122,7 +122,7 @@ async fn run_split(
     route: &'static str,
 ) {
     let limits = shared.limits.clone();
-    let out = Outbound::new(limits.queue_bytes);
+    let out = OutboundPath::new(limits.queue_bytes);
     let terminate = Arc::new(Terminate::default());
     let live = Arc::new(Liveness::new());
     let writer_task = tokio::spawn(write_loop(

@@ -4,7 +4,7 @@
 //! The carrier answers pings and closes itself (through the outbound queue, like every frame):
 //! a close is echoed with the peer's code but never with an over-long or invalid payload.
 
-use super::wire::Opcode;
+use super::frame_writer::Opcode;
 use carrier_protocol::close::CloseCode;
 
 /// Largest payload of a control frame (RFC 6455 §5.5).

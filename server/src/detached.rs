@@ -15,7 +15,7 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 
 use super::handle::{Connection, ConnectionId};
-use super::outbound::{dropped_notice, FailReason, MessageKind, OutItem, Outbound};
+use super::outbound::{dropped_notice, FailReason, MessageKind, OutItem, OutboundPath};
 use carrier_protocol::close::CloseCode;
 use carrier_protocol::Role;
 
@@ -60,7 +60,7 @@ pub enum OutboundFrame {
 /// ```
 pub struct DetachedConnection {
     conn: Connection,
-    out: Outbound,
+    out: OutboundPath,
     /// Taken from the queue, not yet handed out: their bytes stay counted until then.
     pending: VecDeque<OutItem>,
     /// Lossy channels' drop notices (`channel.dropped`), handed out before `pending` as the
@@ -83,7 +83,7 @@ impl DetachedConnection {
     /// (each frame charged its payload plus [`super::ITEM_OVERHEAD`]; see
     /// [`super::Limits::queue_bytes`]).
     pub fn new(role: Role, queue_budget: usize) -> Self {
-        let out = Outbound::new(queue_budget);
+        let out = OutboundPath::new(queue_budget);
         DetachedConnection {
             conn: Connection::new(ConnectionId::next(), role, out.clone()),
             out,

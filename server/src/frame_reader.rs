@@ -29,10 +29,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use tokio::time::Instant;
 
 use super::control::{self, violation, Control, Violation};
-use super::inbound::{self, InboundBudget, Late, MessageBuf, Pace, Payment, Permit};
+use super::frame_writer::Opcode;
+use super::inbound_budget::{self, InboundBudget, Late, MessageBuf, Pace, Payment, Permit};
 use super::liveness::Liveness;
 use super::outbound::MessageKind;
-use super::wire::Opcode;
 use carrier_protocol::close::CloseCode;
 use header::{parse_header, Header};
 use read_buffer::{ReadBuffer, READ_CHUNK};
@@ -498,10 +498,10 @@ impl FrameReader {
         };
         m.permit.shrink_to(m.data.resident());
         if self.payments && m.kind == MessageKind::Binary {
-            let (bytes, payment) = inbound::freeze_with_payment(m.data, m.permit);
+            let (bytes, payment) = inbound_budget::freeze_with_payment(m.data, m.permit);
             return Ok(Some(Incoming::Message(m.kind, bytes, payment)));
         }
-        let bytes = inbound::freeze(m.data, m.permit);
+        let bytes = inbound_budget::freeze(m.data, m.permit);
         Ok(Some(Incoming::Message(m.kind, bytes, None)))
     }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::Notify;
 
-use super::outbound::{DeliveryError, FailReason, Outbound};
+use super::outbound::{DeliveryError, FailReason, OutboundPath};
 use carrier_protocol::Role;
 
 /// Identifies one admitted connection for the lifetime of a transport.
@@ -41,7 +41,7 @@ pub struct Connection {
 struct ConnectionInner {
     id: ConnectionId,
     role: Role,
-    outbound: Outbound,
+    outbound: OutboundPath,
     handshaken: AtomicBool,
     /// Wakes the connection's reader when the handshake completes: the reader attaches the
     /// connection as a channel sink (a profile may complete the handshake from a task of its
@@ -55,7 +55,7 @@ struct ConnectionInner {
 impl Connection {
     /// A connection handle over an outbound path: the carrier makes one per admitted
     /// connection, and [`super::DetachedConnection`] one that no socket backs.
-    pub(crate) fn new(id: ConnectionId, role: Role, outbound: Outbound) -> Self {
+    pub(crate) fn new(id: ConnectionId, role: Role, outbound: OutboundPath) -> Self {
         Connection {
             inner: Arc::new(ConnectionInner {
                 id,
@@ -79,7 +79,7 @@ impl Connection {
     }
 
     /// The outbound path: every send goes through it.
-    pub(crate) fn outbound(&self) -> &Outbound {
+    pub(crate) fn outbound(&self) -> &OutboundPath {
         &self.inner.outbound
     }
 

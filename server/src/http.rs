@@ -4,6 +4,8 @@
 //! `/client.js` and the modules it imports). [`CarrierService`] is also what a host mounts, at
 //! any path, in its own hyper or axum server.
 
+mod request_rules;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -19,6 +21,7 @@ use hyper::header::{
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::connection::{self, Linger};
+
 use super::profile::Asset;
 use super::shared::Shared;
 use carrier_protocol::admission::{admit, query_param, Admission, AdmissionRequest};
@@ -179,8 +182,7 @@ fn handle<B: Send + 'static>(
         Some(_) => Route::Socket,
         None => route(req.uri().path(), mounted, &assets),
     };
-    if let Some((status, why)) =
-        super::http_strict::check(&req, &shared.policy, route == Route::Socket)
+    if let Some((status, why)) = request_rules::check(&req, &shared.policy, route == Route::Socket)
     {
         let mut response = plain(status, why);
         if status == StatusCode::UPGRADE_REQUIRED {

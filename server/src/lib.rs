@@ -17,7 +17,7 @@
 //! signatures use ([`FrameBody`], [`ChannelDescriptor`], [`Role`], [`CloseCode`], [`Bytes`], …)
 //! are re-exported here (admission itself, a pure rule, is the protocol's:
 //! [`carrier_protocol::admission`]). Inside, the modules are private: `config`, `listener`,
-//! `http` and `http_strict`, `connection` (the per-connection reader and writer), `handle`,
+//! `http` (and the request rules it checks first), `connection` (the per-connection reader and writer), `handle`,
 //! `detached`, `outbound` (the byte-bounded queue), `profile`, `registry`, `context`, `shared`,
 //! `metrics`, `transport`; they import one another without a loop (`tests/imports.rs`).
 
@@ -27,10 +27,10 @@ mod context;
 mod control;
 mod detached;
 mod frame_reader;
+mod frame_writer;
 mod handle;
 mod http;
-mod http_strict;
-mod inbound;
+mod inbound_budget;
 mod listener;
 mod liveness;
 mod metrics;
@@ -40,7 +40,6 @@ mod registry;
 mod setters;
 mod shared;
 mod transport;
-mod wire;
 
 // What a host uses; the rest (the outbound queue, the listener, HTTP parsing, the registry's
 // routing) is the server's own.
@@ -57,11 +56,9 @@ pub use listener::BindError;
 pub use metrics::{Gauge, Metrics};
 pub use outbound::{DeliveryError, FailReason, ITEM_OVERHEAD};
 pub use profile::{Asset, Attachment, TextProfile, TextSession};
-/// What a channel handler receives (the client's `Inbound` is another thing: a socket read).
-pub use registry::Inbound as ChannelInbound;
 pub use registry::{
-    ChannelError, ChannelHandle, ChannelLink, ChannelRefusal, ChannelRegistry, InboundBody,
-    DEFAULT_LOSSY_BUDGET,
+    ChannelError, ChannelHandle, ChannelInbound, ChannelLink, ChannelRefusal, ChannelRegistry,
+    InboundBody, DEFAULT_LOSSY_BUDGET,
 };
 pub use transport::{mint_token, LifecycleError, RuntimeFileOptions, WsTransport};
 

@@ -4,10 +4,10 @@
 //! pings, pongs and the close — is queued here and written by the connection's single writer
 //! task. The queue is bounded in bytes, not frames: a reader that falls behind by more than the
 //! budget fails the connection (1013) instead of growing the server's memory. Failure is latched:
-//! [`Outbound::fail_once`] takes effect exactly once, however many sends fail after it, and
-//! wakes whoever waits in [`Outbound::failed`] (the connection's reader, which cleans up).
+//! [`OutboundPath::fail_once`] takes effect exactly once, however many sends fail after it, and
+//! wakes whoever waits in [`OutboundPath::failed`] (the connection's reader, which cleans up).
 //!
-//! - `queue` — [`Outbound`]: the queue, its byte budget and the failure latch.
+//! - `queue` — [`OutboundPath`]: the queue, its byte budget and the failure latch.
 //! - `lossy` — the lossy lane: a lossy channel drops its own oldest frames.
 //! - `pong` — pongs owed to a peer that does not read coalesce.
 //! - `bulk` — the bulk lane (frames apart, each channel within its window); `bulk_send` — its
@@ -28,7 +28,7 @@ pub use error::{DeliveryError, FailReason};
 pub use item::ITEM_OVERHEAD;
 pub(crate) use item::{BulkFrame, MessageKind, OutItem};
 pub(crate) use lossy::dropped_notice;
-pub(crate) use queue::Outbound;
+pub(crate) use queue::OutboundPath;
 
 #[cfg(test)]
 mod tests;

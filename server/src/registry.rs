@@ -6,7 +6,7 @@
 //! handler as a slice of the received message.
 //!
 //! - `entry` — one registered channel and its inbound sink.
-//! - `message` — what a channel hands its host ([`Inbound`]).
+//! - `message` — what a channel hands its host ([`ChannelInbound`]).
 //! - `map` — the channels by name and the receiving connections.
 //! - `router` — inbound frames to their channel, or a refusal for the connection to answer.
 //! - `credit` — inbound credit on bulk channels: frames buffered for the host, grants back.
@@ -32,12 +32,12 @@ pub use entry::DEFAULT_LOSSY_BUDGET;
 pub use error::ChannelError;
 use map::ChannelMap;
 pub(crate) use message::Backpressure;
-pub use message::{Inbound, InboundBody};
+pub use message::{ChannelInbound, InboundBody};
 pub use router::ChannelRefusal;
 pub(crate) use router::RouteCache;
 
 use crate::handle::{Connection, ConnectionId};
-use crate::inbound::{InboundBudget, Payment};
+use crate::inbound_budget::{InboundBudget, Payment};
 use carrier_protocol::channel_frame;
 
 /// A connection linked to a [`ChannelRegistry`] by [`ChannelRegistry::link`]: the inbound side
@@ -173,7 +173,7 @@ impl ChannelRegistry {
             .collect();
         for entry in entries {
             if entry.senders.remove(&id).is_some() {
-                entry.disconnected(Inbound {
+                entry.disconnected(ChannelInbound {
                     connection: id,
                     seq: 0,
                     body: InboundBody::Disconnected,

@@ -10,7 +10,7 @@ use super::config::Limits;
 use super::connection::terminate::Terminate;
 use super::context::CarrierContext;
 use super::handle::{Connection, ConnectionId};
-use super::inbound::InboundBudget;
+use super::inbound_budget::InboundBudget;
 use super::metrics::Metrics;
 use super::profile::{Asset, Attachment, TextSession};
 use super::registry::ChannelRegistry;

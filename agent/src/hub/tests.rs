@@ -9,10 +9,10 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::answer::Quiet;
 use crate::history::HistoryConfig;
 use crate::memory::SessionMemory;
 use crate::record::RingConfig;
-use crate::reply::Quiet;
 use crate::session::HostError;
 use crate::usage::SessionUsage;
 use carrier_server::{DetachedConnection, OutboundFrame};

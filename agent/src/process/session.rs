@@ -25,7 +25,7 @@ use serde_json::Value;
 use super::codec::{self, AbortToChild, HistoryToChild, PermissionToChild};
 use super::supervisor::{Outcome, Supervisor};
 use crate::session::{AgentAnswer, AgentCallError, HostError, ProtocolSession, TurnStart};
-use crate::turn::PendingPermission;
+use crate::turn_sink::PendingPermission;
 use carrier_protocol::ids::{RequestId, SessionId, TurnId};
 use carrier_protocol::methods::Empty;
 

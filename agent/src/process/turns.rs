@@ -7,7 +7,7 @@
 //! that is not the running one. A child's `permission_request` is asked on the sink under the
 //! child's own request id; the supervisor passes the answer back to the child.
 
-use crate::turn::{PendingPermission, TurnSink};
+use crate::turn_sink::{PendingPermission, TurnSink};
 use carrier_protocol::events::SessionEvent;
 use carrier_protocol::ids::TurnId;
 

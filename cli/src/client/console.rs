@@ -6,8 +6,8 @@ use std::io::{self, BufRead, Write};
 use std::process::ExitCode;
 
 use carrier::client::{
-    Client, ClientError, ClientEvent, ConnectionState, Decision, HistoryEntry, ResumeOutcome,
-    SessionEventKind,
+    Client, ClientError, ClientEvent, ConnectionState, Decision, ReceivedHistoryEntry,
+    ReceivedSessionEventKind, ResumeOutcome,
 };
 use carrier::discovery::RuntimeDir;
 use carrier::protocol::Role;
@@ -243,7 +243,7 @@ impl<O: Write, E: Write> Console<'_, O, E> {
             },
             Line::History => match self.client.request("session.history", json!({})).await {
                 Ok(history) => {
-                    let entries: Vec<HistoryEntry> = history
+                    let entries: Vec<ReceivedHistoryEntry> = history
                         .get("entries")
                         .cloned()
                         .and_then(|entries| serde_json::from_value(entries).ok())
@@ -318,9 +318,9 @@ impl<O: Write, E: Write> Console<'_, O, E> {
         Ok(())
     }
 
-    fn on_session_event(&mut self, kind: SessionEventKind) {
+    fn on_session_event(&mut self, kind: ReceivedSessionEventKind) {
         match kind {
-            SessionEventKind::TurnStarted {
+            ReceivedSessionEventKind::TurnStarted {
                 turn_id,
                 driver,
                 prompt,
@@ -333,12 +333,12 @@ impl<O: Write, E: Write> Console<'_, O, E> {
                     ));
                 }
             }
-            SessionEventKind::TextDelta { delta, .. } => {
+            ReceivedSessionEventKind::TextDelta { delta, .. } => {
                 let _ = self.out.write_all(delta.as_bytes());
                 let _ = self.out.flush();
                 self.mid_line = !delta.ends_with('\n');
             }
-            SessionEventKind::PermissionRequest {
+            ReceivedSessionEventKind::PermissionRequest {
                 request_id,
                 tool,
                 input,
@@ -349,7 +349,7 @@ impl<O: Write, E: Write> Console<'_, O, E> {
                 ));
                 self.permission = Some((request_id, tool));
             }
-            SessionEventKind::PermissionResolved {
+            ReceivedSessionEventKind::PermissionResolved {
                 request_id,
                 decision,
             } => {
@@ -362,7 +362,7 @@ impl<O: Write, E: Write> Console<'_, O, E> {
                 }
                 self.print_line(&format!("[permission {}]", decision.as_str()));
             }
-            SessionEventKind::TurnCompleted {
+            ReceivedSessionEventKind::TurnCompleted {
                 turn_id, aborted, ..
             } => {
                 self.end_line();
@@ -374,10 +374,10 @@ impl<O: Write, E: Write> Console<'_, O, E> {
                     self.permission = None;
                 }
             }
-            SessionEventKind::Error { code, message, .. } => {
+            ReceivedSessionEventKind::Error { code, message, .. } => {
                 self.note(&format!("[session error {code}] {message}"));
             }
-            SessionEventKind::Other { event, .. } => {
+            ReceivedSessionEventKind::Other { event, .. } => {
                 tracing::debug!(event, "console ignores an unknown session event");
             }
         }

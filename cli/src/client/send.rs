@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use carrier::client::{ClientEvent, Decision, ResumeOutcome, SessionEventKind};
+use carrier::client::{ClientEvent, Decision, ReceivedSessionEventKind, ResumeOutcome};
 use sha2::{Digest as _, Sha256};
 
 use carrier::discovery::RuntimeDir;
@@ -87,12 +87,12 @@ async fn send_turn(
                 };
                 match event {
                     ClientEvent::Session(event) => match event.kind {
-                        SessionEventKind::TextDelta { turn_id, delta } if turn_id == turn => {
+                        ReceivedSessionEventKind::TextDelta { turn_id, delta } if turn_id == turn => {
                             let _ = out.write_all(delta.as_bytes());
                             let _ = out.flush();
                             printed.push(&delta);
                         }
-                        SessionEventKind::PermissionRequest { turn_id, request_id, tool, .. }
+                        ReceivedSessionEventKind::PermissionRequest { turn_id, request_id, tool, .. }
                             if turn_id == turn =>
                         {
                             let _ = writeln!(
@@ -106,12 +106,12 @@ async fn send_turn(
                                 .await
                                 .map_err(|error| explain(&target.url, &error))?;
                         }
-                        SessionEventKind::Error { turn_id: Some(turn_id), code, message }
+                        ReceivedSessionEventKind::Error { turn_id: Some(turn_id), code, message }
                             if turn_id == turn =>
                         {
                             let _ = writeln!(err, "carrier: session error {code}: {message}");
                         }
-                        SessionEventKind::TurnCompleted { turn_id, text, aborted, .. }
+                        ReceivedSessionEventKind::TurnCompleted { turn_id, text, aborted, .. }
                             if turn_id == turn =>
                         {
                             finish(&printed, &text, out);

@@ -162,7 +162,7 @@ fn an_error_an_unreadable_result_or_an_incompatible_server_fails_the_handshake()
     let mut m = machine();
     let (frame, _) = m.socket_opened();
     let id = frame["id"].as_str().unwrap();
-    let refused = WireError {
+    let refused = ReceivedError {
         code: ErrorCode::VersionIncompatible.into(),
         message: "no".into(),
         effect_state: None,

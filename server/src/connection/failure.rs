@@ -1,14 +1,14 @@
 //! [`FailureCleanup`]: what a failed connection's reader does about the failure, once.
 //!
-//! The outbound queue latches a failure ([`Outbound::fail_once`]) from inside whichever send
+//! The outbound queue latches a failure ([`OutboundPath::fail_once`]) from inside whichever send
 //! overflowed, or from the writer's failed write; it records the reason, refuses every later
-//! frame and wakes the tasks waiting in [`Outbound::failed`], nothing more. The cleanup is the
+//! frame and wakes the tasks waiting in [`OutboundPath::failed`], nothing more. The cleanup is the
 //! reader's: the reader already wakes on the failure, it is the task that made the connection a
 //! channel sink, and it runs inside nobody else's operation, so no send ever calls back up into
 //! the registry or the metrics.
 
 use crate::handle::ConnectionId;
-use crate::outbound::{FailReason, Outbound};
+use crate::outbound::{FailReason, OutboundPath};
 use crate::shared::Shared;
 
 use super::terminate::Terminate;
@@ -55,7 +55,7 @@ impl<'a> FailureCleanup<'a> {
     /// Runs the cleanup if the connection has failed. The reader asks when its loop ends (woken
     /// by the failure, or ending for another reason first) and once more after the writer has
     /// ended, for a failure of the writer's last writes.
-    pub(super) fn if_failed(&mut self, out: &Outbound) {
+    pub(super) fn if_failed(&mut self, out: &OutboundPath) {
         if let Some(reason) = out.failure() {
             self.run(reason);
         }

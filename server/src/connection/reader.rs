@@ -17,7 +17,7 @@ use super::terminate::Terminate;
 use crate::frame_reader::{FrameReader, Incoming, ReadEnd};
 use crate::handle::{Connection, ConnectionId};
 use crate::liveness::Liveness;
-use crate::outbound::{MessageKind, Outbound};
+use crate::outbound::{MessageKind, OutboundPath};
 use crate::profile::TextSession;
 use crate::registry::{ChannelRefusal, RouteCache};
 use crate::shared::Shared;
@@ -49,7 +49,7 @@ pub(super) async fn serve_admitted<'a>(
     frames: &mut FrameReader,
     role: Role,
     route: &'static str,
-    out: &Outbound,
+    out: &OutboundPath,
     shared: &'a Arc<Shared>,
     live: &Arc<Liveness>,
     terminate: &'a Arc<Terminate>,

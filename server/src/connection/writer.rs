@@ -7,10 +7,10 @@ use tokio::io::AsyncWrite;
 use tokio::time::Instant;
 
 use super::terminate::Terminate;
+use crate::frame_writer::{FrameWriter, Opcode};
 use crate::liveness::{Liveness, WatchedWrite};
-use crate::outbound::{dropped_notice, FailReason, MessageKind, OutItem, Outbound};
+use crate::outbound::{dropped_notice, FailReason, MessageKind, OutItem, OutboundPath};
 use crate::shared::Shared;
-use crate::wire::{FrameWriter, Opcode};
 use carrier_protocol::close::CloseCode;
 
 /// The write half of the connection's stream.
@@ -73,7 +73,7 @@ impl<T: AsyncWrite + Send> SocketWrite for tokio::io::WriteHalf<T> {}
 /// The connection's only writer: drains the outbound queue, pings, and ends after the close.
 pub(super) async fn write_loop(
     io: Writer,
-    out: Outbound,
+    out: OutboundPath,
     shared: Arc<Shared>,
     live: Arc<Liveness>,
     terminate: Arc<Terminate>,

@@ -1,7 +1,7 @@
 //! Parsing a client frame's header (RFC 6455 §5.2): a pure function of the bytes read so far.
 
 use crate::control::{self, violation, Violation};
-use crate::wire::Opcode;
+use crate::frame_writer::Opcode;
 use carrier_protocol::close::CloseCode;
 
 /// A frame header.

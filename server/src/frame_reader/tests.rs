@@ -5,7 +5,7 @@ use std::time::Duration;
 use tokio::io::{AsyncWriteExt, DuplexStream};
 use tokio::time::Instant;
 
-use crate::inbound::{MIN_RATE, PACE_GRACE, STALL_TIMEOUT};
+use crate::inbound_budget::{MIN_RATE, PACE_GRACE, STALL_TIMEOUT};
 
 const MASK: [u8; 4] = [0x11, 0x22, 0x33, 0x44];
 

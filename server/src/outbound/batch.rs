@@ -5,13 +5,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::item::OutItem;
-use super::queue::{Outbound, Queue};
+use super::queue::{OutboundPath, Queue};
 
-impl Outbound {
+impl OutboundPath {
     /// Waits until something is queued (or the connection failed), then takes a batch: every
     /// other frame queued, or while bulk frames wait, at most [`super::bulk::BULK_EVERY`] frames
     /// of which one is bulk (a bulk frame alone when nothing else waits). The batch's bytes stay
-    /// counted until [`Outbound::written`] releases them.
+    /// counted until [`OutboundPath::written`] releases them.
     pub(crate) async fn next_batch(
         &self,
         batch: &mut Vec<OutItem>,
@@ -44,7 +44,7 @@ impl Outbound {
     }
 }
 
-/// Moves the next batch from the queue into `batch` (see [`Outbound::next_batch`]).
+/// Moves the next batch from the queue into `batch` (see [`OutboundPath::next_batch`]).
 pub(super) fn take_batch(
     q: &mut Queue,
     batch: &mut Vec<OutItem>,

@@ -6,9 +6,9 @@ use tokio::time::Instant;
 
 use super::error::{DeliveryError, FailReason};
 use super::item::BulkFrame;
-use super::queue::Outbound;
+use super::queue::OutboundPath;
 
-impl Outbound {
+impl OutboundPath {
     /// Queues a frame of a bulk channel whose window on this connection is `window` bytes: taken
     /// while the channel's queued bytes are under the window (so it holds at most the window plus
     /// one frame), refused with [`DeliveryError::WindowFull`] otherwise. Bulk bytes are not
@@ -30,7 +30,7 @@ impl Outbound {
 
     /// Resolves once `channel` has room in its window here, or with [`DeliveryError::Closed`]
     /// once the connection takes no more frames. Room may be gone again by the time the caller
-    /// sends (another sender): [`Outbound::send_bulk`] then says so and the caller waits again.
+    /// sends (another sender): [`OutboundPath::send_bulk`] then says so and the caller waits again.
     ///
     /// A window that stays full with none of its frames written for `BULK_STALL` (10 s) fails the
     /// connection ([`FailReason::BulkStalled`], close 1013) and this returns
@@ -77,7 +77,7 @@ impl Outbound {
         }
     }
 
-    /// The synchronous form of [`Outbound::bulk_room`]: whether `channel` has room in its
+    /// The synchronous form of [`OutboundPath::bulk_room`]: whether `channel` has room in its
     /// window here now (`Ok(false)`: full), or [`DeliveryError::Closed`] once the connection
     /// takes no more frames. The stall rule holds here too: a window full with none of its
     /// frames written for `BULK_STALL` fails the connection now ([`FailReason::BulkStalled`]),

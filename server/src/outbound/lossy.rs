@@ -9,11 +9,11 @@ use bytes::Bytes;
 
 use super::error::DeliveryError;
 use super::item::{MessageKind, OutItem};
-use super::queue::{LossyState, Outbound};
+use super::queue::{LossyState, OutboundPath};
 use carrier_protocol::envelope::encode_event;
 use carrier_protocol::events::ChannelDropped;
 
-impl Outbound {
+impl OutboundPath {
     /// Queues a binary frame of a lossy channel: when that channel's frames queued for this
     /// connection exceed `channel_budget` bytes, its oldest queued frames are dropped (never
     /// another channel's, never a reliable frame) and the receiver is told with a

@@ -6,12 +6,12 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 
 use super::item::{OutItem, ITEM_OVERHEAD};
-use super::queue::Outbound;
+use super::queue::OutboundPath;
 
 /// Pongs that may wait in one queue before new pings replace the newest of them.
 pub(crate) const MAX_PENDING_PONGS: usize = 16;
 
-impl Outbound {
+impl OutboundPath {
     /// Answers a ping, in its place among the queued frames. Past [`MAX_PENDING_PONGS`] unsent
     /// pongs, the newest of them answers this ping instead (its payload is replaced), so pongs
     /// owed to a peer that does not read never pile up.

@@ -1,7 +1,7 @@
-//! The queue and its latch: [`Outbound`], the one path every outbound frame of a connection
-//! takes, bounded in bytes, and [`Outbound::fail_once`], which fails the connection exactly once.
+//! The queue and its latch: [`OutboundPath`], the one path every outbound frame of a connection
+//! takes, bounded in bytes, and [`OutboundPath::fail_once`], which fails the connection exactly once.
 //!
-//! The second jobs of the queue live beside it, each an `impl Outbound` of its own: the lossy
+//! The second jobs of the queue live beside it, each an `impl OutboundPath` of its own: the lossy
 //! lane's drop policy (`lossy`), pong coalescing (`pong`), the bulk lane's sends (`bulk_send`)
 //! and the writer's batches (`batch`).
 
@@ -50,11 +50,11 @@ pub(super) struct LossyState {
 /// receives any message within the hard cap, and the queue holds at most the budget plus one
 /// message.
 #[derive(Clone)]
-pub(crate) struct Outbound {
+pub(crate) struct OutboundPath {
     pub(super) inner: Arc<OutboundInner>,
 }
 
-/// The state shared by every clone of an [`Outbound`]; the files beside this one reach it.
+/// The state shared by every clone of an [`OutboundPath`]; the files beside this one reach it.
 pub(super) struct OutboundInner {
     queue: Mutex<Queue>,
     /// Bytes held by queued items plus the batch the writer is writing now. This is the number
@@ -63,12 +63,12 @@ pub(super) struct OutboundInner {
     budget: usize,
     /// Wakes the writer: a frame was queued, or the connection failed.
     pub(super) wake: Notify,
-    /// Set once a failure is recorded and the queue closed: what [`Outbound::failed`] checks.
+    /// Set once a failure is recorded and the queue closed: what [`OutboundPath::failed`] checks.
     failed: AtomicBool,
-    /// The latch of [`Outbound::fail_once`]: the first failure's reason, read by the writer
+    /// The latch of [`OutboundPath::fail_once`]: the first failure's reason, read by the writer
     /// (its close code) and the reader (its cleanup).
     fail_reason: Mutex<Option<FailReason>>,
-    /// Wakes tasks waiting in [`Outbound::failed`]. Nothing runs inside `fail_once` on the
+    /// Wakes tasks waiting in [`OutboundPath::failed`]. Nothing runs inside `fail_once` on the
     /// failure's behalf: whoever cleans up after a failed connection (its reader) waits here,
     /// so a send that overflows never calls back into the registry or the metrics.
     failed_notify: Notify,
@@ -76,10 +76,10 @@ pub(super) struct OutboundInner {
     pub(super) bulk_room: Notify,
 }
 
-impl Outbound {
+impl OutboundPath {
     /// A queue that fails the connection once more than `budget` bytes are waiting.
     pub(crate) fn new(budget: usize) -> Self {
-        Outbound {
+        OutboundPath {
             inner: Arc::new(OutboundInner {
                 queue: Mutex::new(Queue::default()),
                 bytes: AtomicUsize::new(0),
@@ -195,7 +195,7 @@ impl Outbound {
 
     /// Fails the connection: the first call latches, drops everything queued, stops accepting
     /// frames, tells the writer to send the matching close code (1013 for a slow reader, 1011
-    /// for a write error) and wakes the tasks waiting in `Outbound::failed`. Every later call
+    /// for a write error) and wakes the tasks waiting in `OutboundPath::failed`. Every later call
     /// is a no-op. Returns whether this call was the one that latched.
     pub(crate) fn fail_once(&self, reason: FailReason) -> bool {
         {
@@ -238,7 +238,7 @@ impl Outbound {
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Resolves once the connection has failed; [`Outbound::failure`] then says why.
+    /// Resolves once the connection has failed; [`OutboundPath::failure`] then says why.
     pub(crate) async fn failed(&self) {
         loop {
             let notified = self.inner.failed_notify.notified();

@@ -11,7 +11,7 @@ use carrier_protocol::close::CloseCode;
 
 #[test]
 fn a_send_is_refused_only_once_the_queue_is_already_over_budget() {
-    let out = Outbound::new(1000);
+    let out = OutboundPath::new(1000);
     // What the connection's reader waits on to clean up: it learns of the failure once.
     let mut failed = Box::pin(out.failed());
     assert_eq!((&mut failed).now_or_never(), None);
@@ -38,7 +38,7 @@ fn a_send_is_refused_only_once_the_queue_is_already_over_budget() {
 #[test]
 fn small_frames_are_charged_their_overhead() {
     // 1000 bytes of budget hold three empty frames, not a thousand.
-    let out = Outbound::new(3 * ITEM_OVERHEAD);
+    let out = OutboundPath::new(3 * ITEM_OVERHEAD);
     for _ in 0..4 {
         out.send_text(Bytes::new()).unwrap();
     }
@@ -47,7 +47,7 @@ fn small_frames_are_charged_their_overhead() {
 
 #[test]
 fn pongs_keep_their_place_and_past_the_limit_the_newest_answers_the_latest_ping() {
-    let out = Outbound::new(100 * ITEM_OVERHEAD);
+    let out = OutboundPath::new(100 * ITEM_OVERHEAD);
     out.send_text(Bytes::from_static(b"before")).unwrap();
     for i in 0..1000u32 {
         out.pong(Bytes::from(i.to_be_bytes().to_vec()));
@@ -83,7 +83,7 @@ fn pongs_keep_their_place_and_past_the_limit_the_newest_answers_the_latest_ping(
 
 #[test]
 fn lossy_drops_oldest_of_its_channel_only() {
-    let out = Outbound::new(1 << 20);
+    let out = OutboundPath::new(1 << 20);
     let mic: Arc<str> = Arc::from("mic");
     out.send_text(Bytes::from_static(b"reliable")).unwrap();
     let frame = 10 + ITEM_OVERHEAD;
@@ -108,7 +108,7 @@ fn lossy_drops_oldest_of_its_channel_only() {
 fn concurrent_sends_and_writes_never_fail_a_reader_that_keeps_up() {
     // The writer releases bytes as fast as they are queued, so at most a few sends are
     // ever outstanding: a spurious overflow can only come from a miscount.
-    let out = Outbound::new(1000 + 10 * ITEM_OVERHEAD);
+    let out = OutboundPath::new(1000 + 10 * ITEM_OVERHEAD);
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let (out, stop) = (out.clone(), stop.clone());
@@ -149,7 +149,7 @@ fn concurrent_sends_and_writes_never_fail_a_reader_that_keeps_up() {
 
 #[test]
 fn close_stops_further_sends() {
-    let out = Outbound::new(1000);
+    let out = OutboundPath::new(1000);
     out.close(CloseCode::NORMAL, "bye");
     assert_eq!(
         out.send_text(Bytes::from_static(b"late")),
@@ -162,7 +162,7 @@ fn close_stops_further_sends() {
 fn the_frame_owed_to_bulk_never_goes_ahead_of_a_frame_queued_before_it() {
     // 20 agent frames, then one bulk frame: the bulk frame comes last (it used to go after
     // the 15th, overtaking five frames queued before it).
-    let out = Outbound::new(1 << 20);
+    let out = OutboundPath::new(1 << 20);
     let file: Arc<str> = Arc::from("file");
     for i in 0..20u8 {
         out.send_text(Bytes::from(vec![i])).unwrap();
@@ -192,7 +192,7 @@ fn the_frame_owed_to_bulk_never_goes_ahead_of_a_frame_queued_before_it() {
 
 #[tokio::test(start_paused = true)]
 async fn a_synchronous_look_for_bulk_room_lets_a_stalled_receiver_go() {
-    let out = Outbound::new(1 << 20);
+    let out = OutboundPath::new(1 << 20);
     let file: Arc<str> = Arc::from("file");
     let frame = || BulkFrame {
         channel: file.clone(),
@@ -269,7 +269,7 @@ mod lanes {
         (lane, u32::from_be_bytes(body[..4].try_into().unwrap()))
     }
 
-    fn take_and_write(out: &Outbound, written: &mut Vec<(Lane, u32)>) {
+    fn take_and_write(out: &OutboundPath, written: &mut Vec<(Lane, u32)>) {
         let (mut batch, mut drops) = (Vec::new(), Vec::new());
         take_batch(&mut out.lock(), &mut batch, &mut drops);
         for item in &batch {
@@ -285,7 +285,7 @@ mod lanes {
             bulk_window_frames in 1usize..8,
             lossy_frames in 1usize..4,
         ) {
-            let out = Outbound::new(1 << 30);
+            let out = OutboundPath::new(1 << 30);
             let lossy: Arc<str> = Arc::from("live");
             let bulk: Arc<str> = Arc::from("file");
             let frame_cost = ITEM_OVERHEAD + 4;

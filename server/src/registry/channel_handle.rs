@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use super::entry::{ChannelEntry, Sink};
 use super::error::ChannelError;
 use super::map::ChannelMap;
-use super::message::Inbound;
+use super::message::ChannelInbound;
 use crate::handle::{Connection, ConnectionId};
 use crate::outbound::{BulkFrame, DeliveryError};
 use carrier_protocol::channel::{ChannelDescriptor, DeliveryClass};
@@ -92,14 +92,14 @@ impl ChannelHandle {
 
     /// Handles inbound frames with a callback, run on the sending connection's reader task
     /// (keep it short; spawn for slow work). Replaces any previous handler or stream.
-    pub fn on_inbound(&self, handler: impl Fn(Inbound) + Send + Sync + 'static) {
+    pub fn on_inbound(&self, handler: impl Fn(ChannelInbound) + Send + Sync + 'static) {
         *self.entry.sink.lock().unwrap_or_else(|e| e.into_inner()) =
             Some(Arc::new(Sink::Handler(Arc::new(handler))));
     }
 
     /// Receives inbound frames as a stream. A full stream (`capacity` waiting) pauses the
     /// sending connection's reader: backpressure, not loss. Replaces any previous handler.
-    pub fn inbound(&self, capacity: usize) -> mpsc::Receiver<Inbound> {
+    pub fn inbound(&self, capacity: usize) -> mpsc::Receiver<ChannelInbound> {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         *self.entry.sink.lock().unwrap_or_else(|e| e.into_inner()) =
             Some(Arc::new(Sink::Stream(tx)));

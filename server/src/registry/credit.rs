@@ -37,9 +37,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{mpsc, Notify};
 
-use super::message::{Backpressure, Inbound, InboundBody};
+use super::message::{Backpressure, ChannelInbound, InboundBody};
 use crate::handle::Connection;
-use crate::inbound::{InboundBudget, Payment, Permit};
+use crate::inbound_budget::{InboundBudget, Payment, Permit};
 use carrier_protocol::envelope::encode_event;
 use carrier_protocol::events::ChannelCredit;
 
@@ -74,7 +74,7 @@ pub(super) struct CreditLedger {
 
 /// A frame waiting for the host.
 struct Waiting {
-    msg: Inbound,
+    msg: ChannelInbound,
     /// Its body's bytes: what it spent of the credit.
     bytes: usize,
     /// Its charge to the ledger's account, returned once it is handed on or dropped.
@@ -99,7 +99,7 @@ struct LedgerState {
     closed: bool,
     /// The connection's disconnect notice, for the forwarding task to deliver once it has let
     /// go of its frame.
-    notice: Option<Inbound>,
+    notice: Option<ChannelInbound>,
 }
 
 impl CreditLedger {
@@ -152,8 +152,8 @@ impl CreditLedger {
     /// enough.
     pub(super) fn deliver(
         self: &Arc<Self>,
-        tx: &mpsc::Sender<Inbound>,
-        msg: Inbound,
+        tx: &mpsc::Sender<ChannelInbound>,
+        msg: ChannelInbound,
         bytes: usize,
         payment: Option<Payment>,
     ) -> Option<Backpressure> {
@@ -188,8 +188,8 @@ impl CreditLedger {
     fn push(
         self: &Arc<Self>,
         st: &mut LedgerState,
-        tx: &mpsc::Sender<Inbound>,
-        msg: Inbound,
+        tx: &mpsc::Sender<ChannelInbound>,
+        msg: ChannelInbound,
         bytes: usize,
         charge: Permit,
         payment: Option<Payment>,
@@ -217,7 +217,7 @@ impl CreditLedger {
     /// The connection ended: the frames waiting here are dropped (counted), and its disconnect
     /// notice goes to the host. Returns the notice when no task is handing frames on (the
     /// caller delivers it); otherwise that task delivers it once it has let go of its frame.
-    pub(super) fn disconnected(&self, msg: Inbound) -> Option<Inbound> {
+    pub(super) fn disconnected(&self, msg: ChannelInbound) -> Option<ChannelInbound> {
         let (dropped, notice) = {
             let mut st = self.lock();
             st.closed = true;
@@ -274,7 +274,7 @@ impl CreditLedger {
     /// Hands one waiting frame to the host's stream: a place in the stream first, then the
     /// inbound budget for its buffer, and only then is its charge here returned, so it is paid
     /// for all along. Returns whether the host has it (`false`: the host dropped its stream).
-    async fn hand_on(&self, tx: &mpsc::Sender<Inbound>, frame: Waiting) -> bool {
+    async fn hand_on(&self, tx: &mpsc::Sender<ChannelInbound>, frame: Waiting) -> bool {
         let Ok(place) = tx.reserve().await else {
             return false;
         };
@@ -295,7 +295,7 @@ impl CreditLedger {
 
 /// What a waiting frame is charged: its buffer (when its payment moves here), its event name
 /// (a copy of part of the body) and [`FRAME_OVERHEAD`].
-fn cost(msg: &Inbound, payment: Option<&Payment>) -> usize {
+fn cost(msg: &ChannelInbound, payment: Option<&Payment>) -> usize {
     let name = match &msg.body {
         InboundBody::Event(e) => e.event().len(),
         InboundBody::Binary(_) | InboundBody::Disconnected => 0,
@@ -305,7 +305,7 @@ fn cost(msg: &Inbound, payment: Option<&Payment>) -> usize {
 
 /// Hands a ledger's waiting frames to the host's stream, in order, until none is left or the
 /// connection closes (then it drops the frame it holds and delivers the disconnect notice).
-async fn forward(ledger: Arc<CreditLedger>, tx: mpsc::Sender<Inbound>) {
+async fn forward(ledger: Arc<CreditLedger>, tx: mpsc::Sender<ChannelInbound>) {
     loop {
         let next = {
             let mut st = ledger.lock();

@@ -1,4 +1,4 @@
-//! One registered channel ([`ChannelEntry`]) and what it delivers to the host: [`Inbound`]
+//! One registered channel ([`ChannelEntry`]) and what it delivers to the host: [`ChannelInbound`]
 //! messages, handed to a callback or a stream.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
@@ -8,20 +8,20 @@ use dashmap::{DashMap, DashSet};
 use tokio::sync::mpsc;
 
 use super::credit::CreditLedger;
-use super::message::{Backpressure, Inbound};
+use super::message::{Backpressure, ChannelInbound};
 use crate::handle::{Connection, ConnectionId};
-use crate::inbound::{InboundBudget, Payment};
+use crate::inbound_budget::{InboundBudget, Payment};
 use carrier_protocol::channel::ChannelDescriptor;
 
 /// Default per-connection budget of a lossy channel's queued frames.
 pub const DEFAULT_LOSSY_BUDGET: usize = 1 << 20;
 
-pub(super) type Handler = Arc<dyn Fn(Inbound) + Send + Sync>;
+pub(super) type Handler = Arc<dyn Fn(ChannelInbound) + Send + Sync>;
 
 /// Where a channel's inbound messages go.
 pub(super) enum Sink {
     Handler(Handler),
-    Stream(mpsc::Sender<Inbound>),
+    Stream(mpsc::Sender<ChannelInbound>),
 }
 
 /// One registered channel: its descriptor, its outbound numbering and its inbound sink.
@@ -91,7 +91,7 @@ impl ChannelEntry {
     pub(super) fn deliver_credited(
         &self,
         ledger: &Arc<CreditLedger>,
-        msg: Inbound,
+        msg: ChannelInbound,
         bytes: usize,
         payment: Option<Payment>,
     ) -> Option<Backpressure> {
@@ -121,7 +121,7 @@ impl ChannelEntry {
 
     /// Delivers with backpressure: a full stream returns the wait for room, which pauses the
     /// sending connection's reader.
-    pub(super) fn deliver(&self, msg: Inbound) -> Option<Backpressure> {
+    pub(super) fn deliver(&self, msg: ChannelInbound) -> Option<Backpressure> {
         match self.current_sink().as_deref() {
             Some(Sink::Handler(h)) => h(msg),
             Some(Sink::Stream(tx)) => match tx.try_send(msg) {
@@ -140,7 +140,7 @@ impl ChannelEntry {
 
     /// Tells the host that a connection ended. Its frames still waiting in its credit ledger
     /// are dropped (and counted) first.
-    pub(super) fn disconnected(&self, msg: Inbound) {
+    pub(super) fn disconnected(&self, msg: ChannelInbound) {
         let msg = match self.ledgers.remove(&msg.connection) {
             Some((_, ledger)) => ledger.disconnected(msg),
             None => Some(msg),
@@ -151,7 +151,7 @@ impl ChannelEntry {
     }
 
     /// Delivers without waiting (disconnect notices come from synchronous cleanup).
-    pub(super) fn deliver_now(&self, msg: Inbound) {
+    pub(super) fn deliver_now(&self, msg: ChannelInbound) {
         match self.current_sink().as_deref() {
             Some(Sink::Handler(h)) => h(msg),
             Some(Sink::Stream(tx)) => {

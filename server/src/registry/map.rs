@@ -7,7 +7,7 @@ use dashmap::DashMap;
 
 use super::entry::ChannelEntry;
 use crate::handle::{Connection, ConnectionId};
-use crate::inbound::InboundBudget;
+use crate::inbound_budget::InboundBudget;
 
 /// The registry's state, shared by the [`super::ChannelRegistry`] and (weakly) by every
 /// channel's handle.

@@ -1,4 +1,4 @@
-//! What a channel hands its host: [`Inbound`] messages (a frame a client sent, or its
+//! What a channel hands its host: [`ChannelInbound`] messages (a frame a client sent, or its
 //! disconnect), and what a delivery that has to wait leaves to the reader ([`Backpressure`]).
 //! Apart from the channel entry, so the credit ledgers that hold such messages for the host and
 //! the entry that delivers them both use it without importing each other.
@@ -27,7 +27,7 @@ pub enum InboundBody {
 
 /// One inbound channel message with the connection it came from.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Inbound {
+pub struct ChannelInbound {
     /// The sending connection.
     pub connection: ConnectionId,
     /// The client's own seq for this channel (0 for `Disconnected`).

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use super::credit::CreditLedger;
 use super::entry::ChannelEntry;
 use super::map::ChannelMap;
-use super::message::{Backpressure, Inbound, InboundBody};
+use super::message::{Backpressure, ChannelInbound, InboundBody};
 use crate::handle::Connection;
-use crate::inbound::Payment;
+use crate::inbound_budget::Payment;
 use carrier_protocol::channel::DeliveryClass;
 use carrier_protocol::channel_frame::{self, EventBytes, FrameKind};
 use carrier_protocol::error::{protocol_error_event, ProtocolErrorCode};
@@ -196,7 +196,7 @@ pub(super) fn route(
             return Err(refusal);
         }
     };
-    let msg = Inbound {
+    let msg = ChannelInbound {
         connection: conn.id(),
         seq,
         body,

@@ -15,14 +15,15 @@
 
 use serde_json::Value;
 
-use super::reply::not_found;
-use super::reply_text::{cut, pieces, ReplyText};
-use super::turn::{Completion, TurnEnded};
+use crate::answer::not_found;
+use crate::turn_sink::{Completion, TurnEnded};
 use carrier_protocol::error::{EffectState, ErrorCode, ErrorObject};
 use carrier_protocol::events::*;
 use carrier_protocol::ids::{RequestId, TurnId};
 use carrier_protocol::methods::{Decision, HistoryEntry, HistoryRole, SessionState, TurnIdResult};
+use reply_text::{cut, pieces, ReplyText};
 
+mod reply_text;
 #[cfg(test)]
 mod tests;
 
