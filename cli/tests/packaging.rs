@@ -17,9 +17,19 @@ use carrier::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
 use carrier_test_support::node::{js_dev_dependencies, run};
 use serde_json::Value;
 
-/// What the package leaves out: its own tests, the type test, the real-socket tests and the
-/// lock file of its dev dependencies. Everything else under `js/` is the package.
-const NOT_PACKED: [&str; 4] = ["test/", "test-real/", "types-test/", "package-lock.json"];
+/// What the package leaves out: its own tests, the type test, the real-socket tests, the lock
+/// file of its dev dependencies, and the Rust crate `carrier-web` that shares the folder (its
+/// manifest, its sources and the console page it serves). Everything else under `js/` is the
+/// package.
+const NOT_PACKED: [&str; 7] = [
+    "test/",
+    "test-real/",
+    "types-test/",
+    "package-lock.json",
+    "Cargo.toml",
+    "src/",
+    "console.html",
+];
 
 fn js_dir() -> PathBuf {
     carrier_test_support::repo().join("js")
