@@ -106,7 +106,7 @@ fn route(c: &mut Criterion) {
     let mut g = c.benchmark_group("registry/route/event_echo");
     g.throughput(Throughput::Elements(1));
     for (channel, label) in [("ev-pass", "passthrough"), ("ev-json", "reserialized")] {
-        let msg = channel_frame::encode_event(channel, 1, "level", &payload)
+        let msg = channel_frame::encode_event_frame(channel, 1, "level", &payload)
             .map(|f| Bytes::from(f.to_vec()))
             .expect("encodable");
         g.bench_function(label, |b| {

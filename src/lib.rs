@@ -103,7 +103,8 @@
 //! | carry audio, files or app events | nothing: [`server::WsTransport::register_channel`] gives a [`server::ChannelHandle`] to send and receive on |
 //! | serve inside your own axum or hyper server | [`server::WsTransport::service`], a [`server::CarrierService`] you mount at any path |
 //! | serve over a socket you already own | [`agent::Bridge`] |
-//! | speak another text protocol on the socket | implement [`server::TextProfile`] and [`server::TextSession`] |
+//! | speak another text protocol on the socket | implement [`server::TextProfile`] and [`server::TextSession`]; at a path of its own beside another: [`server::Attachment::with_route`] |
+//! | speak another wire over the agent protocol's sessions | [`agent::foreign`] ([`agent::AgentProfile::sessions`]) |
 //! | talk to a carrier from Rust | [`client::Client`] over [`client::WsClientTransport`]; over another link, implement [`client::Transport`] |
 //!
 //! ## Modules
@@ -137,21 +138,30 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+// Each layer inlined, so this crate's documentation is the whole API at the paths a host writes
+// (`carrier::server::WsTransport`), not a list of links to other crates.
+
 /// The agent protocol on the carrier's text frames (the `carrier-agent` crate).
+#[doc(inline)]
 pub use carrier_agent as agent;
 /// The Rust client (the `carrier-client` crate).
 #[cfg(feature = "client")]
 #[cfg_attr(docsrs, doc(cfg(feature = "client")))]
+#[doc(inline)]
 pub use carrier_client as client;
 /// Finding a running carrier, and trusting what is found (the `carrier-discovery` crate).
+#[doc(inline)]
 pub use carrier_discovery as discovery;
 /// The wire, with no I/O (the `carrier-protocol` crate).
+#[doc(inline)]
 pub use carrier_protocol as protocol;
 /// The seed system's own wire (the `carrier-robota` crate).
 #[cfg(feature = "robota")]
 #[cfg_attr(docsrs, doc(cfg(feature = "robota")))]
+#[doc(inline)]
 pub use carrier_robota as robota;
 /// The server a host runs (the `carrier-server` crate).
+#[doc(inline)]
 pub use carrier_server as server;
 
 /// The README's code blocks, compiled and run as doctests so they cannot drift from the API.

@@ -173,7 +173,7 @@ async fn events_with_long_names_waiting_for_the_host_are_charged_at_least_their_
     // The event's name is kept apart from its body: charged too.
     let name = "n".repeat(200);
     let (heap, charged) = held(1000, move |seq| {
-        channel_frame::encode_event("up", seq, &name, &json!(null))
+        channel_frame::encode_event_frame("up", seq, &name, &json!(null))
             .expect("encode")
             .to_vec()
     })

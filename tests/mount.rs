@@ -101,7 +101,7 @@ async fn a_turn_with_a_permission_prompt(client: &mut Client) {
 
 /// A channel event sent on `echo` comes back to its sender.
 async fn a_channel_frame_is_echoed(client: &mut Client) {
-    let frame = channel_frame::encode_event("echo", 0, "ping", &json!({"n": 1})).unwrap();
+    let frame = channel_frame::encode_event_frame("echo", 0, "ping", &json!({"n": 1})).unwrap();
     client
         .ws
         .send(Message::binary(frame.to_vec()))

@@ -518,7 +518,7 @@ async fn an_abort_resolves_the_open_prompt_on_every_connection_before_the_turn_e
 #[tokio::test]
 async fn an_unroutable_binary_frame_is_answered_in_the_seed_servers_words() {
     use bytes::Bytes;
-    use carrier::protocol::channel_frame::{encode_binary, encode_event};
+    use carrier::protocol::channel_frame::{encode_binary, encode_event_frame};
     use carrier::server::{Binary, ChannelDescriptor};
 
     let server = server().await;
@@ -560,7 +560,7 @@ async fn an_unroutable_binary_frame_is_answered_in_the_seed_servers_words() {
             "Channel \"notes\" did not declare binary payload support",
         ),
         (
-            encode_event("file", 0, "other", &json!({}))
+            encode_event_frame("file", 0, "other", &json!({}))
                 .expect("frame")
                 .to_vec(),
             "Channel \"file\" did not declare event \"other\"",

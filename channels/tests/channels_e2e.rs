@@ -26,7 +26,7 @@ fn binary(channel: &str, seq: u32, payload: &[u8]) -> Message {
 
 fn event(channel: &str, seq: u32, name: &str, payload: Value) -> Message {
     Message::binary(
-        channel_frame::encode_event(channel, seq, name, &payload)
+        channel_frame::encode_event_frame(channel, seq, name, &payload)
             .unwrap()
             .to_vec(),
     )

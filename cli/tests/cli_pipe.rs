@@ -289,7 +289,8 @@ impl Peer {
     }
 
     async fn send_event(&mut self, event: &str, payload: &Value) {
-        let frame = channel_frame::encode_event("r", self.seq, event, payload).expect("encode");
+        let frame =
+            channel_frame::encode_event_frame("r", self.seq, event, payload).expect("encode");
         self.seq += 1;
         self.ws
             .send(Message::binary(frame.to_vec()))

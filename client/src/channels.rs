@@ -182,7 +182,7 @@ fn event_frame<'a>(
     event: &'a str,
     payload: &Value,
 ) -> Result<Outgoing<'a>, ClientError> {
-    let encoded = channel_frame::encode_event(channel, 0, event, payload)
+    let encoded = channel_frame::encode_event_frame(channel, 0, event, payload)
         .map_err(|error| encode_error(channel, error))?;
     let body = EventBytes::parse(encoded.body).map_err(|error| encode_error(channel, error))?;
     Ok(Outgoing::Event { event, body })

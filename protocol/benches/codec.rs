@@ -70,7 +70,9 @@ fn event_frames(c: &mut Criterion) {
     let mut g = c.benchmark_group("channel_frame/event");
     g.throughput(Throughput::Bytes(wire.len() as u64));
     g.bench_function("encode", |b| {
-        b.iter(|| channel_frame::encode_event("app", 3, black_box("vad"), black_box(&payload)))
+        b.iter(|| {
+            channel_frame::encode_event_frame("app", 3, black_box("vad"), black_box(&payload))
+        })
     });
     g.bench_function("decode", |b| {
         b.iter(|| channel_frame::decode(black_box(wire.clone())))

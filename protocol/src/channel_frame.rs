@@ -301,7 +301,7 @@ pub fn encode(
 ) -> Result<EncodedFrame, ChannelFrameError> {
     match body {
         FrameBody::Binary(payload) => encode_binary(channel, seq, payload.clone()),
-        FrameBody::Event { event, payload } => encode_event(channel, seq, event, payload),
+        FrameBody::Event { event, payload } => encode_event_frame(channel, seq, event, payload),
         FrameBody::EventBytes(body) => Ok(EncodedFrame {
             head: encode_head(FrameKind::Event, channel, seq)?,
             body: body.bytes.clone(),
@@ -322,7 +322,7 @@ pub fn encode_binary(
 }
 
 /// Encodes an event frame with the compact JSON body `{"event":…,"payload":…}`.
-pub fn encode_event(
+pub fn encode_event_frame(
     channel: &str,
     seq: u32,
     event: &str,

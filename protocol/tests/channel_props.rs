@@ -3,8 +3,8 @@
 
 use bytes::Bytes;
 use carrier_protocol::channel_frame::{
-    decode, encode, encode_binary, encode_event, peek, ChannelFrame, ChannelFrameError, FrameBody,
-    MAX_CHANNEL_NAME,
+    decode, encode, encode_binary, encode_event_frame, peek, ChannelFrame, ChannelFrameError,
+    FrameBody, MAX_CHANNEL_NAME,
 };
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value};
@@ -160,7 +160,7 @@ proptest! {
         event in any::<String>().prop_filter("non-empty", |s| !s.is_empty()),
         payload in json_value(),
     ) {
-        let msg = encode_event(&name, seq, &event, &payload).expect("encodable").to_vec();
+        let msg = encode_event_frame(&name, seq, &event, &payload).expect("encodable").to_vec();
         let frame = decode(Bytes::from(msg)).expect("decode");
         prop_assert_eq!(frame, ChannelFrame { channel: name, seq, body: FrameBody::Event { event, payload } });
     }

@@ -36,7 +36,7 @@ fn encode_refuses_empty_and_overlong_names_and_accepts_255_bytes() {
 
 #[test]
 fn encode_event_refuses_an_empty_event_name() {
-    let err = encode_event("ui", 0, "", &Value::Null).unwrap_err();
+    let err = encode_event_frame("ui", 0, "", &Value::Null).unwrap_err();
     assert_eq!(err, ChannelFrameError::EmptyEventName);
 }
 
@@ -116,7 +116,7 @@ fn every_error_maps_to_malformed_frame() {
 #[test]
 fn event_round_trips_through_two_part_encoding() {
     let payload = json!({"w": 1, "list": [true, null]});
-    let encoded = encode_event("ui", 3, "resize", &payload).unwrap();
+    let encoded = encode_event_frame("ui", 3, "resize", &payload).unwrap();
     let frame = decode(Bytes::from(encoded.to_vec())).unwrap();
     assert_eq!(
         frame,
@@ -135,7 +135,9 @@ fn event_round_trips_through_two_part_encoding() {
 fn event_payload_floats_survive_decode_and_re_encode_exactly() {
     // Needs serde_json's `float_roundtrip`: without it this value comes back one ULP off.
     let payload = json!({ "x": 5.339675471477256e214 });
-    let msg = encode_event("m", 1, "level", &payload).unwrap().to_vec();
+    let msg = encode_event_frame("m", 1, "level", &payload)
+        .unwrap()
+        .to_vec();
     let FrameBody::Event { payload: got, .. } = decode(Bytes::from(msg)).unwrap().body else {
         panic!("event frame decoded as binary");
     };
