@@ -8,7 +8,6 @@
 //! frame's bytes are released when it is taken; a write that fails is reported with
 //! [`DetachedConnection::fail_write`], after which nothing more is accepted or handed out.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -61,11 +60,12 @@ pub enum OutboundFrame {
 pub struct DetachedConnection {
     conn: Connection,
     out: OutboundPath,
-    /// Taken from the queue, not yet handed out: their bytes stay counted until then.
-    pending: VecDeque<OutItem>,
+    /// The batch taken from the queue, not yet handed out: its items' bytes stay counted until
+    /// then, and its buffer is freed once the batch is out (an idle connection holds none).
+    pending: std::vec::IntoIter<OutItem>,
     /// Lossy channels' drop notices (`channel.dropped`), handed out before `pending` as the
     /// socket writer writes them before its batch; one per lossy channel at most.
-    notices: VecDeque<Bytes>,
+    notices: std::vec::IntoIter<Bytes>,
     /// The close has been handed out: nothing follows it.
     closed: bool,
 }
@@ -87,8 +87,8 @@ impl DetachedConnection {
         DetachedConnection {
             conn: Connection::new(ConnectionId::next(), role, out.clone()),
             out,
-            pending: VecDeque::new(),
-            notices: VecDeque::new(),
+            pending: Vec::new().into_iter(),
+            notices: Vec::new().into_iter(),
             closed: false,
         }
     }
@@ -145,11 +145,15 @@ impl DetachedConnection {
             self.release_pending();
             return Some(None);
         }
-        if let Some(notice) = self.notices.pop_front() {
+        if let Some(notice) = self.notices.next() {
             return Some(Some(OutboundFrame::Text(notice)));
         }
-        while let Some(item) = self.pending.pop_front() {
+        while let Some(item) = self.pending.next() {
             self.out.written(&item);
+            if self.pending.len() == 0 {
+                // The batch is out: its buffer goes now, not with the next batch.
+                self.pending = Vec::new().into_iter();
+            }
             let frame = match item {
                 OutItem::Message {
                     kind: MessageKind::Text,
@@ -188,18 +192,19 @@ impl DetachedConnection {
         if batch.is_empty() && drops.is_empty() {
             return false;
         }
-        self.notices.extend(
-            drops
-                .iter()
-                .filter_map(|(channel, count)| dropped_notice(channel, *count)),
-        );
-        self.pending.extend(batch);
+        // Called only once both are handed out, so nothing is replaced before it is.
+        self.notices = drops
+            .iter()
+            .filter_map(|(channel, count)| dropped_notice(channel, *count))
+            .collect::<Vec<_>>()
+            .into_iter();
+        self.pending = batch.into_iter();
         true
     }
 
     fn release_pending(&mut self) {
-        self.notices.clear();
-        for item in self.pending.drain(..) {
+        self.notices = Vec::new().into_iter();
+        for item in std::mem::replace(&mut self.pending, Vec::new().into_iter()) {
             self.out.written(&item);
         }
     }
