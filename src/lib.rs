@@ -155,6 +155,11 @@ pub use carrier_discovery as discovery;
 /// The wire, with no I/O (the `carrier-protocol` crate).
 #[doc(inline)]
 pub use carrier_protocol as protocol;
+/// The Agent Client Protocol on both sides (the `carrier-acp` crate).
+#[cfg(feature = "acp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "acp")))]
+#[doc(inline)]
+pub use carrier_acp as acp;
 /// The seed system's own wire (the `carrier-robota` crate).
 #[cfg(feature = "robota")]
 #[cfg_attr(docsrs, doc(cfg(feature = "robota")))]
