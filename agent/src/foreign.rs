@@ -7,8 +7,8 @@
 //! beside the agent protocol ([`Attachment::with_route`](carrier_server::Attachment::with_route))
 //! or at `/`. Per connection it
 //!
-//! - binds to a session: the one the host's binder picks ([`Sessions::initial`]) or one by id
-//!   ([`Sessions::open`]), as a [`SessionHandle`];
+//! - binds to a session: the one the host's binder picks ([`Sessions::initial`]), one by id
+//!   ([`Sessions::open`]) or a new one ([`Sessions::start`]), as a [`SessionHandle`];
 //! - hears it: [`SessionHandle::listen`] hands it the history (each entry with its
 //!   [`EntryMeta`]), then every event as the session numbers it, to an [`EventListener`] that
 //!   sends them in its own wire — in order, with no gap between the history and the first live
@@ -25,10 +25,12 @@
 
 use std::sync::Arc;
 
+use super::handlers::start_refusal;
 use super::host::AgentHost;
 use super::hub::SessionHub;
 use super::memory::SessionMemory;
 use super::profile::AgentProfile;
+use carrier_protocol::error::ErrorObject;
 use carrier_protocol::events::DriverInfo;
 use carrier_protocol::ids::{SessionId, TurnId};
 use carrier_protocol::methods::{
@@ -76,6 +78,21 @@ impl Sessions {
     /// not know it.
     pub fn open(&self, session_id: &str) -> Option<SessionHandle> {
         self.host.hub(session_id).map(|hub| SessionHandle { hub })
+    }
+
+    /// Starts a new session, as `sessions.start` does: refused with `limit_exceeded` when the
+    /// host's directory already holds `max_sessions`, `internal` when the directory fails.
+    /// The title is the host directory's to keep (`sessions.list` cuts it to
+    /// `limits.max_title_bytes`).
+    pub fn start(
+        &self,
+        title: Option<&str>,
+        max_sessions: usize,
+    ) -> Result<SessionHandle, ErrorObject> {
+        self.host
+            .start_and_open(title, max_sessions)
+            .map(|hub| SessionHandle { hub })
+            .map_err(|e| start_refusal(e, max_sessions))
     }
 
     /// The budget the sessions keep their history and resume rings in (its gauges are what

@@ -43,6 +43,8 @@ pub(crate) enum StartError {
     Full,
     /// The host's directory failed.
     Host(HostError),
+    /// The host's directory returned a session it cannot open; it was released.
+    Invalid,
 }
 
 impl AgentHost {
@@ -116,6 +118,24 @@ impl AgentHost {
             return Err(StartError::Full);
         }
         self.directory.start(title).map_err(StartError::Host)
+    }
+
+    /// [`AgentHost::start_session`], then the new session's hub. A session the directory
+    /// returns but cannot open (an empty id, or one it does not know) is released.
+    pub(crate) fn start_and_open(
+        &self,
+        title: Option<&str>,
+        max_sessions: usize,
+    ) -> Result<Arc<SessionHub>, StartError> {
+        let entry = self.start_session(title, max_sessions)?;
+        let hub = (!entry.session_id.is_empty())
+            .then(|| self.hub(&entry.session_id))
+            .flatten();
+        hub.ok_or_else(|| {
+            self.directory.release(&entry.session_id);
+            self.forget(&entry.session_id);
+            StartError::Invalid
+        })
     }
 
     /// `sessions.list`: the directory's sessions with their hubs' states, each title cut to

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use carrier::acp::{AcpProfile, ACP_PATH};
 use carrier::agent::process::{AgentProcess, AgentProcessConfig, AgentProcessError};
 use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory, DEFAULT_MAX_SESSION_BYTES};
 use carrier::protocol::Role;
@@ -319,13 +320,19 @@ async fn serve(
     };
     let profile = profile.max_session_bytes(args.max_session_bytes).build();
     // The seed system's wire is served at `/robota` under either profile, and at `/` too with
-    // `--profile robota` (where it also stands for the sessions at `stop()`).
+    // `--profile robota` (where it also stands for the sessions at `stop()`); ACP clients and
+    // editors at `/acp`.
     let robota = Arc::new(RobotaProfile::new(&profile));
+    let acp = Arc::new(AcpProfile::new(&profile));
     let at_root = match wire {
         Profile::Carrier => Attachment::from(profile),
         Profile::Robota => Attachment::new(robota.clone()),
     };
-    transport.attach(at_root.with_route(ROBOTA_PATH, robota));
+    transport.attach(
+        at_root
+            .with_route(ROBOTA_PATH, robota)
+            .with_route(ACP_PATH, acp),
+    );
     for spec in &args.channels {
         if let Err(e) = channels::mount(transport, spec) {
             return usage_error(e);

@@ -183,7 +183,7 @@ impl TextSession for RobotaConnection {
     }
 
     /// `too_large` as this wire's `protocol_error`; the socket stays open.
-    fn too_large(&mut self, _size: usize, _limit: usize) -> Option<bytes::Bytes> {
+    fn too_large(&mut self, _message: &[u8], _limit: usize) -> Option<bytes::Bytes> {
         Some(
             ServerMessage::ProtocolError {
                 message: "too_large",

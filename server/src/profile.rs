@@ -63,9 +63,10 @@ pub trait TextSession: Send {
         Some(message)
     }
 
-    /// The answer to a text message of `size` bytes over the soft limit `limit` (the socket
-    /// stays open). The default, `None`, is the agent protocol's `too_large` reply.
-    fn too_large(&mut self, _size: usize, _limit: usize) -> Option<Bytes> {
+    /// The answer to `message`, a text message over the soft limit `limit` (the socket stays
+    /// open; the message is valid UTF-8, and the answer may read it, e.g. for a request id).
+    /// The default, `None`, is the agent protocol's `too_large` reply.
+    fn too_large(&mut self, _message: &[u8], _limit: usize) -> Option<Bytes> {
         None
     }
 

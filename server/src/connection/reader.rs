@@ -193,7 +193,7 @@ fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, te
     shared.metrics.inbound(MessageKind::Text, text.len());
     let limit = shared.limits.max_text_bytes;
     if text.len() > limit {
-        match session.too_large(text.len(), limit) {
+        match session.too_large(&text, limit) {
             Some(reply) => {
                 shared.metrics.protocol_error();
                 let _ = conn.send_text(reply);

@@ -1,0 +1,137 @@
+//! [`Link`]: what one `/acp` connection and the listeners of its bound sessions share — the
+//! connection, its prompts still running (answered with their `stopReason` when their turn
+//! ends) and the `session/request_permission`s it was sent and has not answered.
+//!
+//! Lock order: a session's lock, then the link's. The listeners run under their session's
+//! lock; the connection never calls into a session while it holds the link's.
+
+use std::sync::{Mutex, MutexGuard};
+
+use serde::Serialize;
+
+use super::jsonrpc::{self, Id, RpcError};
+use carrier_protocol::ids::TurnId;
+use carrier_server::{CarrierContext, Connection};
+
+/// The most `session/request_permission`s one connection may have unanswered. Past it, a
+/// prompt is not sent to that connection (the other wires, and its own answers to the
+/// earlier ones, still resolve it): a client that never answers holds at most this many.
+pub(crate) const MAX_ASKED: usize = 64;
+
+/// A `session/prompt` whose turn runs: answered when the turn ends.
+pub(crate) struct PendingPrompt {
+    pub(crate) id: Id,
+    pub(crate) session_id: String,
+    pub(crate) turn_id: TurnId,
+    /// The error the turn reported, if any: an aborted turn that reported one is answered
+    /// with it rather than `cancelled`.
+    pub(crate) error: Option<RpcError>,
+}
+
+/// A `session/request_permission` sent and not answered.
+pub(crate) struct Asked {
+    /// Carrier's id of the request.
+    pub(crate) id: u64,
+    pub(crate) session_id: String,
+    /// The session's id of the prompt (`session.permission_request`'s `request_id`).
+    pub(crate) request_id: String,
+}
+
+#[derive(Default)]
+pub(crate) struct LinkState {
+    pub(crate) prompts: Vec<PendingPrompt>,
+    pub(crate) asked: Vec<Asked>,
+    next_request: u64,
+}
+
+impl LinkState {
+    /// The next id of a request carrier sends on this connection.
+    pub(crate) fn next_request_id(&mut self) -> u64 {
+        let id = self.next_request;
+        self.next_request += 1;
+        id
+    }
+
+    /// Takes the prompt whose turn is `turn_id` in `session_id`.
+    pub(crate) fn take_prompt(&mut self, session_id: &str, turn_id: &str) -> Option<PendingPrompt> {
+        let at = self
+            .prompts
+            .iter()
+            .position(|p| p.session_id == session_id && p.turn_id.as_str() == turn_id)?;
+        Some(self.prompts.swap_remove(at))
+    }
+
+    /// Takes the requests asked for `request_id` of `session_id`.
+    pub(crate) fn take_asked(&mut self, session_id: &str, request_id: &str) -> Vec<u64> {
+        let (taken, kept) = std::mem::take(&mut self.asked)
+            .into_iter()
+            .partition(|a| a.session_id == session_id && a.request_id == request_id);
+        self.asked = kept;
+        taken.into_iter().map(|a: Asked| a.id).collect()
+    }
+}
+
+/// One connection, as its own handlers and its sessions' listeners see it.
+pub(crate) struct Link {
+    pub(crate) conn: Connection,
+    pub(crate) ctx: CarrierContext,
+    state: Mutex<LinkState>,
+}
+
+impl Link {
+    pub(crate) fn new(conn: Connection, ctx: CarrierContext) -> Self {
+        Link {
+            conn,
+            ctx,
+            state: Mutex::new(LinkState::default()),
+        }
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, LinkState> {
+        // No section can panic half-way (pushes, removals, sends); a poisoned lock is usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues one message; `false` when the connection takes nothing more.
+    pub(crate) fn send(&self, frame: Vec<u8>) -> bool {
+        self.conn.send_text(frame).is_ok()
+    }
+
+    /// Answers request `id` with `result`.
+    pub(crate) fn reply<R: Serialize>(&self, id: &Id, result: R) -> bool {
+        match jsonrpc::encode_result(id, result) {
+            Ok(frame) => self.send(frame),
+            Err(e) => {
+                tracing::error!(error = %e, "a result failed to encode");
+                self.fail(
+                    id,
+                    &RpcError::new(jsonrpc::RpcCode::Internal, "the result failed to encode"),
+                )
+            }
+        }
+    }
+
+    /// Answers request `id` with `error`. The errors of a message that is not the protocol
+    /// (not JSON-RPC, no such method, bad params) are counted as protocol errors.
+    pub(crate) fn fail(&self, id: &Id, error: &RpcError) -> bool {
+        use jsonrpc::RpcCode::*;
+        if matches!(
+            error.code,
+            ParseError | InvalidRequest | MethodNotFound | InvalidParams
+        ) {
+            self.ctx.count_protocol_error();
+        }
+        self.send(jsonrpc::encode_error(id, error))
+    }
+
+    /// Sends a notification.
+    pub(crate) fn notify<P: Serialize>(&self, method: &str, params: P) -> bool {
+        match jsonrpc::encode_notification(method, params) {
+            Ok(frame) => self.send(frame),
+            Err(e) => {
+                tracing::error!(method, error = %e, "a notification failed to encode");
+                true
+            }
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! A client of carrier's `/acp` profile, written from ACP v1's public schema (JSON-RPC 2.0, one
+//! message per text frame): requests with its own integer ids, and waits for the messages it
+//! expects, keeping the others in order. Every message it reads and writes can be kept in a
+//! recording ([`AcpClient::recording`]), which the schema check validates.
+
+use std::collections::VecDeque;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::agent::Ended;
+use crate::common::{Ws, WAIT};
+
+/// One message of a recording: which way it went and the message as it was on the wire.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// `"in"`: carrier sent it; `"out"`: the client did.
+    pub direction: &'static str,
+    /// The text frame.
+    pub text: String,
+}
+
+/// A connection to `/acp`.
+pub struct AcpClient {
+    /// The WebSocket, for reads and writes the helpers do not cover.
+    pub ws: Ws,
+    stash: VecDeque<Value>,
+    binary: VecDeque<bytes::Bytes>,
+    next_id: i64,
+    recording: Option<Vec<Recorded>>,
+}
+
+impl AcpClient {
+    /// Connects to `url` (a `ws://…/acp` URL with its token); panics if it cannot.
+    pub async fn connect(url: &str) -> AcpClient {
+        let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(url))
+            .await
+            .expect("connect timed out")
+            .expect("connect");
+        AcpClient {
+            ws,
+            stash: VecDeque::new(),
+            binary: VecDeque::new(),
+            next_id: 0,
+            recording: None,
+        }
+    }
+
+    /// Connects and runs `initialize`; returns the client and the result.
+    pub async fn initialized(url: &str) -> (AcpClient, Value) {
+        let mut c = AcpClient::connect(url).await;
+        let result = c.initialize().await;
+        (c, result)
+    }
+
+    /// Keeps every message from now on for [`AcpClient::recording`].
+    pub fn record(&mut self) {
+        self.recording = Some(Vec::new());
+    }
+
+    /// The messages kept since [`AcpClient::record`].
+    pub fn recording(&self) -> &[Recorded] {
+        self.recording.as_deref().unwrap_or_default()
+    }
+
+    /// Sends one text frame as is.
+    pub async fn send_raw(&mut self, text: &str) {
+        if let Some(r) = &mut self.recording {
+            r.push(Recorded {
+                direction: "out",
+                text: text.to_owned(),
+            });
+        }
+        self.ws
+            .send(Message::text(text.to_owned()))
+            .await
+            .expect("send");
+    }
+
+    /// Sends one message.
+    pub async fn send(&mut self, message: Value) {
+        self.send_raw(&message.to_string()).await;
+    }
+
+    /// Sends a request and returns its id (without waiting for the answer).
+    pub async fn send_request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        id
+    }
+
+    /// Sends a notification.
+    pub async fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}))
+            .await;
+    }
+
+    /// Sends a request and waits for its answer (`{result}` or `{error}`, the whole
+    /// response); what came before it stays stashed.
+    pub async fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params).await;
+        self.response(id).await
+    }
+
+    /// [`AcpClient::call`] that must succeed: its `result`.
+    pub async fn ok(&mut self, method: &str, params: Value) -> Value {
+        let response = self.call(method, params).await;
+        assert!(
+            response.get("error").is_none(),
+            "{method} failed: {response}"
+        );
+        response["result"].clone()
+    }
+
+    /// `initialize` with protocol version 1.
+    pub async fn initialize(&mut self) -> Value {
+        self.ok(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "carrier-tests", "version": "0"}}),
+        )
+        .await
+    }
+
+    /// `session/new`: the new session's id.
+    pub async fn new_session(&mut self) -> String {
+        let result = self
+            .ok("session/new", json!({"cwd": "/tmp", "mcpServers": []}))
+            .await;
+        result["sessionId"]
+            .as_str()
+            .expect("a sessionId")
+            .to_owned()
+    }
+
+    /// `session/load`: the updates replayed before its answer, in order.
+    pub async fn load_session(&mut self, session_id: &str) -> Vec<Value> {
+        let id = self
+            .send_request(
+                "session/load",
+                json!({"sessionId": session_id, "cwd": "/tmp", "mcpServers": []}),
+            )
+            .await;
+        let mut replayed = Vec::new();
+        loop {
+            let m = self.next().await;
+            if m["id"] == id {
+                assert_eq!(m["result"], json!({}), "session/load: {m}");
+                return replayed;
+            }
+            assert_eq!(m["method"], "session/update", "during session/load: {m}");
+            replayed.push(m);
+        }
+    }
+
+    /// Sends `session/prompt` with one text block; returns the request id.
+    pub async fn prompt(&mut self, session_id: &str, text: &str) -> i64 {
+        self.send_request(
+            "session/prompt",
+            json!({"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}),
+        )
+        .await
+    }
+
+    /// Every message up to and including the answer to request `id`, in order.
+    pub async fn until_response(&mut self, id: i64) -> Vec<Value> {
+        let mut out = Vec::new();
+        loop {
+            let m = self.next().await;
+            let done = m["id"] == id && m.get("method").is_none();
+            out.push(m);
+            if done {
+                return out;
+            }
+        }
+    }
+
+    /// The answer to request `id`; messages before it stay stashed.
+    pub async fn response(&mut self, id: i64) -> Value {
+        self.wait_for(|m| m["id"] == id && m.get("method").is_none())
+            .await
+    }
+
+    /// The next request or notification of `method`; messages before it stay stashed.
+    pub async fn wait_method(&mut self, method: &str) -> Value {
+        self.wait_for(|m| m["method"] == method).await
+    }
+
+    /// The first message (stashed first) that `pick` takes; the others stay stashed, in order.
+    pub async fn wait_for(&mut self, pick: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.stash.iter().position(&pick) {
+            return self.stash.remove(i).expect("index");
+        }
+        loop {
+            let m = self.read().await;
+            if pick(&m) {
+                return m;
+            }
+            self.stash.push_back(m);
+        }
+    }
+
+    /// The next message (stashed first).
+    pub async fn next(&mut self) -> Value {
+        match self.stash.pop_front() {
+            Some(m) => m,
+            None => self.read().await,
+        }
+    }
+
+    /// Messages received but not yet consumed.
+    pub fn stashed(&self) -> &VecDeque<Value> {
+        &self.stash
+    }
+
+    /// Answers carrier's request `request` (a `session/request_permission`) with `option_id`.
+    pub async fn choose(&mut self, request: &Value, option_id: &str) {
+        self.send(json!({
+            "jsonrpc": "2.0",
+            "id": request["id"],
+            "result": {"outcome": {"outcome": "selected", "optionId": option_id}},
+        }))
+        .await;
+    }
+
+    /// Waits for the connection to end and reports how.
+    pub async fn ended(&mut self) -> Ended {
+        loop {
+            let msg = tokio::time::timeout(WAIT, self.ws.next())
+                .await
+                .expect("timed out waiting for the close");
+            match msg {
+                Some(Ok(Message::Close(Some(frame)))) => return Ended::Close(frame.code.into()),
+                Some(Ok(Message::Close(None))) => return Ended::Close(1005),
+                Some(Ok(Message::Text(t))) => {
+                    let m = self.keep(&t);
+                    self.stash.push_back(m);
+                }
+                Some(Ok(_)) => continue,
+                Some(Err(_)) | None => return Ended::Eof,
+            }
+        }
+    }
+
+    /// The next binary frame; text frames before it are stashed.
+    pub async fn binary(&mut self) -> bytes::Bytes {
+        if let Some(b) = self.binary.pop_front() {
+            return b;
+        }
+        loop {
+            match self.frame().await {
+                Message::Binary(b) => return b,
+                Message::Text(t) => {
+                    let m = self.keep(&t);
+                    self.stash.push_back(m);
+                }
+                other => panic!("expected a binary frame, got {other:?}"),
+            }
+        }
+    }
+
+    async fn frame(&mut self) -> Message {
+        loop {
+            let msg = tokio::time::timeout(WAIT, self.ws.next())
+                .await
+                .expect("timed out waiting for a frame");
+            match msg {
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                Some(Ok(m)) => return m,
+                other => panic!("the connection ended: {other:?}"),
+            }
+        }
+    }
+
+    async fn read(&mut self) -> Value {
+        loop {
+            match self.frame().await {
+                Message::Text(t) => return self.keep(&t),
+                Message::Binary(b) => self.binary.push_back(b),
+                other => panic!("expected a text frame, got {other:?}"),
+            }
+        }
+    }
+
+    fn keep(&mut self, text: &str) -> Value {
+        if let Some(r) = &mut self.recording {
+            r.push(Recorded {
+                direction: "in",
+                text: text.to_owned(),
+            });
+        }
+        let value: Value = serde_json::from_str(text).expect("carrier sent invalid JSON");
+        assert_eq!(value["jsonrpc"], "2.0", "not JSON-RPC 2.0: {text}");
+        value
+    }
+}
+
+/// The texts of the `session/update`s of `kind` among `messages`, joined.
+pub fn chunks(messages: &[Value], kind: &str) -> String {
+    messages
+        .iter()
+        .filter(|m| {
+            m["method"] == "session/update" && m["params"]["update"]["sessionUpdate"] == kind
+        })
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect()
+}
+
+/// The `sessionUpdate` kinds of the `session/update`s among `messages`, in order.
+pub fn update_kinds(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .filter_map(|m| m["params"]["update"]["sessionUpdate"].as_str())
+        .map(str::to_owned)
+        .collect()
+}
