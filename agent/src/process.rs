@@ -92,6 +92,7 @@ pub use config::{
     DEFAULT_MAX_RESTARTS_PER_MINUTE, DEFAULT_REQUEST_TIMEOUT,
 };
 pub use error::AgentProcessError;
+pub use lines::{Line, LineReader};
 
 use super::directory::{SessionDirectory, SessionEntry};
 use super::profile::AgentProfile;

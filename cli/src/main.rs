@@ -25,6 +25,8 @@ enum Command {
     Connect(cli::client::ConnectArgs),
     /// Pipe stdin to a payload channel and the channel's frames to stdout.
     Pipe(cli::pipe::PipeArgs),
+    /// Be an ACP agent on stdio that is a running carrier's /acp (for editors).
+    Acp(cli::acp::AcpArgs),
     /// Print a server's `system.status`.
     Status(cli::client::StatusArgs),
     /// Find local servers and check versions and compatibility.
@@ -95,6 +97,7 @@ fn main() -> ExitCode {
             Command::Send(args) => cli::client::run_send(args).await,
             Command::Connect(args) => cli::client::run_connect(args).await,
             Command::Pipe(args) => cli::pipe::run_pipe(args).await,
+            Command::Acp(args) => cli::acp::run_acp(args).await,
             Command::Status(args) => cli::client::run_status(args).await,
             Command::Doctor(args) => cli::client::run_doctor(args).await,
             Command::Schema(args) => cli::schema::run(args),
