@@ -1,7 +1,8 @@
-//! Feeds arbitrary `Host`, `Origin`, query and `Sec-WebSocket-Protocol` values to the one
-//! admission function (docs/protocol.md, "Endpoint and admission").
+//! Feeds arbitrary `Host`, `Origin`, query, `Sec-WebSocket-Protocol` and `Authorization` values
+//! to the one admission function (docs/protocol.md, "Endpoint and admission").
 //!
-//! The input is split on `\n` into up to four fields (host, origin, query, protocols); a field
+//! The input is split on `\n` into up to five fields (host, origin, query, protocols,
+//! authorization); a field
 //! that is exactly `-` is "header absent". The first byte's low bit picks the listener's grant.
 //! Invariants, each checked against a small oracle written independently of the code under test:
 //! - `admit` never panics and is deterministic;
@@ -11,9 +12,9 @@
 //!   contain "localhost" are refused;
 //! - an `Origin` that is `null`, or neither the exact allowed origin nor an http(s) loopback
 //!   origin without a path, is never upgraded;
-//! - a connection is admitted only with the exact token, taken from `?token=` (form-decoded)
-//!   or, when the query has none, from the first subprotocol; and never with a role above the
-//!   grant;
+//! - a connection is admitted only with the exact token, taken from `?token=` (form-decoded),
+//!   or, when the query has none, from `Authorization: Bearer`, or else from the first
+//!   subprotocol; and never with a role above the grant;
 //! - the echoed subprotocol is the first offered value, trimmed, with no comma.
 
 #![no_main]
@@ -82,6 +83,15 @@ fn oracle_origin_ok(origin: &str) -> bool {
     !rest.contains('/') && oracle_loopback(rest)
 }
 
+/// The token of `Bearer TOKEN` (any case of the scheme, surrounding blanks trimmed).
+fn oracle_bearer(header: &str) -> Option<String> {
+    let header = header.trim();
+    let space = header.find(' ')?;
+    let (scheme, rest) = header.split_at(space);
+    let token = rest.trim();
+    (scheme.to_ascii_lowercase() == "bearer" && !token.is_empty()).then(|| token.to_string())
+}
+
 fn field(s: Option<&str>) -> Option<&str> {
     match s {
         Some("-") | None => None,
@@ -94,12 +104,13 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let text = String::from_utf8_lossy(rest);
-    let mut parts = text.splitn(4, '\n');
+    let mut parts = text.splitn(5, '\n');
     let req = AdmissionRequest {
         host: field(parts.next()),
         origin: field(parts.next()),
         query: field(parts.next()),
         protocols: field(parts.next()),
+        authorization: field(parts.next()),
     };
     let grant = if flags & 1 == 0 { Role::Drive } else { Role::Observe };
     let policy = AdmissionPolicy {
@@ -132,7 +143,10 @@ fuzz_target!(|data: &[u8]| {
             assert!(role <= grant, "role {role:?} above grant {grant:?}");
             let presented = match req.query.and_then(|q| query_param(q, "token")) {
                 Some(t) => t,
-                None => protocol.clone().expect("admitted without any token"),
+                None => match req.authorization.and_then(oracle_bearer) {
+                    Some(t) => t,
+                    None => protocol.clone().expect("admitted without any token"),
+                },
             };
             assert_eq!(presented, TOKEN, "admitted with a wrong token");
         }

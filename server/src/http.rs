@@ -24,7 +24,7 @@ use super::connection::{self, Linger};
 
 use super::profile::Asset;
 use super::shared::Shared;
-use carrier_protocol::admission::{admit, query_param, Admission, AdmissionRequest};
+use carrier_protocol::admission::{admit, bearer, query_param, Admission, AdmissionRequest};
 
 /// The response body type of every carrier response.
 pub type Body = Full<Bytes>;
@@ -229,8 +229,8 @@ fn metrics<B>(req: &Request<B>, shared: &Shared) -> Response<Body> {
     if let Some(expected) = &shared.policy.token {
         let from_query = req.uri().query().and_then(|q| query_param(q, "token"));
         let from_header = header(req, AUTHORIZATION)
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .map(|t| t.trim().to_string());
+            .and_then(bearer)
+            .map(str::to_string);
         let ok = from_query
             .or(from_header)
             .is_some_and(|t| expected.matches(&t));
@@ -276,6 +276,7 @@ fn upgrade<B: Send + 'static>(
             origin: header(req, ORIGIN),
             query: req.uri().query(),
             protocols: header(req, SEC_WEBSOCKET_PROTOCOL),
+            authorization: header(req, AUTHORIZATION),
         },
     );
     let (protocol, verdict) = match decision {

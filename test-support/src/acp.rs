@@ -317,3 +317,50 @@ pub fn update_kinds(messages: &[Value]) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// What `acp/tests/fixtures/sdk-client.mjs` and `sdk_client.py` must have seen against the
+/// embedded agent, whichever transport carried them (`loaded`: the prompt another client ran
+/// in s1 before).
+pub fn check_sdk_summary(summary: &Value, loaded: &str) {
+    assert_eq!(summary["initialize"]["protocolVersion"], 1, "{summary}");
+    assert_eq!(summary["turn"]["stopReason"], "end_turn", "{summary}");
+    assert_eq!(
+        summary["turn"]["text"], "echo: hello from the sdk",
+        "{summary}"
+    );
+    assert_eq!(
+        summary["permission"],
+        json!({
+            "asked": 1,
+            "title": "demo.tool",
+            "options": ["allow_once", "reject_once"],
+            "stopReason": "end_turn",
+            "text": "tool ran: sdk-tool",
+        }),
+        "{summary}"
+    );
+    assert_eq!(summary["cancel"]["stopReason"], "cancelled", "{summary}");
+    let streamed = summary["cancel"]["text"].as_str().unwrap_or_default();
+    let whole = "echo: one two three four five six seven eight nine ten";
+    assert!(
+        !streamed.is_empty() && whole.starts_with(streamed) && streamed != whole,
+        "cancelled mid-reply: {summary}"
+    );
+    assert_eq!(
+        summary["cancelAsked"]["stopReason"], "cancelled",
+        "{summary}"
+    );
+    assert_eq!(
+        summary["load"],
+        json!({"user": loaded, "agent": format!("echo: {loaded}")}),
+        "{summary}"
+    );
+    assert_eq!(summary["observer"]["code"], -32603, "{summary}");
+    assert!(
+        summary["observer"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("forbidden: observe role"),
+        "{summary}"
+    );
+}

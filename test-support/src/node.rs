@@ -1,5 +1,6 @@
 //! Running Node.js and npm from the tests: a command with a deadline and its captured output,
-//! and the JavaScript package's dev dependencies installed once per test binary.
+//! and the JavaScript package's and the ACP fixtures' dev dependencies installed once per test
+//! binary.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -73,26 +74,39 @@ pub fn run(mut command: Command, what: &str) -> Run {
 /// is newer than the lock file.
 pub fn js_dev_dependencies() {
     static INSTALLED: Mutex<bool> = Mutex::new(false);
-    let mut installed = INSTALLED.lock().unwrap_or_else(|p| p.into_inner());
+    npm_ci_once(&INSTALLED, &crate::common::repo().join("js"));
+}
+
+/// `npm ci` in `acp/tests/fixtures/` (the ACP SDK, the JSON Schema validator, `ws`), once per
+/// test binary, unless its `node_modules` is newer than the lock file. Returns the folder.
+pub fn acp_fixtures() -> std::path::PathBuf {
+    static INSTALLED: Mutex<bool> = Mutex::new(false);
+    let dir = crate::common::repo().join("acp/tests/fixtures");
+    npm_ci_once(&INSTALLED, &dir);
+    dir
+}
+
+fn npm_ci_once(installed: &Mutex<bool>, dir: &Path) {
+    let mut installed = installed.lock().unwrap_or_else(|p| p.into_inner());
     if *installed {
         return;
     }
-    let js = crate::common::repo().join("js");
     let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
     let fresh = match (
-        modified(&js.join("node_modules/.package-lock.json")),
-        modified(&js.join("package-lock.json")),
+        modified(&dir.join("node_modules/.package-lock.json")),
+        modified(&dir.join("package-lock.json")),
     ) {
         (Some(installed), Some(lock)) => installed >= lock,
         _ => false,
     };
     if !fresh {
         let mut npm = Command::new("npm");
-        npm.args(["ci", "--no-audit", "--no-fund"]).current_dir(&js);
-        let out = run(npm, "npm ci in js/");
+        npm.args(["ci", "--no-audit", "--no-fund"]).current_dir(dir);
+        let out = run(npm, &format!("npm ci in {}", dir.display()));
         assert!(
             out.success,
-            "npm ci in js/ failed (the npm registry must be reachable):\n{}",
+            "npm ci in {} failed (the npm registry must be reachable):\n{}",
+            dir.display(),
             out.report()
         );
     }
