@@ -11,6 +11,9 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::agent::Ended;
 use crate::common::{Ws, WAIT};
+use std::process::{ExitStatus, Stdio};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 /// One message of a recording: which way it went and the message as it was on the wire.
 #[derive(Debug, Clone)]
@@ -363,4 +366,173 @@ pub fn check_sdk_summary(summary: &Value, loaded: &str) {
             .contains("forbidden: observe role"),
         "{summary}"
     );
+}
+
+/// `carrier acp` as an editor runs it: a child with piped stdin and stdout, spoken to in JSON
+/// lines. Every stdout line must be a JSON-RPC 2.0 message. Only `carrier-cli`'s tests use it
+/// (they have the binary).
+pub struct AcpStdio {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Lines<BufReader<ChildStdout>>,
+    stderr: tempfile::NamedTempFile,
+    stash: VecDeque<Value>,
+    next_id: i64,
+    recording: Vec<Recorded>,
+}
+
+impl AcpStdio {
+    /// `carrier acp ARGS…` with `env` set (and `RUST_LOG` unset, so stderr holds only what
+    /// the command says).
+    pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> AcpStdio {
+        let stderr = tempfile::NamedTempFile::new().expect("temp file");
+        let mut command = Command::new(crate::serve_process::carrier_bin());
+        command
+            .arg("acp")
+            .args(args)
+            .env_remove("RUST_LOG")
+            .env_remove("CARRIER_TOKEN")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr.reopen().expect("reopen"))
+            .kill_on_drop(true);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("spawn carrier acp");
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        AcpStdio {
+            child,
+            stdin,
+            stdout,
+            stderr,
+            stash: VecDeque::new(),
+            next_id: 0,
+            recording: Vec::new(),
+        }
+    }
+
+    /// What the command wrote on stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.stderr.path()).unwrap_or_default()
+    }
+
+    /// Every line written and read so far.
+    pub fn recording(&self) -> &[Recorded] {
+        &self.recording
+    }
+
+    /// Writes `bytes` to stdin as they are.
+    pub async fn write_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(bytes).await.expect("write stdin");
+        stdin.flush().await.expect("flush stdin");
+    }
+
+    /// Writes one message as one line.
+    pub async fn send(&mut self, message: Value) {
+        let line = message.to_string();
+        self.recording.push(Recorded {
+            direction: "out",
+            text: line.clone(),
+        });
+        self.write_raw(format!("{line}\n").as_bytes()).await;
+    }
+
+    /// Sends a request and returns its id.
+    pub async fn send_request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        id
+    }
+
+    /// Sends a request and waits for its answer (the whole response).
+    pub async fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params).await;
+        self.wait_for(|m| m["id"] == id && m.get("method").is_none())
+            .await
+    }
+
+    /// [`AcpStdio::call`] that must succeed: its `result`.
+    pub async fn ok(&mut self, method: &str, params: Value) -> Value {
+        let response = self.call(method, params).await;
+        assert!(
+            response.get("error").is_none(),
+            "{method} failed: {response}"
+        );
+        response["result"].clone()
+    }
+
+    /// Every message up to and including the answer to request `id`, in order.
+    pub async fn until_response(&mut self, id: i64) -> Vec<Value> {
+        let mut out = Vec::new();
+        loop {
+            let m = self.next().await;
+            let done = m["id"] == id && m.get("method").is_none();
+            out.push(m);
+            if done {
+                return out;
+            }
+        }
+    }
+
+    /// The first message (stashed first) that `pick` takes; the others stay stashed.
+    pub async fn wait_for(&mut self, pick: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.stash.iter().position(&pick) {
+            return self.stash.remove(i).expect("index");
+        }
+        loop {
+            let m = self.read().await;
+            if pick(&m) {
+                return m;
+            }
+            self.stash.push_back(m);
+        }
+    }
+
+    /// The next message (stashed first).
+    pub async fn next(&mut self) -> Value {
+        match self.stash.pop_front() {
+            Some(m) => m,
+            None => self.read().await,
+        }
+    }
+
+    async fn read(&mut self) -> Value {
+        let line = tokio::time::timeout(WAIT, self.stdout.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("no stdout line in time; stderr: {}", self.stderr()))
+            .expect("read stdout")
+            .unwrap_or_else(|| panic!("stdout ended; stderr: {}", self.stderr()));
+        self.recording.push(Recorded {
+            direction: "in",
+            text: line.clone(),
+        });
+        let value: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("a stdout line that is not JSON ({e}): {line:?}"));
+        assert_eq!(
+            value["jsonrpc"], "2.0",
+            "not JSON-RPC 2.0 on stdout: {line}"
+        );
+        value
+    }
+
+    /// Closes stdin, as an editor does when it is done.
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Waits for the command to exit; returns its status and whatever stdout still held.
+    pub async fn exit(&mut self) -> (ExitStatus, String) {
+        let status = tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("carrier acp did not exit; stderr: {}", self.stderr()))
+            .expect("wait");
+        let mut rest = String::new();
+        let _ = self.stdout.get_mut().read_to_string(&mut rest).await;
+        (status, rest)
+    }
 }

@@ -112,3 +112,49 @@ fn npm_ci_once(installed: &Mutex<bool>, dir: &Path) {
     }
     *installed = true;
 }
+
+/// The Python SDK of ACP (`acp/tests/fixtures/requirements.txt`, pinned), installed with
+/// `pip install --target` into `target/acp-python/` once per test binary (again only when the
+/// requirements change): the folder to put on `PYTHONPATH`. Nothing is installed globally.
+pub fn acp_python_sdk() -> std::path::PathBuf {
+    static INSTALLED: Mutex<bool> = Mutex::new(false);
+    let requirements = crate::common::repo().join("acp/tests/fixtures/requirements.txt");
+    let target = crate::serve_process::carrier_bin()
+        .parent()
+        .and_then(Path::parent)
+        .map(|t| t.join("acp-python"))
+        .expect("the target folder");
+    let mut installed = INSTALLED.lock().unwrap_or_else(|p| p.into_inner());
+    if *installed {
+        return target;
+    }
+    let marker = target.join(".requirements.txt");
+    let wanted = std::fs::read(&requirements).expect("acp/tests/fixtures/requirements.txt");
+    if std::fs::read(&marker).ok().as_ref() != Some(&wanted) {
+        let _ = std::fs::remove_dir_all(&target);
+        let mut pip = Command::new("python3");
+        pip.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--target",
+        ])
+        .arg(&target)
+        .arg("-r")
+        .arg(&requirements);
+        let out = run(pip, "pip install the ACP Python SDK");
+        assert!(
+            out.success,
+            "cannot install the ACP Python SDK: run `python3 -m pip install --target {} -r {}` \
+             (PyPI must be reachable):\n{}",
+            target.display(),
+            requirements.display(),
+            out.report()
+        );
+        std::fs::write(&marker, &wanted).expect("write the install marker");
+    }
+    *installed = true;
+    target
+}
