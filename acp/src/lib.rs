@@ -7,3 +7,9 @@
 //!   *agent* of every editor or ACP client that connects;
 //! - the **agent side**: an ACP agent process carrier launches and drives as its ACP *client*
 //!   over stdio, as the agent of carrier's sessions.
+//!
+//! Layout:
+//!
+//! - [`rpc`] — JSON-RPC 2.0 framing and error codes, shared by both sides.
+
+pub mod rpc;
