@@ -8,7 +8,13 @@
 //!   connects;
 //! - the **agent side**: an ACP agent process carrier launches and drives as its ACP *client*
 //!   over stdio, as the agent of carrier's sessions.
+//!
+//! Layout:
+//!
+//! - [`rpc`] — JSON-RPC 2.0 framing and error codes, shared by both sides.
+//! - `profile` — the client side: `/acp` connections, their sessions' events as ACP messages.
 
 mod profile;
+pub mod rpc;
 
 pub use profile::{AcpProfile, ACP_PATH};

@@ -9,13 +9,13 @@
 //! - `link` — what a connection and its listeners share: its prompts still running, the
 //!   permission requests it has not answered, and their bounds.
 //! - `messages` — ACP's params, results and updates as types.
-//! - `jsonrpc` — JSON-RPC 2.0 framing and error codes.
+//!
+//! JSON-RPC itself is [`crate::rpc`]'s.
 //!
 //! Each text frame is one JSON-RPC message; binary frames are the carrier's channel frames,
 //! as on every wire.
 
 mod connection;
-mod jsonrpc;
 mod link;
 mod listener;
 mod messages;

@@ -43,7 +43,8 @@ async fn the_typescript_sdk_client_drives_a_session_over_its_websocket() {
         .await
         .unwrap();
     assert!(out.success, "the SDK client failed:\n{}", out.report());
-    let summary: Value = serde_json::from_str(out.stdout.trim()).expect(&out.report());
+    let summary: Value =
+        serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.report()));
     support::acp::check_sdk_summary(&summary, LOADED);
 
     // The observer's prompt ran nothing: s1 still holds only the other client's turn.

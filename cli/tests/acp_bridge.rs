@@ -188,6 +188,7 @@ async fn session_joins_the_carrier_session_a_browser_drives() {
 /// as one line (a frame holding a line break as JSON whitespace still makes one line), and the
 /// end of stdin closes the socket with 1000.
 #[tokio::test]
+#[allow(clippy::result_large_err)] // the error type of tungstenite's upgrade callback
 async fn the_end_of_stdin_closes_the_socket_with_1000() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -268,7 +269,8 @@ async fn the_typescript_sdk_client_drives_a_session_through_carrier_acp() {
         .await
         .unwrap();
     assert!(out.success, "the SDK client failed:\n{}", out.report());
-    let summary: Value = serde_json::from_str(out.stdout.trim()).expect(&out.report());
+    let summary: Value =
+        serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.report()));
     support::acp::check_sdk_summary(&summary, LOADED);
     serve.finish().await;
 }
@@ -291,7 +293,8 @@ async fn the_python_sdk_client_drives_a_session_through_carrier_acp() {
         .await
         .unwrap();
     assert!(out.success, "the SDK client failed:\n{}", out.report());
-    let summary: Value = serde_json::from_str(out.stdout.trim()).expect(&out.report());
+    let summary: Value =
+        serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.report()));
     support::acp::check_sdk_summary(&summary, LOADED);
     serve.finish().await;
 }

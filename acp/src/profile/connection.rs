@@ -1,5 +1,5 @@
-//! [`AcpConnection`]: one `/acp` connection. Each text frame is one JSON-RPC message, read
-//! by `jsonrpc` and answered here:
+//! [`AcpConnection`]: one `/acp` connection. Each text frame is one JSON-RPC message, read by
+//! [`crate::rpc`] and answered here (the methods themselves are in `methods`):
 //!
 //! - `initialize` first (anything else before it: `-32600`); then the connection takes
 //!   channel frames;
@@ -12,25 +12,21 @@
 //!
 //! An observer may do everything but prompt, cancel and answer prompts.
 
+mod methods;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::jsonrpc::{self, Id, Incoming, RpcCode, RpcError};
-use super::link::{Link, PendingPrompt};
-use super::listener::AcpListener;
-use super::messages::*;
-use carrier_agent::foreign::{
-    Answer, EntryMeta, EventListener, Quiet, SessionHandle, Sessions, ENVELOPE_BYTES,
-};
+use super::link::Link;
+use super::messages::{PermissionAnswer, PermissionOutcome};
+use crate::rpc::{self, ErrorObject, Id, Message, Notification, Request, Response};
+use carrier_agent::foreign::{Quiet, SessionHandle, Sessions};
 use carrier_protocol::envelope::truncate;
-use carrier_protocol::error::{ErrorCode, ErrorObject};
 use carrier_protocol::events::ProtocolErrorPayload;
-use carrier_protocol::ids::TurnId;
-use carrier_protocol::methods::{
-    Decision, HistoryEntry, HistoryRole, PermissionRespondParams, SubmitParams, TurnIdResult,
-};
+use carrier_protocol::methods::{Decision, PermissionRespondParams};
 use carrier_protocol::Role;
 use carrier_server::{CarrierContext, ChannelRefusal, Connection, TextSession};
 
@@ -41,6 +37,10 @@ pub(crate) const JOIN: &str = "_carrier/join";
 /// The notification that answers a binary frame the carrier could not route: the agent
 /// protocol's `protocol_error` payload, as an extension notification ACP clients may ignore.
 pub(crate) const PROTOCOL_ERROR: &str = "_carrier/protocol_error";
+
+/// The longest request id carrier takes (as JSON text): a prompt's id is held until its turn
+/// ends, so it is bounded like everything else a client makes carrier hold.
+pub(crate) const MAX_ID_BYTES: usize = 256;
 
 /// The session `session/new` joins, as `_carrier/join` named it.
 enum Join {
@@ -83,32 +83,43 @@ impl AcpConnection {
         self.conn().role() == Role::Drive
     }
 
-    fn request(&mut self, id: Id, method: &str, params: Option<&RawValue>) {
-        if !self.initialized && method != "initialize" {
-            let error = RpcError::new(
-                RpcCode::InvalidRequest,
-                format!("Invalid Request: {method} before initialize"),
+    fn request(&mut self, request: Request) {
+        let Request { id, method, params } = request;
+        if serde_json::to_string(&id).map_or(0, |s| s.len()) > MAX_ID_BYTES {
+            let error = ErrorObject::new(
+                rpc::INVALID_REQUEST,
+                format!("invalid request: the id is over {MAX_ID_BYTES} bytes"),
             );
-            self.link.fail(&id, &error);
+            self.link.fail(None, &error);
             return;
         }
-        let done = match method {
+        if !self.initialized && method != "initialize" {
+            let error = ErrorObject::new(
+                rpc::INVALID_REQUEST,
+                format!(
+                    "invalid request: {:?} before initialize",
+                    truncate(&method, 64)
+                ),
+            );
+            self.link.fail(Some(&id), &error);
+            return;
+        }
+        let params = params.as_deref();
+        let done = match method.as_str() {
             "initialize" => self.initialize(&id, params),
             "session/new" => self.new_session(&id, params),
             "session/load" => self.load_session(&id, params),
-            "session/prompt" => self.prompt(id.clone(), params),
-            _ => Err(RpcError::new(
-                RpcCode::MethodNotFound,
-                format!("Method not found: {}", truncate(method, 64)),
-            )),
+            "session/prompt" => self.prompt(&id, params),
+            other => Err(ErrorObject::method_not_found(other)),
         };
         if let Err(error) = done {
-            self.link.fail(&id, &error);
+            self.link.fail(Some(&id), &error);
         }
     }
 
-    fn notification(&mut self, method: &str, params: Option<&RawValue>) {
-        let done = match method {
+    fn notification(&mut self, notification: Notification) {
+        let params = notification.params.as_deref();
+        let done = match notification.method.as_str() {
             JOIN => self.join(params),
             "session/cancel" if self.initialized => self.cancel(params),
             "$/cancel_request" if self.initialized => self.cancel_request(params),
@@ -116,258 +127,42 @@ impl AcpConnection {
             _ => Ok(()),
         };
         if let Err(error) = done {
-            tracing::debug!(conn = %self.conn().id(), method, error = %error.message, "notification ignored");
+            tracing::debug!(conn = %self.conn().id(), method = truncate(&notification.method, 64), %error, "notification ignored");
         }
-    }
-
-    fn initialize(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
-        let p: InitializeParams = jsonrpc::params(params, "initialize")?;
-        // One major version: the one asked for when it is carrier's, carrier's otherwise.
-        let _asked = p.protocol_version;
-        self.link.reply(
-            id,
-            InitializeResult {
-                protocol_version: PROTOCOL_VERSION,
-                agent_capabilities: AgentCapabilities {
-                    load_session: true,
-                    prompt_capabilities: PromptCapabilities {
-                        image: false,
-                        audio: false,
-                        embedded_context: false,
-                    },
-                    mcp_capabilities: McpCapabilities {
-                        http: false,
-                        sse: false,
-                    },
-                },
-                agent_info: Implementation {
-                    name: self.ctx().server_name(),
-                    title: "carrier",
-                    version: self.ctx().server_version(),
-                },
-                auth_methods: [],
-            },
-        );
-        self.initialized = true;
-        // After the answer is queued, so no channel frame goes ahead of it.
-        self.conn().mark_handshaken();
-        Ok(())
-    }
-
-    fn join(&mut self, params: Option<&RawValue>) -> Result<(), RpcError> {
-        let p: SessionParams = jsonrpc::params(params, JOIN)?;
-        self.join = Some(match self.sessions.open(&p.session_id) {
-            Some(handle) => Join::Session(handle),
-            None => Join::Unknown(truncate(&p.session_id, 64).to_owned()),
-        });
-        Ok(())
-    }
-
-    /// The session `session/new` binds: the joined one, the host's default one for an
-    /// observer (which starts none), a new one otherwise.
-    fn session_for_new(&self, cwd: &str) -> Result<SessionHandle, RpcError> {
-        match &self.join {
-            Some(Join::Session(handle)) => Ok(handle.clone()),
-            Some(Join::Unknown(id)) => Err(RpcError::new(
-                RpcCode::ResourceNotFound,
-                format!("no carrier session {id:?} (named by {JOIN})"),
-            )),
-            None if !self.drives() => self.sessions.initial(self.conn()).ok_or_else(|| {
-                RpcError::new(RpcCode::Internal, "the host has no session to bind to")
-            }),
-            None => {
-                let limits = self.ctx().limits();
-                let title = format!("acp: {cwd}");
-                let title = truncate(&title, limits.max_title_bytes);
-                self.sessions
-                    .start(Some(title), limits.max_sessions)
-                    .map_err(carrier_error)
-            }
-        }
-    }
-
-    fn new_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
-        let p: NewSessionParams = jsonrpc::params(params, "session/new")?;
-        let handle = self.session_for_new(&p.cwd)?;
-        self.bind(handle, |link, handle, _history| {
-            link.reply(
-                id,
-                NewSessionResult {
-                    session_id: handle.id().as_str(),
-                },
-            );
-        })
-    }
-
-    fn load_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
-        let p: LoadSessionParams = jsonrpc::params(params, "session/load")?;
-        let Some(handle) = self.sessions.open(&p.session_id) else {
-            return Err(RpcError::new(
-                RpcCode::ResourceNotFound,
-                format!("no carrier session {:?}", truncate(&p.session_id, 64)),
-            ));
-        };
-        self.bind(handle, |link, handle, history| {
-            replay(link, handle.id().as_str(), history);
-            link.reply(id, serde_json::json!({}));
-        })
-    }
-
-    /// Binds `handle` to this connection: `greet` answers (under the session's lock, so the
-    /// answer comes before any live event), then the session's events follow.
-    fn bind(
-        &mut self,
-        handle: SessionHandle,
-        greet: impl FnOnce(&Link, &SessionHandle, Vec<(EntryMeta, HistoryEntry)>),
-    ) -> Result<(), RpcError> {
-        let session_id = handle.id().as_str().to_owned();
-        let max = self.ctx().limits().max_sessions;
-        if !self.bound.contains_key(&session_id) && self.bound.len() >= max {
-            return Err(RpcError::new(
-                RpcCode::Internal,
-                format!("this connection has bound {max} sessions (limits.max_sessions)"),
-            )
-            .with_data(serde_json::json!({ "code": "limit_exceeded", "limit": "max_sessions", "value": max })));
-        }
-        let listener: Arc<dyn EventListener> =
-            Arc::new(AcpListener::new(self.link.clone(), session_id.clone()));
-        let link = self.link.clone();
-        let budget = self.budget();
-        handle.listen(listener, budget, |history| greet(&link, &handle, history));
-        self.bound.insert(session_id, handle);
-        Ok(())
-    }
-
-    /// What an answer built from a session's history may take of the outbound budget.
-    fn budget(&self) -> usize {
-        self.ctx()
-            .limits()
-            .queue_bytes
-            .saturating_sub(ENVELOPE_BYTES)
-    }
-
-    fn bound_session(&self, session_id: &str) -> Result<&SessionHandle, RpcError> {
-        self.bound.get(session_id).ok_or_else(|| {
-            RpcError::new(
-                RpcCode::ResourceNotFound,
-                format!(
-                    "no session {:?} on this connection: session/new or session/load it first",
-                    truncate(session_id, 64)
-                ),
-            )
-        })
-    }
-
-    fn prompt(&mut self, id: Id, params: Option<&RawValue>) -> Result<(), RpcError> {
-        if !self.drives() {
-            return Err(forbidden());
-        }
-        let p: PromptParams = jsonrpc::params(params, "session/prompt")?;
-        let handle = self.bound_session(&p.session_id)?.clone();
-        let mut prompt = String::new();
-        for block in &p.prompt {
-            match (block.kind.as_str(), &block.text) {
-                ("text", Some(text)) => prompt.push_str(text),
-                (kind, _) => {
-                    return Err(RpcError::new(
-                        RpcCode::InvalidParams,
-                        format!(
-                            "Invalid params: carrier takes text prompts only, not a {:?} block",
-                            truncate(kind, 64)
-                        ),
-                    ))
-                }
-            }
-        }
-        let limits = self.ctx().limits();
-        let answer = PromptAnswer {
-            link: &self.link,
-            id,
-            session_id: handle.id().as_str(),
-        };
-        let params = SubmitParams {
-            prompt,
-            options: None,
-        };
-        handle.submit(
-            &answer,
-            params,
-            self.ctx().driver().clone(),
-            limits.max_reply_bytes,
-        );
-        Ok(())
-    }
-
-    fn cancel(&mut self, params: Option<&RawValue>) -> Result<(), RpcError> {
-        if !self.drives() {
-            return Err(forbidden());
-        }
-        let p: SessionParams = jsonrpc::params(params, "session/cancel")?;
-        // No turn running (or another wire's abort came first): nothing to do.
-        self.bound_session(&p.session_id)?.abort(&Quiet, None);
-        Ok(())
-    }
-
-    /// `$/cancel_request` for a running `session/prompt` cancels its turn; for anything else
-    /// (already answered) there is nothing to cancel.
-    fn cancel_request(&mut self, params: Option<&RawValue>) -> Result<(), RpcError> {
-        if !self.drives() {
-            return Err(forbidden());
-        }
-        let p: CancelRequestParams = jsonrpc::params(params, "$/cancel_request")?;
-        let running = {
-            let state = self.link.state();
-            state
-                .prompts
-                .iter()
-                .find(|prompt| prompt.id == p.request_id)
-                .map(|prompt| (prompt.session_id.clone(), prompt.turn_id.clone()))
-        };
-        if let Some((session_id, turn_id)) = running {
-            if let Some(handle) = self.bound.get(&session_id) {
-                handle.abort(&Quiet, Some(&turn_id));
-            }
-        }
-        Ok(())
     }
 
     /// A client's answer to a `session/request_permission`: decides the prompt, unless another
     /// wire did first (then the session ignores it).
-    fn response(&mut self, id: Id, outcome: Result<&RawValue, &RawValue>) {
-        let Id::Number(number) = id else {
+    fn response(&mut self, response: Response) {
+        let Id::Number(number) = response.id else {
             return tracing::debug!(conn = %self.conn().id(), "a response to no request of carrier's");
         };
         let asked = {
             let mut state = self.link.state();
-            let at = state
-                .asked
-                .iter()
-                .position(|a| Ok(a.id) == u64::try_from(number));
+            let at = state.asked.iter().position(|a| a.id == number);
             at.map(|at| state.asked.swap_remove(at))
         };
         let Some(asked) = asked else {
             // Withdrawn (answered elsewhere, its turn ended) or never sent.
             return;
         };
-        let decision = match outcome
-            .map(|result| serde_json::from_str::<PermissionAnswer>(result.get()))
-        {
-            Ok(Ok(PermissionAnswer {
+        let decision = match response.result::<PermissionAnswer>() {
+            Ok(PermissionAnswer {
                 outcome: PermissionOutcome::Selected { option_id },
-            })) => match option_id.as_str() {
+            }) => match option_id.as_str() {
                 "allow" => Decision::Allow,
                 "deny" => Decision::Deny,
                 other => {
                     return tracing::debug!(conn = %self.conn().id(), option = truncate(other, 64), "an option carrier did not offer");
                 }
             },
-            // The client gives no answer: its turn was cancelled, or it failed.
-            Ok(Ok(PermissionAnswer {
+            // The client gives no answer: its turn was cancelled.
+            Ok(PermissionAnswer {
                 outcome: PermissionOutcome::Cancelled,
-            }))
-            | Err(_) => return,
-            Ok(Err(e)) => {
-                return tracing::debug!(conn = %self.conn().id(), error = %e, "an unreadable permission answer");
+            }) => return,
+            // It failed, or answered with something else: no answer either.
+            Err(error) => {
+                return tracing::debug!(conn = %self.conn().id(), %error, "a permission request answered with no decision");
             }
         };
         if let Some(handle) = self.bound.get(&asked.session_id) {
@@ -381,116 +176,54 @@ impl AcpConnection {
     }
 }
 
-/// The history as the updates a client would have seen: each user entry as a
-/// `user_message_chunk`, each reply as an `agent_message_chunk`, the newest that fit the
-/// connection's outbound budget.
-fn replay(link: &Link, session_id: &str, history: Vec<(EntryMeta, HistoryEntry)>) {
-    let budget = link.ctx.limits().queue_bytes.saturating_sub(ENVELOPE_BYTES);
-    let mut frames = Vec::new();
-    let mut total = 0;
-    for (_, entry) in history.iter().rev() {
-        let content = Text { text: &entry.text };
-        let update = match entry.role {
-            HistoryRole::User => Update::UserMessageChunk { content },
-            _ => Update::AgentMessageChunk { content },
-        };
-        let frame = match jsonrpc::encode_notification(
-            "session/update",
-            SessionUpdate { session_id, update },
-        ) {
-            Ok(frame) => frame,
-            Err(_) => continue,
-        };
-        total += frame.len();
-        if total > budget {
-            tracing::debug!(conn = %link.conn.id(), left_out = history.len() - frames.len(), "history replay fitted to the outbound budget");
-            break;
-        }
-        frames.push(frame);
+/// The id of a message that is not otherwise read (one over the size limit), when it has one
+/// carrier would have taken.
+fn id_of(message: &[u8]) -> Option<Id> {
+    #[derive(Deserialize)]
+    struct IdOnly<'a> {
+        #[serde(borrow, default)]
+        id: Option<&'a RawValue>,
     }
-    for frame in frames.into_iter().rev() {
-        if !link.send(frame) {
-            return;
-        }
-    }
-}
-
-fn forbidden() -> RpcError {
-    RpcError::new(RpcCode::Internal, "forbidden: observe role")
-        .with_data(serde_json::json!({ "code": "forbidden" }))
-}
-
-/// A carrier error as a JSON-RPC one: an unknown session is ACP's "resource not found",
-/// everything else an internal error; `data` carries carrier's code and data.
-fn carrier_error(error: ErrorObject) -> RpcError {
-    let code = match error.code {
-        ErrorCode::NotFound => RpcCode::ResourceNotFound,
-        _ => RpcCode::Internal,
-    };
-    let mut data = serde_json::Map::new();
-    data.insert("code".into(), error.code.as_str().into());
-    if let Some(serde_json::Value::Object(more)) = error.data {
-        data.extend(more);
-    }
-    RpcError::new(code, error.message).with_data(serde_json::Value::Object(data))
-}
-
-/// The answer to a `session/prompt` when the session takes or refuses it: a started turn is
-/// remembered, to be answered when it ends; a refusal (a turn already running) is answered
-/// at once.
-struct PromptAnswer<'a> {
-    link: &'a Link,
-    id: Id,
-    session_id: &'a str,
-}
-
-impl Answer<TurnIdResult> for PromptAnswer<'_> {
-    fn ok(&self, started: &TurnIdResult) {
-        // Under the session's lock, before its `turn_started`: the listener knows the turn
-        // as this connection's own from its first event.
-        self.link.state().prompts.push(PendingPrompt {
-            id: self.id.clone(),
-            session_id: self.session_id.to_owned(),
-            turn_id: TurnId::from(started.turn_id.as_str()),
-            error: None,
-        });
-    }
-
-    fn err(&self, error: ErrorObject) {
-        self.link.fail(&self.id, &carrier_error(error));
-    }
+    // Only an object is a request (serde would read `IdOnly` from an array too).
+    let is_object = message.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    let raw = is_object
+        .then(|| serde_json::from_slice::<IdOnly<'_>>(message).ok())
+        .flatten()?
+        .id?;
+    (raw.get().len() <= MAX_ID_BYTES)
+        .then(|| serde_json::from_str(raw.get()).ok())
+        .flatten()
 }
 
 impl TextSession for AcpConnection {
     fn on_text(&mut self, text: &str) {
-        match jsonrpc::parse(text) {
-            Err(unreadable) => {
-                self.link.fail(&unreadable.id, &unreadable.error);
+        match rpc::parse(text) {
+            Err(refused) => {
+                self.link.fail(refused.id.as_ref(), &refused.error);
             }
-            Ok(Incoming::Request { id, method, params }) => self.request(id, method, params),
-            Ok(Incoming::Notification { method, params }) => self.notification(method, params),
-            Ok(Incoming::Response { id, outcome }) => self.response(id, outcome),
-            Ok(Incoming::Discarded) => {
-                tracing::debug!(conn = %self.conn().id(), "an invalid response, not answered");
-            }
+            Ok(Message::Request(request)) => self.request(request),
+            Ok(Message::Notification(notification)) => self.notification(notification),
+            Ok(Message::Response(response)) => self.response(response),
         }
     }
 
-    /// `-32600` with the request's id when it has one that can be read.
+    /// `-32600` under the request's id when it has one that can be read.
     fn too_large(&mut self, message: &[u8], limit: usize) -> Option<bytes::Bytes> {
         self.ctx().count_protocol_error();
-        let id = jsonrpc::id_of(message);
-        let error = RpcError::new(
-            RpcCode::InvalidRequest,
+        let error = ErrorObject::new(
+            rpc::INVALID_REQUEST,
             format!(
-                "Invalid Request: the message is {} bytes, over the {limit}-byte limit",
+                "invalid request: the message is {} bytes, over the {limit}-byte limit",
                 message.len()
             ),
-        )
-        .with_data(
-            serde_json::json!({ "code": "too_large", "limit": limit, "size": message.len() }),
         );
-        Some(jsonrpc::encode_error(&id, &error).into())
+        let error = ErrorObject {
+            data: Some(
+                serde_json::json!({ "code": "too_large", "limit": limit, "size": message.len() }),
+            ),
+            ..error
+        };
+        Some(rpc::encode_error(id_of(message).as_ref(), &error))
     }
 
     /// A binary frame the carrier could not route: the agent protocol's `protocol_error`
@@ -504,8 +237,7 @@ impl TextSession for AcpConnection {
             limit: None,
             size: None,
         };
-        let frame = jsonrpc::encode_notification(PROTOCOL_ERROR, payload).ok()?;
-        Some(frame.into())
+        rpc::encode_notification(PROTOCOL_ERROR, &payload).ok()
     }
 
     fn on_close(&mut self) {
@@ -516,5 +248,24 @@ impl TextSession for AcpConnection {
         let mut state = self.link.state();
         state.prompts.clear();
         state.asked.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_oversized_message_is_answered_under_its_id_when_it_has_one() {
+        assert_eq!(
+            id_of(br#" {"jsonrpc":"2.0","id":"r9","method":"x"}"#),
+            Some(Id::Str("r9".into()))
+        );
+        assert_eq!(id_of(br#"{"id":4}"#), Some(Id::Number(4)));
+        assert_eq!(id_of(br#"[{"id":4}]"#), None);
+        assert_eq!(id_of(br#"{"id":{"a":1}}"#), None);
+        assert_eq!(id_of(b"not json"), None);
+        let long = format!(r#"{{"id":"{}"}}"#, "a".repeat(MAX_ID_BYTES));
+        assert_eq!(id_of(long.as_bytes()), None);
     }
 }

@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde::Serialize;
 
-use super::jsonrpc::{self, Id, RpcError};
+use crate::rpc::{self, ErrorObject, Id};
 use carrier_protocol::ids::TurnId;
 use carrier_server::{CarrierContext, Connection};
 
@@ -18,6 +18,13 @@ use carrier_server::{CarrierContext, Connection};
 /// earlier ones, still resolve it): a client that never answers holds at most this many.
 pub(crate) const MAX_ASKED: usize = 64;
 
+/// The most `session/prompt`s one connection may have running at once (one per session it
+/// has bound, up to this): its in-flight requests.
+pub(crate) const MAX_PROMPTS: usize = 16;
+
+/// The most of a turn's error message kept for the answer to its prompt.
+pub(crate) const MAX_ERROR_BYTES: usize = 256;
+
 /// A `session/prompt` whose turn runs: answered when the turn ends.
 pub(crate) struct PendingPrompt {
     pub(crate) id: Id,
@@ -25,13 +32,13 @@ pub(crate) struct PendingPrompt {
     pub(crate) turn_id: TurnId,
     /// The error the turn reported, if any: an aborted turn that reported one is answered
     /// with it rather than `cancelled`.
-    pub(crate) error: Option<RpcError>,
+    pub(crate) error: Option<ErrorObject>,
 }
 
 /// A `session/request_permission` sent and not answered.
 pub(crate) struct Asked {
     /// Carrier's id of the request.
-    pub(crate) id: u64,
+    pub(crate) id: i64,
     pub(crate) session_id: String,
     /// The session's id of the prompt (`session.permission_request`'s `request_id`).
     pub(crate) request_id: String,
@@ -41,12 +48,12 @@ pub(crate) struct Asked {
 pub(crate) struct LinkState {
     pub(crate) prompts: Vec<PendingPrompt>,
     pub(crate) asked: Vec<Asked>,
-    next_request: u64,
+    next_request: i64,
 }
 
 impl LinkState {
     /// The next id of a request carrier sends on this connection.
-    pub(crate) fn next_request_id(&mut self) -> u64 {
+    pub(crate) fn next_request_id(&mut self) -> i64 {
         let id = self.next_request;
         self.next_request += 1;
         id
@@ -62,7 +69,7 @@ impl LinkState {
     }
 
     /// Takes the requests asked for `request_id` of `session_id`.
-    pub(crate) fn take_asked(&mut self, session_id: &str, request_id: &str) -> Vec<u64> {
+    pub(crate) fn take_asked(&mut self, session_id: &str, request_id: &str) -> Vec<i64> {
         let (taken, kept) = std::mem::take(&mut self.asked)
             .into_iter()
             .partition(|a| a.session_id == session_id && a.request_id == request_id);
@@ -93,40 +100,40 @@ impl Link {
     }
 
     /// Queues one message; `false` when the connection takes nothing more.
-    pub(crate) fn send(&self, frame: Vec<u8>) -> bool {
+    pub(crate) fn send(&self, frame: bytes::Bytes) -> bool {
         self.conn.send_text(frame).is_ok()
     }
 
     /// Answers request `id` with `result`.
-    pub(crate) fn reply<R: Serialize>(&self, id: &Id, result: R) -> bool {
-        match jsonrpc::encode_result(id, result) {
+    pub(crate) fn reply<R: Serialize>(&self, id: &Id, result: &R) -> bool {
+        match rpc::encode_result(id, result) {
             Ok(frame) => self.send(frame),
             Err(e) => {
                 tracing::error!(error = %e, "a result failed to encode");
                 self.fail(
-                    id,
-                    &RpcError::new(jsonrpc::RpcCode::Internal, "the result failed to encode"),
+                    Some(id),
+                    &ErrorObject::internal("the result failed to encode"),
                 )
             }
         }
     }
 
-    /// Answers request `id` with `error`. The errors of a message that is not the protocol
-    /// (not JSON-RPC, no such method, bad params) are counted as protocol errors.
-    pub(crate) fn fail(&self, id: &Id, error: &RpcError) -> bool {
-        use jsonrpc::RpcCode::*;
+    /// Answers request `id` (`None`: a message whose id could not be read) with `error`. The
+    /// errors of a message that is not the protocol (not JSON-RPC, no such method, bad params)
+    /// are counted as protocol errors.
+    pub(crate) fn fail(&self, id: Option<&Id>, error: &ErrorObject) -> bool {
         if matches!(
             error.code,
-            ParseError | InvalidRequest | MethodNotFound | InvalidParams
+            rpc::PARSE_ERROR | rpc::INVALID_REQUEST | rpc::METHOD_NOT_FOUND | rpc::INVALID_PARAMS
         ) {
             self.ctx.count_protocol_error();
         }
-        self.send(jsonrpc::encode_error(id, error))
+        self.send(rpc::encode_error(id, error))
     }
 
     /// Sends a notification.
-    pub(crate) fn notify<P: Serialize>(&self, method: &str, params: P) -> bool {
-        match jsonrpc::encode_notification(method, params) {
+    pub(crate) fn notify<P: Serialize>(&self, method: &str, params: &P) -> bool {
+        match rpc::encode_notification(method, params) {
             Ok(frame) => self.send(frame),
             Err(e) => {
                 tracing::error!(method, error = %e, "a notification failed to encode");

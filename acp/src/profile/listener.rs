@@ -13,13 +13,14 @@
 
 use std::sync::Arc;
 
-use super::jsonrpc::{self, RpcCode, RpcError};
-use super::link::{Asked, Link, MAX_ASKED};
+use super::link::{Asked, Link, MAX_ASKED, MAX_ERROR_BYTES};
 use super::messages::{
     CancelRequest, PermissionOption, PromptResult, RequestPermission, SessionUpdate, Text,
     ToolCall, Update,
 };
+use crate::rpc::{self, ErrorObject, Id};
 use carrier_agent::foreign::EventListener;
+use carrier_protocol::envelope::truncate;
 use carrier_protocol::events::{PermissionRequest, SessionEvent, TurnCompleted};
 use carrier_protocol::Role;
 use carrier_server::ConnectionId;
@@ -53,7 +54,7 @@ impl AcpListener {
     fn update(&self, update: Update<'_>) -> bool {
         self.link.notify(
             "session/update",
-            SessionUpdate {
+            &SessionUpdate {
                 session_id: &self.session_id,
                 update,
             },
@@ -91,13 +92,14 @@ impl AcpListener {
             },
             options: &CARRIER_OPTIONS,
         };
-        let frame = match jsonrpc::encode_request(id, "session/request_permission", params) {
-            Ok(frame) => frame,
-            Err(e) => {
-                tracing::error!(error = %e, "a permission request failed to encode");
-                return true;
-            }
-        };
+        let frame =
+            match rpc::encode_request(&Id::Number(id), "session/request_permission", &params) {
+                Ok(frame) => frame,
+                Err(e) => {
+                    tracing::error!(error = %e, "a permission request failed to encode");
+                    return true;
+                }
+            };
         state.asked.push(Asked {
             id,
             session_id: self.session_id.clone(),
@@ -111,7 +113,7 @@ impl AcpListener {
         let ids = self.link.state().take_asked(&self.session_id, request_id);
         ids.into_iter().all(|request_id| {
             self.link
-                .notify("$/cancel_request", CancelRequest { request_id })
+                .notify("$/cancel_request", &CancelRequest { request_id })
         })
     }
 
@@ -124,16 +126,16 @@ impl AcpListener {
             return true;
         };
         match (done.aborted, &prompt.error) {
-            (true, Some(error)) => self.link.fail(&prompt.id, error),
+            (true, Some(error)) => self.link.fail(Some(&prompt.id), error),
             (true, None) => self.link.reply(
                 &prompt.id,
-                PromptResult {
+                &PromptResult {
                     stop_reason: "cancelled",
                 },
             ),
             (false, _) => self.link.reply(
                 &prompt.id,
-                PromptResult {
+                &PromptResult {
                     stop_reason: "end_turn",
                 },
             ),
@@ -147,10 +149,10 @@ impl AcpListener {
             .iter_mut()
             .find(|p| p.session_id == self.session_id && p.turn_id.as_str() == turn_id)
         {
-            prompt.error = Some(
-                RpcError::new(RpcCode::Internal, message)
-                    .with_data(serde_json::json!({ "code": code })),
-            );
+            prompt.error = Some(ErrorObject {
+                data: Some(serde_json::json!({ "code": truncate(code, MAX_ERROR_BYTES) })),
+                ..ErrorObject::internal(truncate(message, MAX_ERROR_BYTES))
+            });
         }
     }
 }

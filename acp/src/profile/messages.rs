@@ -8,11 +8,13 @@ use serde_json::Value;
 /// The ACP major version carrier speaks.
 pub(crate) const PROTOCOL_VERSION: u16 = 1;
 
-/// `initialize` params: only the version is read (carrier calls no client method, so the
-/// client's capabilities change nothing).
+/// `initialize` params: only the version is checked (carrier calls no client method, so the
+/// client's capabilities change nothing, and whatever version is asked for, carrier answers
+/// with its own).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct InitializeParams {
+    #[allow(dead_code)] // required by ACP, and read to be checked
     pub(crate) protocol_version: u16,
 }
 
@@ -65,7 +67,7 @@ pub(crate) struct SessionParams {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct CancelRequestParams {
-    pub(crate) request_id: super::jsonrpc::Id,
+    pub(crate) request_id: crate::rpc::Id,
 }
 
 /// A client's answer to `session/request_permission`.
@@ -201,5 +203,5 @@ pub(crate) struct PermissionOption<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct CancelRequest {
-    pub(crate) request_id: u64,
+    pub(crate) request_id: i64,
 }
