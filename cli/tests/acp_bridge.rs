@@ -18,7 +18,7 @@ use carrier::client::{
 };
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use support::acp::{chunks, AcpClient, AcpStdio};
+use support::acp::{chunks, validate_recordings, write_recording, AcpClient, AcpStdio};
 use support::node::{acp_fixtures, acp_python_sdk, run};
 use support::robota::RobotaClient;
 use support::serve_process::{carrier_bin, Serve, TOKEN};
@@ -88,6 +88,16 @@ async fn finds_the_running_carrier_through_its_runtime_file_and_bridges_a_turn()
     assert_eq!(rest, "", "nothing more on stdout");
     assert_eq!(editor.stderr(), "", "nothing said on stderr");
     serve.finish().await;
+    // Every line it wrote is an ACP v1 message of an agent.
+    validate(&editor);
+}
+
+/// Checks every stdout line of `editor` against ACP v1's JSON Schema.
+fn validate(editor: &AcpStdio) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("carrier-acp.jsonl");
+    write_recording(&path, editor.recording());
+    validate_recordings("agent", &[path]);
 }
 
 #[tokio::test]

@@ -536,3 +536,112 @@ impl AcpStdio {
         (status, rest)
     }
 }
+
+/// The embedded demo agent with two prompts more, for what it never does on its own:
+/// `/fail` ends the turn on an error (`session.error`, then an aborted `turn_completed`), and
+/// `/asks N` asks `N` permissions at once and then waits for the turn to be cancelled.
+pub fn test_agent(delay: std::time::Duration) -> carrier::agent::AgentProfile {
+    use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
+    let embedded = EmbeddedAgent::default().with_demo_delay(delay);
+    AgentProfile::builder(InMemoryDirectory::new(move |_| {
+        std::sync::Arc::new(TestAgent {
+            inner: embedded.session(),
+        })
+    }))
+    .build()
+}
+
+struct TestAgent {
+    inner: std::sync::Arc<dyn carrier::agent::ProtocolSession>,
+}
+
+impl carrier::agent::ProtocolSession for TestAgent {
+    fn start_turn(&self, turn: carrier::agent::TurnStart) -> Result<(), carrier::agent::HostError> {
+        if turn.prompt == "/fail" {
+            let sink = turn.sink;
+            tokio::spawn(async move {
+                let _ = sink.delta("partial");
+                let _ = sink.fail("agent_exited", "the test agent went away");
+            });
+            return Ok(());
+        }
+        if let Some(n) = turn.prompt.strip_prefix("/asks ") {
+            let n: usize = n.trim().parse().unwrap_or(1);
+            let sink = turn.sink;
+            tokio::spawn(async move {
+                let asked: Vec<_> = (0..n)
+                    .map(|i| sink.ask_permission("test.tool", json!({ "i": i })))
+                    .collect();
+                sink.cancelled().await;
+                drop(asked);
+            });
+            return Ok(());
+        }
+        self.inner.start_turn(turn)
+    }
+
+    fn abort_turn(&self, turn_id: &str) {
+        self.inner.abort_turn(turn_id);
+    }
+
+    fn permission_decided(
+        &self,
+        turn_id: &str,
+        request_id: &str,
+        decision: carrier::agent::Decision,
+    ) {
+        self.inner.permission_decided(turn_id, request_id, decision);
+    }
+
+    fn history(&self, limit: Option<u32>) -> Option<carrier::agent::AgentAnswer> {
+        self.inner.history(limit)
+    }
+
+    fn status(&self) -> Option<carrier::agent::AgentAnswer> {
+        self.inner.status()
+    }
+
+    fn shutdown(&self) {
+        self.inner.shutdown();
+    }
+}
+
+/// Writes recordings as the schema check reads them (`acp/tests/fixtures/validate.mjs`): JSON
+/// lines `{"from": "carrier" | "peer", "text": …}`.
+pub fn write_recording(path: &std::path::Path, recording: &[Recorded]) {
+    let mut out = String::new();
+    for r in recording {
+        let from = if r.direction == "in" {
+            "carrier"
+        } else {
+            "peer"
+        };
+        out.push_str(&json!({"from": from, "text": r.text}).to_string());
+        out.push('\n');
+    }
+    std::fs::write(path, out).expect("write the recording");
+}
+
+/// Runs the schema check over `files` (carrier as ACP `agent` or `client`); returns what it
+/// saw (its summary), having asserted that every message carrier sent is valid.
+pub fn validate_recordings(carrier_is: &str, files: &[std::path::PathBuf]) -> Value {
+    let fixtures = crate::node::acp_fixtures();
+    let mut node = std::process::Command::new("node");
+    node.arg("validate.mjs")
+        .args(["--carrier-is", carrier_is])
+        .args(files)
+        .current_dir(&fixtures);
+    let out = crate::node::run(node, "node validate.mjs");
+    let summary: Value = serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "the schema check printed no summary ({e}):\n{}",
+            out.report()
+        )
+    });
+    assert!(
+        out.success,
+        "messages carrier sent fail ACP v1's schema:\n{}",
+        serde_json::to_string_pretty(&summary["failures"]).unwrap_or_default()
+    );
+    summary
+}
