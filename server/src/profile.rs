@@ -77,6 +77,13 @@ pub trait TextSession: Send {
         None
     }
 
+    /// The answer (a text message) to a binary message that came before the profile's
+    /// handshake; the carrier then closes the connection with 1008. The default, `None`, is the
+    /// agent protocol's `protocol_error` event (`handshake_required`).
+    fn binary_before_handshake(&mut self) -> Option<Bytes> {
+        None
+    }
+
     /// The connection has ended (any reason). Detach from anything that sends to it.
     fn on_close(&mut self) {}
 }

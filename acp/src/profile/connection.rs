@@ -28,7 +28,7 @@ use carrier_protocol::envelope::truncate;
 use carrier_protocol::events::ProtocolErrorPayload;
 use carrier_protocol::methods::{Decision, PermissionRespondParams};
 use carrier_protocol::Role;
-use carrier_server::{CarrierContext, ChannelRefusal, Connection, TextSession};
+use carrier_server::{CarrierContext, ChannelRefusal, Connection, ProtocolErrorCode, TextSession};
 
 /// The notification that makes `session/new` join an existing carrier session on this
 /// connection instead of starting one (what `carrier acp --session ID` sends first).
@@ -234,6 +234,19 @@ impl TextSession for AcpConnection {
             message: refusal.message().to_owned(),
             channel: refusal.channel().map(str::to_owned),
             seq: refusal.seq(),
+            limit: None,
+            size: None,
+        };
+        rpc::encode_notification(PROTOCOL_ERROR, &payload).ok()
+    }
+
+    /// `_carrier/protocol_error` (`handshake_required`); the carrier then closes with 1008.
+    fn binary_before_handshake(&mut self) -> Option<bytes::Bytes> {
+        let payload = ProtocolErrorPayload {
+            code: ProtocolErrorCode::HandshakeRequired,
+            message: "a binary frame before initialize".to_owned(),
+            channel: None,
+            seq: None,
             limit: None,
             size: None,
         };
