@@ -71,6 +71,10 @@ impl Flags {
         const LEDGER: u64 = 2 * BULK_WINDOW + 16 * KIB;
         /// Each connection's own state (task, queue, session binding).
         const CONNECTION: u64 = 10 * KIB;
+        /// What an `/acp` connection holds besides: its 16 running prompts (ids of at most
+        /// 256 bytes, an error of at most 256), 64 unanswered permission requests and the
+        /// sessions it has bound (at most `max_sessions`), with their listeners.
+        const ACP_STATE: u64 = 48 * KIB;
         /// An agent process's longest line.
         const AGENT_LINE: u64 = MIB;
         /// An entry's envelope and what it is charged beyond its bytes.
@@ -91,7 +95,7 @@ impl Flags {
         let outbound = n * (self.queue_bytes + self.max_message_bytes);
         let bulk_windows = n * k * (BULK_WINDOW + self.max_message_bytes);
         let buffered_credit = n * k * LEDGER;
-        let connection_state = n * CONNECTION;
+        let connection_state = n * (CONNECTION + ACP_STATE);
         // The budget, and the one entry being added past it: a prompt or an agent's line.
         let one_entry = self.max_text_bytes.max(AGENT_LINE) + ENTRY_ENVELOPE;
         let sessions = self.max_session_bytes + one_entry + MAX_SESSIONS * SESSION_STATE;

@@ -207,9 +207,9 @@ impl TextSession for AcpConnection {
         }
     }
 
-    /// `-32600` under the request's id when it has one that can be read.
+    /// `-32600` under the request's id when it has one that can be read (the carrier counts
+    /// it as a protocol error).
     fn too_large(&mut self, message: &[u8], limit: usize) -> Option<bytes::Bytes> {
-        self.ctx().count_protocol_error();
         let error = ErrorObject::new(
             rpc::INVALID_REQUEST,
             format!(
