@@ -122,7 +122,11 @@ async fn hostile_acp_clients_at_every_bound_stay_within_the_figure() {
     assert!(replayed.is_empty());
     // Per connection: 10 oversized, 50 not JSON, 50 batches, 50 unknown methods; each once.
     let errors = support::serve_process::gauge(serve.port, "carrier_protocol_errors_total").await;
-    assert_eq!(errors, (CONNECTIONS * 160) as u64, "protocol errors counted");
+    assert_eq!(
+        errors,
+        (CONNECTIONS * 160) as u64,
+        "protocol errors counted"
+    );
 
     let peak = peak_rss_kib(serve.pid) * KIB;
     eprintln!(
