@@ -435,3 +435,34 @@ async fn a_full_host_refuses_a_new_session_with_limit_exceeded() {
     assert_eq!(r["error"]["data"]["code"], "limit_exceeded");
     assert_eq!(r["error"]["data"]["limit"], "max_sessions");
 }
+
+#[tokio::test]
+async fn cancel_request_of_a_running_prompt_cancels_its_turn_and_an_observer_s_cancels_nothing() {
+    let s = Server::with(
+        support::config(),
+        support::embedded(std::time::Duration::from_millis(30)),
+    )
+    .await;
+    let (mut c, _) = AcpClient::initialized(&s.acp_url("")).await;
+    let (mut o, _) = AcpClient::initialized(&s.acp_url("&role=observe")).await;
+    let _ = c.load_session("s1").await;
+    let _ = o.load_session("s1").await;
+    let id = c.prompt("s1", "a b c d e f g h i j").await;
+    c.wait_method("session/update").await;
+    // The observer's cancel and its $/cancel_request change nothing.
+    o.notify("session/cancel", json!({"sessionId": "s1"})).await;
+    o.notify("$/cancel_request", json!({"requestId": id})).await;
+    // Once the observer's next request is answered, its notifications were read: the turn
+    // still runs.
+    o.initialize().await;
+    let (mut carrier, _) = s.drive().await;
+    assert_eq!(carrier.ok("session.status", json!({})).await["state"], "running");
+    // The driver's own $/cancel_request of its prompt does.
+    c.notify("$/cancel_request", json!({"requestId": id})).await;
+    let seen = c.until_response(id).await;
+    assert_eq!(seen.last().unwrap()["result"]["stopReason"], "cancelled");
+    // A $/cancel_request for nothing running is nothing.
+    c.notify("$/cancel_request", json!({"requestId": id})).await;
+    let (_, answer) = turn(&mut c, "s1", "next").await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn");
+}
