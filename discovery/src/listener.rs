@@ -54,13 +54,9 @@ use tokio::net::TcpStream;
 use super::user::{effective_uid, User};
 
 mod endpoint;
-#[cfg(unix)]
-mod peer;
 mod tcp_table;
 
 pub use endpoint::Endpoint;
-#[cfg(unix)]
-pub use peer::CheckedUnixStream;
 pub use tcp_table::SocketTables;
 
 /// Which listeners a dial hands back.
@@ -164,6 +160,16 @@ pub struct CheckedStream {
     pub listener: Listener,
 }
 
+/// A connected Unix stream and what is known about its listener.
+#[cfg(unix)]
+#[derive(Debug)]
+pub struct CheckedUnixStream {
+    /// The connection; nothing has been written to it.
+    pub stream: tokio::net::UnixStream,
+    /// Whose listener it reached.
+    pub listener: Listener,
+}
+
 /// How a dial treats listeners: the policy, and where the socket tables are.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct OwnerCheck {
@@ -227,6 +233,32 @@ impl OwnerCheck {
         let listener = self.attribute(&stream).await;
         let listener = self.judge_policy(addr.into(), listener)?;
         Ok(CheckedStream { stream, listener })
+    }
+
+    /// Connects to the Unix socket at `path` and attributes its listener by the peer
+    /// credentials the kernel reports on the connected socket (no table is read, and nothing
+    /// can change hands between the check and the first write). Under [`OwnerPolicy::OwnUser`]
+    /// a socket of another user (or of the overflow uid), or one whose credentials cannot be
+    /// read, is an error; the connection is then closed with nothing written.
+    #[cfg(unix)]
+    pub async fn connect_unix(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<CheckedUnixStream, DialError> {
+        let addr = Endpoint::Unix(path.to_owned());
+        let stream =
+            tokio::net::UnixStream::connect(path)
+                .await
+                .map_err(|e| DialError::Connect {
+                    addr: addr.clone(),
+                    reason: e.to_string(),
+                })?;
+        let listener = match stream.peer_cred() {
+            Ok(credentials) => attribute_uid(credentials.uid()),
+            Err(e) => Listener::Unattributed(format!("its peer credentials cannot be read: {e}")),
+        };
+        let listener = self.judge_policy(addr, listener)?;
+        Ok(CheckedUnixStream { stream, listener })
     }
 
     /// `listener`, when the policy lets a dial hand back a stream to it; the refusal otherwise.
@@ -483,6 +515,45 @@ mod tests {
         assert_eq!(
             OwnerCheck::any_owner().connect(addr).await.err(),
             Some(DialError::NotLoopback { addr })
+        );
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_socket_of_this_process_is_its_own_and_nothing_is_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("own.sock");
+        let listener = tokio::net::UnixListener::bind(&path).expect("bind");
+        let received = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut bytes = Vec::new();
+            let _ = socket.read_to_end(&mut bytes).await;
+            bytes
+        });
+        let checked = OwnerCheck::own_user()
+            .connect_unix(&path)
+            .await
+            .expect("connects");
+        assert_eq!(checked.listener, Listener::Own);
+        drop(checked);
+        assert!(received.await.expect("listener task").is_empty());
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_missing_socket_is_a_connect_error_naming_the_path() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("nobody-here.sock");
+        let error = OwnerCheck::own_user()
+            .connect_unix(&path)
+            .await
+            .expect_err("nothing listens");
+        assert!(matches!(error, DialError::Connect { .. }), "{error:?}");
+        assert!(
+            error
+                .to_string()
+                .starts_with(&format!("cannot reach unix:{}", path.display())),
+            "{error}"
         );
     }
 }

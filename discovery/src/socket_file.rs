@@ -227,7 +227,10 @@ mod tests {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
             .expect("chmod");
         let error = prepare_socket_path(&dir.path().join("c.sock")).expect_err("open dir");
-        assert!(error.to_string().contains("written by other users"), "{error}");
+        assert!(
+            error.to_string().contains("written by other users"),
+            "{error}"
+        );
     }
 
     #[test]
