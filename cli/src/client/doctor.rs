@@ -95,8 +95,13 @@ pub async fn doctor_with(
         let listed = entry
             .as_ref()
             .map(|e| {
+                let socket = e
+                    .socket
+                    .as_ref()
+                    .map(|s| format!(", reached at its socket {}", s.display()))
+                    .unwrap_or_default();
                 format!(
-                    ", pid {}, started {}, role {} (runtime file)",
+                    ", pid {}, started {}, role {} (runtime file{socket})",
                     e.pid, e.started, e.role
                 )
             })
@@ -163,11 +168,7 @@ pub async fn doctor_with(
             }
             Health::Carrier => {
                 carriers += 1;
-                let via = match url.strip_prefix("unix:") {
-                    Some(socket) => format!(" over its socket {socket}"),
-                    None => String::new(),
-                };
-                let _ = writeln!(out, "{addr}: carrier server (healthz ok{via}){listed}");
+                let _ = writeln!(out, "{addr}: carrier server (healthz ok){listed}");
                 // Without a token, try anyway: a carrier started with --open lists none.
                 let token = entry
                     .as_ref()
