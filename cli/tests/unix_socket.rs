@@ -763,3 +763,56 @@ fn a_socket_planted_by_another_user_is_refused_by_every_client() {
         drop(sleeper);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The JavaScript client in Node
+// ---------------------------------------------------------------------------------------------
+
+/// The package's client in Node reaches the socket through `ws`'s `ws+unix:` URLs: a
+/// handshake, a full turn and a channel echo, with no token.
+#[test]
+fn the_javascript_client_in_node_drives_a_turn_over_the_socket() {
+    carrier_test_support::node::js_dev_dependencies();
+    let js = carrier_test_support::repo().join("js");
+    let runtime = runtime();
+    let serve = Serve::start(runtime.path(), &[]);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let script = scratch.path().join("unix.mjs");
+    std::fs::write(
+        &script,
+        format!(
+            r#"
+import {{ WebSocket }} from "{ws}";
+import {{ CarrierClient }} from "{client}";
+const client = new CarrierClient(`ws+unix:${{process.argv[2]}}:/`, {{ WebSocket, reconnect: false }});
+const events = [];
+client.onEvent((frame) => events.push(frame));
+const until = (what, done) => new Promise((resolve, reject) => {{
+  const started = Date.now();
+  const tick = () => done() ? resolve() : Date.now() - started > 20000 ? reject(new Error(what)) : setTimeout(tick, 10);
+  tick();
+}});
+await client.connect();
+const {{ turn_id }} = await client.request("session.submit", {{ prompt: "hello from node" }});
+await until("turn_completed", () => events.some((e) => e.event === "session.turn_completed" && e.payload.turn_id === turn_id));
+const completed = events.find((e) => e.event === "session.turn_completed").payload;
+const echoed = [];
+client.onChannel("echo", (frame) => echoed.push(frame));
+client.sendChannelEvent("echo", "ping", {{ n: 7 }});
+await until("the echo", () => echoed.length === 1);
+console.log(JSON.stringify({{ text: completed.text, echo: echoed[0].payload }}));
+await client.disconnect();
+"#,
+            ws = js.join("node_modules/ws/wrapper.mjs").display(),
+            client = js.join("index.js").display(),
+        ),
+    )
+    .expect("write the script");
+    let mut node = Command::new("node");
+    node.arg(&script).arg(serve.socket());
+    let run = carrier_test_support::node::run(node, "node over the Unix socket");
+    assert!(run.success, "{}", run.report());
+    let report: Value = serde_json::from_str(run.stdout.trim()).expect("JSON");
+    assert_eq!(report["text"], "echo: hello from node", "{report}");
+    assert_eq!(report["echo"], json!({"n": 7}), "{report}");
+}
