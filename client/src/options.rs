@@ -265,7 +265,7 @@ impl Target {
         }
         let (url, url_token) = split_url_token(&options.url);
         if let Some(rest) = url.strip_prefix("unix:") {
-            return Target::unix(rest, url_token).map_err(|reason| invalid(reason));
+            return Target::unix(rest, url_token).map_err(&invalid);
         }
         let uri: Uri = url
             .parse()
@@ -294,7 +294,7 @@ impl Target {
             uri.path()
         };
         let endpoint = match &options.unix_socket {
-            Some(path) => unix_endpoint(path.clone()).map_err(|reason| invalid(reason))?,
+            Some(path) => unix_endpoint(path.clone()).map_err(&invalid)?,
             None => Endpoint::Tcp(SocketAddr::new(ip, authority.port_u16().unwrap_or(80))),
         };
         Ok(Target {
