@@ -8,13 +8,15 @@
 //! is not the server's own (or is the kernel's overflow uid) is closed at once, counted in
 //! `carrier_unix_peers_refused_total` — it receives nothing, whatever it would have sent. The
 //! rest is the TCP listener's: the same HTTP service, upgrade, wires and channels, with
-//! admission told the peer is the same user ([`Peer::SameUser`]).
+//! admission told the peer is the same user
+//! ([`carrier_protocol::admission::Peer::SameUser`]).
 
 #[cfg(unix)]
 pub(crate) use bound::{bind, BoundSocket};
 use std::path::PathBuf;
 
-/// Where a [`WsTransport`](crate::WsTransport) puts its Unix socket.
+/// Where a [`WsTransport`](crate::WsTransport) puts its Unix socket. Not on Unix: there is no
+/// socket, whatever is asked.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum UnixSocket {
     /// Beside the runtime file, as `<pid>.sock` in the same 0700 directory, when the transport
@@ -29,7 +31,6 @@ pub enum UnixSocket {
     /// No Unix socket.
     Off,
 }
-// Not Unix: there is no socket, whatever is asked.
 
 #[cfg(unix)]
 mod bound {
