@@ -7,9 +7,9 @@
 //! ```
 //!
 //! It finds the carrier as `send` does (the URL given, or the one running carrier's runtime
-//! file; the listener's owner checked before the token goes out; the token from `--token`,
-//! `CARRIER_TOKEN` or the runtime file, so never needed on the editor's command line) and
-//! dials its `/acp` through the client's one dialer. Then each stdin line goes out as one text
+//! file — its Unix socket when it lists one; the listener's owner checked before the token goes
+//! out; the token from `--token`, `CARRIER_TOKEN` or the runtime file, so never needed on the
+//! editor's command line) and dials its `/acp` through the client's one dialer. Then each stdin line goes out as one text
 //! frame and each text frame comes out as one stdout line; nothing else is written to stdout
 //! (diagnostics go to stderr), except, for a line that cannot be sent (over 16 MiB, or not
 //! UTF-8), a JSON-RPC error with a `null` id in its place. `--session ID` makes the editor's
@@ -102,13 +102,19 @@ pub async fn run_acp(args: AcpArgs) -> ExitCode {
     }
 }
 
-/// The `/acp` URL of the carrier at `url` (a carrier's URL ends in `/`, or names `/acp`).
+/// The `/acp` URL of the carrier at `url`: a `ws://` URL's path, or a `unix:SOCKET` URL's
+/// `:/PATH`, made `/acp` (a carrier's URL ends in `/`, or names `/acp` already).
 pub fn acp_url(url: &str) -> String {
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
-    let base = if base.trim_end_matches('/').ends_with("/acp") {
-        base.trim_end_matches('/').to_owned()
-    } else {
-        format!("{}/acp", base.trim_end_matches('/'))
+    let base = match base.strip_prefix("unix:") {
+        Some(rest) => {
+            let socket = rest.find(":/").map_or(rest, |at| &rest[..at]);
+            format!("unix:{socket}:/acp")
+        }
+        None if base.trim_end_matches('/').ends_with("/acp") => {
+            base.trim_end_matches('/').to_owned()
+        }
+        None => format!("{}/acp", base.trim_end_matches('/')),
     };
     if query.is_empty() {
         base
@@ -320,6 +326,14 @@ mod tests {
         assert_eq!(
             acp_url("ws://127.0.0.1:7070/?role=observe"),
             "ws://127.0.0.1:7070/acp?role=observe"
+        );
+        // The carrier's Unix socket (what a runtime file lists), `/` on it or another path.
+        assert_eq!(acp_url("unix:/run/c/42.sock"), "unix:/run/c/42.sock:/acp");
+        assert_eq!(acp_url("unix:/run/c/42.sock:/"), "unix:/run/c/42.sock:/acp");
+        assert_eq!(acp_url("unix:/run/c/42.sock:/acp"), "unix:/run/c/42.sock:/acp");
+        assert_eq!(
+            acp_url("unix:rel/c.sock?token=t"),
+            "unix:rel/c.sock:/acp?token=t"
         );
     }
 }

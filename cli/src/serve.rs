@@ -13,7 +13,7 @@ use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory, DEFAULT_MAX
 use carrier::protocol::Role;
 use carrier::robota::{RobotaProfile, ROBOTA_PATH};
 use carrier::server::{
-    Attachment, Auth, CarrierConfig, Limits, RuntimeFileOptions, Token, WsTransport,
+    Attachment, Auth, CarrierConfig, Limits, RuntimeFileOptions, Token, UnixSocket, WsTransport,
 };
 use clap::Args;
 
@@ -120,6 +120,14 @@ pub struct ServeArgs {
     /// which `/robota` speaks either way).
     #[arg(long, env = "CARRIER_PROFILE", default_value = "carrier")]
     profile: String,
+    /// The Unix socket local clients of your user reach this carrier through, without a token
+    /// (default: <pid>.sock beside the runtime file). Its directory must be yours and writable
+    /// by no one else.
+    #[arg(long, env = "CARRIER_UNIX_SOCKET", conflicts_with = "no_unix_socket")]
+    unix_socket: Option<PathBuf>,
+    /// No Unix socket: clients use TCP (and the owner check where the system has one).
+    #[arg(long, env = "CARRIER_NO_UNIX_SOCKET")]
+    no_unix_socket: bool,
     /// Runtime worker threads. Default: the CPUs this process may run on.
     #[arg(long, env = "CARRIER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
@@ -215,6 +223,15 @@ impl ServeArgs {
         }
     }
 
+    /// `--unix-socket` / `--no-unix-socket`.
+    fn unix_socket(&self) -> UnixSocket {
+        match (&self.unix_socket, self.no_unix_socket) {
+            (_, true) => UnixSocket::Off,
+            (Some(path), false) => UnixSocket::At(path.clone()),
+            (None, false) => UnixSocket::BesideRuntimeFile,
+        }
+    }
+
     fn config(&self) -> Result<CarrierConfig, AuthFlagsError> {
         Ok(CarrierConfig::default()
             .with_port(self.port)
@@ -248,6 +265,8 @@ struct Listening {
     port: u16,
     token: serde_json::Value,
     role: &'static str,
+    /// The Unix socket, `null` without one.
+    socket: Option<String>,
 }
 
 /// Runs `carrier serve` until SIGINT/SIGTERM.
@@ -268,7 +287,9 @@ pub async fn run(args: ServeArgs) -> ExitCode {
         Err(e) => return usage_error(e),
     };
     let transport = match WsTransport::new(config) {
-        Ok(t) => t.with_runtime_file(advertised),
+        Ok(t) => t
+            .with_runtime_file(advertised)
+            .with_unix_socket(args.unix_socket()),
         Err(e) => return usage_error(e),
     };
     let agent = match &args.agent_cmd {
@@ -364,6 +385,9 @@ async fn serve(
         port,
         token,
         role: args.role.as_str(),
+        socket: transport
+            .unix_socket_path()
+            .map(|path| path.display().to_string()),
     };
     let line = serde_json::to_string(&line).unwrap_or_default();
     {
