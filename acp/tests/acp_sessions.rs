@@ -456,7 +456,10 @@ async fn cancel_request_of_a_running_prompt_cancels_its_turn_and_an_observer_s_c
     // still runs.
     o.initialize().await;
     let (mut carrier, _) = s.drive().await;
-    assert_eq!(carrier.ok("session.status", json!({})).await["state"], "running");
+    assert_eq!(
+        carrier.ok("session.status", json!({})).await["state"],
+        "running"
+    );
     // The driver's own $/cancel_request of its prompt does.
     c.notify("$/cancel_request", json!({"requestId": id})).await;
     let seen = c.until_response(id).await;

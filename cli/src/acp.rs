@@ -16,8 +16,9 @@
 //! `session/new` join that carrier session (the bridge sends `_carrier/join` first), so an
 //! editor joins the session a browser already drives.
 //!
-//! It exits 0 when stdin closes (closing the socket with 1000), and 1 with one line on stderr
-//! when the carrier goes away or refuses it.
+//! It exits 0 when stdin closes (closing the socket with 1000, after writing out the answers to
+//! what it sent, up to the carrier's close), and 1 with one line on stderr when the carrier
+//! goes away or refuses it.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -47,7 +48,8 @@ const CHUNK: usize = 64 << 10;
 /// Messages queued each way between stdin, the socket and stdout: a slow stdout slows the
 /// socket's reading, a slow socket slows stdin's.
 const QUEUED: usize = 8;
-/// How long the close at the end of stdin may take to be written.
+/// How long the close at the end of stdin may take: the answers still coming, then the
+/// carrier's close.
 const CLOSE_WAIT: Duration = Duration::from_secs(3);
 
 /// `carrier acp [URL]`: an ACP agent on stdio that is the running carrier's `/acp`.
@@ -225,12 +227,23 @@ pub(crate) async fn bridge(
             },
         }
     }
+    // The carrier answers what it read before the close, then echoes the close: those answers
+    // still go out (`echo '…' | carrier acp` gets its replies), for at most `CLOSE_WAIT`.
     let close = CloseInfo {
         code: 1000,
         reason: String::new(),
     };
     let _ = to_socket.send(Outgoing::Close(close)).await;
     drop(to_socket);
+    let drain = async {
+        while let Some(Ok(Incoming::Text(text))) = frames.recv().await {
+            forward(&mut output, text).await?;
+        }
+        Ok::<(), Failure>(())
+    };
+    if let Ok(Err(failure)) = tokio::time::timeout(CLOSE_WAIT, drain).await {
+        return Err(failure);
+    }
     let _ = tokio::time::timeout(CLOSE_WAIT, writing).await;
     Ok(())
 }
@@ -330,7 +343,10 @@ mod tests {
         // The carrier's Unix socket (what a runtime file lists), `/` on it or another path.
         assert_eq!(acp_url("unix:/run/c/42.sock"), "unix:/run/c/42.sock:/acp");
         assert_eq!(acp_url("unix:/run/c/42.sock:/"), "unix:/run/c/42.sock:/acp");
-        assert_eq!(acp_url("unix:/run/c/42.sock:/acp"), "unix:/run/c/42.sock:/acp");
+        assert_eq!(
+            acp_url("unix:/run/c/42.sock:/acp"),
+            "unix:/run/c/42.sock:/acp"
+        );
         assert_eq!(
             acp_url("unix:rel/c.sock?token=t"),
             "unix:rel/c.sock:/acp?token=t"

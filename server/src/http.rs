@@ -24,9 +24,7 @@ use super::connection::{self, Linger};
 
 use super::profile::Asset;
 use super::shared::Shared;
-use carrier_protocol::admission::{
-    admit, bearer, query_param, Admission, AdmissionRequest, Peer,
-};
+use carrier_protocol::admission::{admit, bearer, query_param, Admission, AdmissionRequest, Peer};
 
 /// The response body type of every carrier response.
 pub type Body = Full<Bytes>;
