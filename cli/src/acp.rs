@@ -16,9 +16,9 @@
 //! `session/new` join that carrier session (the bridge sends `_carrier/join` first), so an
 //! editor joins the session a browser already drives.
 //!
-//! It exits 0 when stdin closes (closing the socket with 1000, after writing out the answers to
-//! what it sent, up to the carrier's close), and 1 with one line on stderr when the carrier
-//! goes away or refuses it.
+//! It exits 0 when stdin closes (closing the socket with 1000; answers the carrier sent before
+//! it read the close still go to stdout, a turn still running is not waited for), and 1 with
+//! one line on stderr when the carrier goes away or refuses it.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -227,8 +227,9 @@ pub(crate) async fn bridge(
             },
         }
     }
-    // The carrier answers what it read before the close, then echoes the close: those answers
-    // still go out (`echo '…' | carrier acp` gets its replies), for at most `CLOSE_WAIT`.
+    // What the carrier sent before it read the close (the answers to requests it had handled)
+    // still goes out, up to its close echo, for at most `CLOSE_WAIT`; a turn still running
+    // ends with the connection.
     let close = CloseInfo {
         code: 1000,
         reason: String::new(),

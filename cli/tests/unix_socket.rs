@@ -493,7 +493,7 @@ fn send_status_pipe_and_acp_use_the_listed_socket_without_a_token() {
     assert_eq!(piped.code, 0, "{}", piped.stderr);
     assert_eq!(piped.stdout.len(), payload.len());
 
-    // `carrier acp` too: its `/acp` on the socket; stdin's end still gets its answers.
+    // `carrier acp` too: its `/acp` on the socket.
     let input = concat!(
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#,
         "\n",
