@@ -48,7 +48,7 @@ fn init_logging(default: &str) {
 }
 
 /// `carrier --version`: the crate's version and the protocol pair this build speaks, e.g.
-/// `0.2.0 (protocol 1.1, min 1.0)`, the pair read from the protocol crate's constants.
+/// `0.2.0 (protocol 1.2, min 1.0)`, the pair read from the protocol crate's constants.
 fn version() -> String {
     use carrier::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
     format!(
