@@ -11,5 +11,8 @@
 //! Layout:
 //!
 //! - [`rpc`] — JSON-RPC 2.0 framing and error codes, shared by both sides.
+//! - [`agent_host`] — an ACP agent process as the agent of carrier's sessions
+//!   (`carrier serve --agent-acp`): carrier is its ACP client over stdio.
 
+pub mod agent_host;
 pub mod rpc;

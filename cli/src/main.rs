@@ -17,7 +17,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the embedded agent (or --agent-cmd) on 127.0.0.1.
+    /// Serve the embedded agent (or --agent-cmd, --agent-acp) on 127.0.0.1.
     Serve(cli::serve::ServeArgs),
     /// Run one turn against a running server and print the reply.
     Send(cli::client::SendArgs),

@@ -74,27 +74,33 @@ pub fn run(mut command: Command, what: &str) -> Run {
 pub fn js_dev_dependencies() {
     static INSTALLED: Mutex<bool> = Mutex::new(false);
     let mut installed = INSTALLED.lock().unwrap_or_else(|p| p.into_inner());
-    if *installed {
-        return;
+    if !*installed {
+        npm_ci(&crate::common::repo().join("js"));
+        *installed = true;
     }
-    let js = crate::common::repo().join("js");
+}
+
+/// `npm ci` in `dir` from its committed lock file, unless its `node_modules` is newer than
+/// the lock file. Fails the test with what to do when it cannot install.
+pub fn npm_ci(dir: &Path) {
     let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
     let fresh = match (
-        modified(&js.join("node_modules/.package-lock.json")),
-        modified(&js.join("package-lock.json")),
+        modified(&dir.join("node_modules/.package-lock.json")),
+        modified(&dir.join("package-lock.json")),
     ) {
         (Some(installed), Some(lock)) => installed >= lock,
         _ => false,
     };
     if !fresh {
         let mut npm = Command::new("npm");
-        npm.args(["ci", "--no-audit", "--no-fund"]).current_dir(&js);
-        let out = run(npm, "npm ci in js/");
+        npm.args(["ci", "--no-audit", "--no-fund"]).current_dir(dir);
+        let what = format!("npm ci in {}", dir.display());
+        let out = run(npm, &what);
         assert!(
             out.success,
-            "npm ci in js/ failed (the npm registry must be reachable):\n{}",
+            "{what} failed: Node.js 20+ and npm are needed, and the npm registry must be \
+             reachable:\n{}",
             out.report()
         );
     }
-    *installed = true;
 }
