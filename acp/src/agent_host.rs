@@ -64,7 +64,7 @@ pub use config::AcpAgentConfig;
 pub use directory::AcpDirectory;
 pub use error::AcpAgentError;
 pub use peer::{MAX_OPEN_PERMISSIONS, MAX_REQUESTS_IN_FLIGHT};
-pub use session::{MAX_OPTIONS, MAX_PERMISSION_INPUT};
+pub use session::{MAX_OPTIONS, MAX_OPTION_BYTES, MAX_PERMISSION_INPUT};
 
 use peer::AgentPeer;
 

@@ -40,6 +40,9 @@ pub const MAX_PERMISSION_INPUT: usize = 16 * 1024;
 /// The most options a permission request may offer.
 pub const MAX_OPTIONS: usize = 16;
 
+/// The longest `optionId` and `name` of an option carrier carries.
+pub const MAX_OPTION_BYTES: usize = 256;
+
 pub(crate) struct AcpSession {
     peer: Weak<AgentPeer>,
     /// The carrier session id.
@@ -262,10 +265,21 @@ impl AcpSession {
             ));
             return peer.refuse_request(link, &id, &error);
         }
+        // An option of a kind ACP v1 does not define, or with an id or name longer than
+        // MAX_OPTION_BYTES, is left out (and logged): what an open prompt holds stays small.
         let options: Vec<PermissionOption> = params
             .options
             .iter()
-            .filter_map(|raw| serde_json::from_str(raw.get()).ok())
+            .filter_map(|raw| {
+                let option = serde_json::from_str::<PermissionOption>(raw.get()).ok();
+                let kept = option.filter(|o| {
+                    o.option_id.len() <= MAX_OPTION_BYTES && o.name.len() <= MAX_OPTION_BYTES
+                });
+                if kept.is_none() {
+                    tracing::warn!(option = %carrier_protocol::envelope::truncate(raw.get(), 200), "ACP agent's permission option left out");
+                }
+                kept
+            })
             .collect();
         let (tool, input) = tool_call(&params.tool_call);
         let pending = sink.ask_permission_offering(None, &tool, input, options.clone());

@@ -64,7 +64,7 @@ impl std::fmt::Debug for ChildLines {
 /// Why a line could not be queued for the child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SendLineError {
-    /// The child has not read its stdin for [`STDIN_QUEUE`] lines.
+    /// The child has not read its stdin for 256 lines.
     #[error("the agent process is not reading its input")]
     Full,
     /// The child's stdin is closed (it exited).
