@@ -324,3 +324,69 @@ async fn the_python_sdk_agent_streams_asks_is_cancelled_and_exits_the_same_way()
         .expect("the restarted agent answers");
     h.stop().await;
 }
+
+#[tokio::test]
+async fn the_agents_permission_requests_are_bounded_at_the_limits_and_one_past_them() {
+    use carrier_acp::agent_host::{MAX_OPEN_PERMISSIONS, MAX_OPTIONS};
+    let h = Hosted::start(|record| node_agent(record, &[])).await;
+    let mut c = h.drive().await;
+
+    // At most MAX_OPTIONS options: the last of them can be chosen; one more is -32602.
+    let turn_id = c.submit(&format!("options {MAX_OPTIONS}")).await;
+    let asked = c.event("session.permission_request").await;
+    let offered = asked["payload"]["options"]
+        .as_array()
+        .expect("options")
+        .len();
+    assert_eq!(offered, MAX_OPTIONS);
+    let last = format!("o{}", MAX_OPTIONS - 1);
+    c.ok(
+        "session.permission.respond",
+        json!({"request_id": asked["payload"]["request_id"], "option_id": last}),
+    )
+    .await;
+    assert_eq!(
+        concat_deltas(&c.turn_events(&turn_id).await),
+        format!("selected {last}")
+    );
+    let events = turn(&mut c, &format!("options {}", MAX_OPTIONS + 1)).await;
+    assert_eq!(concat_deltas(&events), "refused -32602");
+    assert!(events
+        .iter()
+        .all(|e| e["event"] != "session.permission_request"));
+
+    // At most MAX_OPEN_PERMISSIONS wait for an answer at once; one more is -32603 at once.
+    let turn_id = c
+        .submit(&format!("flood {}", MAX_OPEN_PERMISSIONS + 1))
+        .await;
+    let refused = c.event("session.text_delta").await;
+    assert_eq!(refused["payload"]["delta"], "refused -32603");
+    c.ok("session.abort", json!({"turn_id": turn_id})).await;
+    let events = c.turn_events(&turn_id).await;
+    let asked = events
+        .iter()
+        .filter(|e| e["event"] == "session.permission_request")
+        .count();
+    assert_eq!(asked, MAX_OPEN_PERMISSIONS);
+    // The turn's end answered them all `cancelled` and gave their places back.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while h
+        .received()
+        .iter()
+        .filter(|m| m["result"]["outcome"] == json!({"outcome": "cancelled"}))
+        .count()
+        < MAX_OPEN_PERMISSIONS
+    {
+        assert!(tokio::time::Instant::now() < deadline, "not all cancelled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let turn_id = c.submit("options 1").await;
+    let asked = c.event("session.permission_request").await;
+    c.ok(
+        "session.permission.respond",
+        json!({"request_id": asked["payload"]["request_id"], "decision": "allow"}),
+    )
+    .await;
+    assert_eq!(concat_deltas(&c.turn_events(&turn_id).await), "selected o0");
+    h.stop().await;
+}

@@ -537,3 +537,68 @@ fn chosen_option(options: &[PermissionOption], choice: &PermissionChoice) -> Opt
             .map(|o| o.option_id.clone())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use carrier_agent::Decision;
+    use serde_json::json;
+
+    fn raw(value: &Value) -> Box<RawValue> {
+        serde_json::from_str(&value.to_string()).unwrap()
+    }
+
+    /// A tool call whose JSON is exactly `len` bytes.
+    fn call_of_len(len: usize) -> Value {
+        let skeleton =
+            json!({"toolCallId": "c1", "title": "Write", "kind": "edit", "rawInput": ""});
+        let pad = len - skeleton.to_string().len();
+        json!({"toolCallId": "c1", "title": "Write", "kind": "edit", "rawInput": "x".repeat(pad)})
+    }
+
+    #[test]
+    fn a_tool_call_up_to_the_limit_is_carried_whole_and_one_past_it_by_its_head() {
+        let at = call_of_len(MAX_PERMISSION_INPUT);
+        assert_eq!(at.to_string().len(), MAX_PERMISSION_INPUT);
+        assert_eq!(tool_call(&raw(&at)), ("Write".to_owned(), at.clone()));
+        let past = call_of_len(MAX_PERMISSION_INPUT + 1);
+        assert_eq!(
+            tool_call(&raw(&past)),
+            (
+                "Write".to_owned(),
+                json!({"toolCallId": "c1", "title": "Write", "kind": "edit"})
+            )
+        );
+        // No title: the id names the tool; nothing: "tool".
+        assert_eq!(tool_call(&raw(&json!({"toolCallId": "c9"}))).0, "c9");
+        assert_eq!(tool_call(&raw(&json!({}))).0, "tool");
+    }
+
+    #[test]
+    fn a_decision_picks_the_once_option_then_the_always_one() {
+        let options: Vec<PermissionOption> = serde_json::from_value(json!([
+            {"optionId": "always", "name": "A", "kind": "allow_always"},
+            {"optionId": "once", "name": "O", "kind": "allow_once"},
+            {"optionId": "never", "name": "N", "kind": "reject_always"},
+        ]))
+        .unwrap();
+        let decide = |decision| PermissionChoice {
+            decision,
+            option_id: None,
+        };
+        assert_eq!(
+            chosen_option(&options, &decide(Decision::Allow)).as_deref(),
+            Some("once")
+        );
+        assert_eq!(
+            chosen_option(&options, &decide(Decision::Deny)).as_deref(),
+            Some("never")
+        );
+        assert_eq!(chosen_option(&options[..1], &decide(Decision::Deny)), None);
+        let named = PermissionChoice {
+            decision: Decision::Allow,
+            option_id: Some("always".into()),
+        };
+        assert_eq!(chosen_option(&options, &named).as_deref(), Some("always"));
+    }
+}
