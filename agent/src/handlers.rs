@@ -242,7 +242,7 @@ where
     M: MethodDef<Result = SessionIdResult>,
 {
     st.unbind(io);
-    hub.bind(&io.conn, None, |_| {
+    hub.bind(&io.conn, st.scope(), None, |_| {
         reply.ok(&SessionIdResult {
             session_id: hub.id().to_string(),
         })

@@ -2,13 +2,14 @@
 //! and usage reporter, and the carrier's hubs (one per session opened so far).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use super::directory::{SessionBinder, SessionDirectory, SessionEntry};
 use super::history::HistoryConfig;
 use super::hub::{SessionHub, DEFAULT_UNATTENDED_PROMPT_TIMEOUT};
 use super::memory::SessionMemory;
+use super::outlet::{SessionOutlet, SessionOutput};
 use super::record::{RingConfig, SessionRecord};
 use super::session::HostError;
 use super::usage::UsageReporter;
@@ -97,6 +98,10 @@ impl AgentHost {
             SessionRecord::new(&self.memory, self.ring, self.history),
             self.unattended_prompt_timeout,
         );
+        // Before anyone else can find the hub, so before any turn of it starts.
+        let weak: Weak<SessionHub> = Arc::downgrade(&hub);
+        let output: Weak<dyn SessionOutput> = weak;
+        hub.agent.attached(SessionOutlet::new(output));
         hubs.insert(hub.id().clone(), hub.clone());
         Some(hub)
     }
@@ -171,7 +176,8 @@ impl AgentHost {
             .with(Feature::Resume)
             .with(Feature::Permissions)
             .with(Feature::Channels)
-            .with(Feature::BulkCredit);
+            .with(Feature::BulkCredit)
+            .with(Feature::AgentUpdates);
         for scope in [
             UsageScope::Session,
             UsageScope::Personal,

@@ -17,7 +17,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the embedded agent (or --agent-cmd) on 127.0.0.1.
+    /// Serve the embedded agent (or --agent-cmd, --agent-acp) on 127.0.0.1.
     Serve(cli::serve::ServeArgs),
     /// Run one turn against a running server and print the reply.
     Send(cli::client::SendArgs),
@@ -50,7 +50,7 @@ fn init_logging(default: &str) {
 }
 
 /// `carrier --version`: the crate's version and the protocol pair this build speaks, e.g.
-/// `0.2.0 (protocol 1.1, min 1.0)`, the pair read from the protocol crate's constants.
+/// `0.2.0 (protocol 1.2, min 1.0)`, the pair read from the protocol crate's constants.
 fn version() -> String {
     use carrier::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
     format!(

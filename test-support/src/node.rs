@@ -74,7 +74,11 @@ pub fn run(mut command: Command, what: &str) -> Run {
 /// is newer than the lock file.
 pub fn js_dev_dependencies() {
     static INSTALLED: Mutex<bool> = Mutex::new(false);
-    npm_ci_once(&INSTALLED, &crate::common::repo().join("js"));
+    let mut installed = INSTALLED.lock().unwrap_or_else(|p| p.into_inner());
+    if !*installed {
+        npm_ci(&crate::common::repo().join("js"));
+        *installed = true;
+    }
 }
 
 /// `npm ci` in `acp/tests/fixtures/` (the ACP SDK, the JSON Schema validator, `ws`), once per
@@ -82,15 +86,17 @@ pub fn js_dev_dependencies() {
 pub fn acp_fixtures() -> std::path::PathBuf {
     static INSTALLED: Mutex<bool> = Mutex::new(false);
     let dir = crate::common::repo().join("acp/tests/fixtures");
-    npm_ci_once(&INSTALLED, &dir);
+    let mut installed = INSTALLED.lock().unwrap_or_else(|p| p.into_inner());
+    if !*installed {
+        npm_ci(&dir);
+        *installed = true;
+    }
     dir
 }
 
-fn npm_ci_once(installed: &Mutex<bool>, dir: &Path) {
-    let mut installed = installed.lock().unwrap_or_else(|p| p.into_inner());
-    if *installed {
-        return;
-    }
+/// `npm ci` in `dir` from its committed lock file, unless its `node_modules` is newer than
+/// the lock file. Fails the test with what to do when it cannot install.
+pub fn npm_ci(dir: &Path) {
     let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
     let fresh = match (
         modified(&dir.join("node_modules/.package-lock.json")),
@@ -102,15 +108,15 @@ fn npm_ci_once(installed: &Mutex<bool>, dir: &Path) {
     if !fresh {
         let mut npm = Command::new("npm");
         npm.args(["ci", "--no-audit", "--no-fund"]).current_dir(dir);
-        let out = run(npm, &format!("npm ci in {}", dir.display()));
+        let what = format!("npm ci in {}", dir.display());
+        let out = run(npm, &what);
         assert!(
             out.success,
-            "npm ci in {} failed (the npm registry must be reachable):\n{}",
-            dir.display(),
+            "{what} failed: Node.js 20+ and npm are needed, and the npm registry must be \
+             reachable:\n{}",
             out.report()
         );
     }
-    *installed = true;
 }
 
 /// The Python SDK of ACP (`acp/tests/fixtures/requirements.txt`, pinned), installed with
