@@ -86,6 +86,14 @@ async fn every_message_carrier_sends_on_acp_validates_against_acp_v1_s_schema() 
         a.choose(&ask, option).await;
         a.until_response(id).await;
     }
+    // An ACP agent's turn: its updates forwarded, its options, its stop reason.
+    let id = a.prompt(&session, "/updates").await;
+    let ask = a.wait_method("session/request_permission").await;
+    a.choose(&ask, "opt-allow_once").await;
+    assert_eq!(
+        a.until_response(id).await.last().unwrap()["result"]["stopReason"],
+        "max_tokens"
+    );
     // A prompt carrier refuses: not text; an unknown session.
     let r = a
         .call(
@@ -197,7 +205,17 @@ fn assert_covers(summary: &Value) {
             "the recording has no {method}: {summary}"
         );
     }
-    for kind in ["user_message_chunk", "agent_message_chunk"] {
+    for kind in [
+        "user_message_chunk",
+        "agent_message_chunk",
+        "tool_call",
+        "tool_call_update",
+        "plan",
+        "agent_thought_chunk",
+        "available_commands_update",
+        "current_mode_update",
+        "usage_update",
+    ] {
         assert!(
             summary["updates"][kind].as_u64() > Some(0),
             "the recording has no {kind}: {summary}"

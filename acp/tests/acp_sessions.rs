@@ -469,3 +469,99 @@ async fn cancel_request_of_a_running_prompt_cancels_its_turn_and_an_observer_s_c
     let (_, answer) = turn(&mut c, "s1", "next").await;
     assert_eq!(answer["result"]["stopReason"], "end_turn");
 }
+
+/// An ACP agent's updates, options and stop reason (protocol 1.2's `agent_update`, `options`,
+/// `option_id`, `stop_reason`), as the test agent's `/updates` reports them.
+#[tokio::test]
+async fn an_acp_agent_s_updates_options_and_stop_reason_reach_acp_clients_as_it_sent_them() {
+    use support::acp::{test_agent, ACP_UPDATES};
+    let s = Server::with(support::config(), test_agent(std::time::Duration::ZERO)).await;
+    let (mut c, _) = AcpClient::initialized(&s.acp_url("")).await;
+    c.record();
+    let _ = c.load_session("s1").await;
+    let id = c.prompt("s1", "/updates").await;
+    let ask = c.wait_method("session/request_permission").await;
+    let tool_call: Value = serde_json::from_str(ACP_UPDATES[0]).unwrap();
+    assert_eq!(
+        ask["params"]["toolCall"], tool_call,
+        "the agent's own tool call"
+    );
+    let kinds: Vec<&str> = ask["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["allow_once", "allow_always", "reject_once", "reject_always"]
+    );
+    c.choose(&ask, "opt-allow_always").await;
+    let seen = c.until_response(id).await;
+    assert_eq!(
+        seen.last().unwrap()["result"],
+        json!({"stopReason": "max_tokens"})
+    );
+    assert_eq!(
+        chunks(&seen, "agent_message_chunk"),
+        "chose opt-allow_always"
+    );
+    // Each update arrived byte for byte, in its own session/update, in order.
+    let texts: Vec<&str> = c
+        .recording()
+        .iter()
+        .filter(|r| r.direction == "in")
+        .map(|r| r.text.as_str())
+        .collect();
+    let mut at = 0;
+    for update in ACP_UPDATES {
+        let frame = format!(
+            r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"s1","update":{update}}}}}"#
+        );
+        let found = texts[at..]
+            .iter()
+            .position(|t| *t == frame)
+            .unwrap_or_else(|| panic!("{frame} not sent as it came: {texts:?}"));
+        at += found + 1;
+    }
+
+    // Another client loading the session has them replayed, among the prompt and reply.
+    let (mut other, _) = AcpClient::initialized(&s.acp_url("")).await;
+    let replayed = other.load_session("s1").await;
+    let kinds = update_kinds(&replayed);
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("user_message_chunk")
+    );
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("agent_message_chunk")
+    );
+    for update in ACP_UPDATES {
+        let update: Value = serde_json::from_str(update).unwrap();
+        assert!(
+            replayed.iter().any(|m| m["params"]["update"] == update),
+            "{update} not replayed: {replayed:?}"
+        );
+    }
+    // An option the agent did not offer decides nothing: the prompt stays open for the other
+    // wires (here the agent protocol's client, naming one of the agent's options).
+    let (mut carrier, _) = s.drive().await;
+    let id = c.prompt("s1", "/updates").await;
+    let ask = c.wait_method("session/request_permission").await;
+    c.choose(&ask, "opt-made-up").await;
+    let request = carrier.event("session.permission_request").await;
+    // Once `c`'s next request is answered, its made-up answer was read.
+    c.initialize().await;
+    carrier
+        .ok(
+            "session.permission.respond",
+            json!({"request_id": request["payload"]["request_id"], "option_id": "opt-reject_once"}),
+        )
+        .await;
+    let seen = c.until_response(id).await;
+    assert_eq!(
+        chunks(&seen, "agent_message_chunk"),
+        "chose opt-reject_once"
+    );
+}

@@ -537,9 +537,11 @@ impl AcpStdio {
     }
 }
 
-/// The embedded demo agent with two prompts more, for what it never does on its own:
-/// `/fail` ends the turn on an error (`session.error`, then an aborted `turn_completed`), and
-/// `/asks N` asks `N` permissions at once and then waits for the turn to be cancelled.
+/// The embedded demo agent with prompts more, for what it never does on its own: `/fail` ends
+/// the turn on an error (`session.error`, then an aborted `turn_completed`); `/asks N` asks `N`
+/// permissions at once and then waits for the turn to be cancelled; `/updates` acts as an ACP
+/// agent does ([`ACP_UPDATES`] as agent updates, a permission offering ACP's four options for
+/// its tool call, a reply naming the option chosen, and the stop reason `max_tokens`).
 pub fn test_agent(delay: std::time::Duration) -> carrier::agent::AgentProfile {
     use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
     let embedded = EmbeddedAgent::default().with_demo_delay(delay);
@@ -550,6 +552,19 @@ pub fn test_agent(delay: std::time::Duration) -> carrier::agent::AgentProfile {
     }))
     .build()
 }
+
+/// What the test agent's `/updates` reports, one of each kind of ACP update carrier forwards
+/// (written with the keys in an order no serializer of carrier's would pick, so a client can
+/// tell they arrive byte for byte).
+pub const ACP_UPDATES: &[&str] = &[
+    r#"{"toolCallId":"call_1","sessionUpdate":"tool_call","title":"Read a file","kind":"read","status":"pending","rawInput":{"path":"/tmp/x"}}"#,
+    r#"{"sessionUpdate":"tool_call_update","toolCallId":"call_1","status":"in_progress"}"#,
+    r#"{"sessionUpdate":"plan","entries":[{"content":"look","priority":"high","status":"pending"}]}"#,
+    r#"{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hmm"}}"#,
+    r#"{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"web","description":"Search the web"}]}"#,
+    r#"{"sessionUpdate":"current_mode_update","currentModeId":"ask"}"#,
+    r#"{"sessionUpdate":"usage_update","used":53000,"size":200000}"#,
+];
 
 struct TestAgent {
     inner: std::sync::Arc<dyn carrier::agent::ProtocolSession>,
@@ -562,6 +577,39 @@ impl carrier::agent::ProtocolSession for TestAgent {
             tokio::spawn(async move {
                 let _ = sink.delta("partial");
                 let _ = sink.fail("agent_exited", "the test agent went away");
+            });
+            return Ok(());
+        }
+        if turn.prompt == "/updates" {
+            let sink = turn.sink;
+            tokio::spawn(async move {
+                for update in ACP_UPDATES {
+                    let raw = serde_json::value::RawValue::from_string((*update).to_owned())
+                        .expect("an update is JSON");
+                    let object = carrier::protocol::events::RawObject::new(raw).expect("an object");
+                    if sink.agent_update(object).is_err() {
+                        return;
+                    }
+                }
+                let tool_call: Value = serde_json::from_str(ACP_UPDATES[0]).expect("JSON");
+                let options = ["allow_once", "allow_always", "reject_once", "reject_always"]
+                    .iter()
+                    .map(|kind| {
+                        serde_json::from_value(
+                            json!({"optionId": format!("opt-{kind}"), "name": kind, "kind": kind}),
+                        )
+                        .expect("an option")
+                    })
+                    .collect();
+                let asked = sink.ask_permission_offering(None, "Read a file", tool_call, options);
+                let Ok(choice) = asked.choice().await else {
+                    return;
+                };
+                let chosen = choice
+                    .option_id
+                    .unwrap_or_else(|| format!("{:?}", choice.decision));
+                let _ = sink.delta(&format!("chose {chosen}"));
+                let _ = sink.finish_streamed("max_tokens", false);
             });
             return Ok(());
         }
