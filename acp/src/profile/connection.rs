@@ -146,16 +146,10 @@ impl AcpConnection {
             // Withdrawn (answered elsewhere, its turn ended) or never sent.
             return;
         };
-        let decision = match response.result::<PermissionAnswer>() {
+        let option_id = match response.result::<PermissionAnswer>() {
             Ok(PermissionAnswer {
                 outcome: PermissionOutcome::Selected { option_id },
-            }) => match option_id.as_str() {
-                "allow" => Decision::Allow,
-                "deny" => Decision::Deny,
-                other => {
-                    return tracing::debug!(conn = %self.conn().id(), option = truncate(other, 64), "an option carrier did not offer");
-                }
-            },
+            }) => option_id,
             // The client gives no answer: its turn was cancelled.
             Ok(PermissionAnswer {
                 outcome: PermissionOutcome::Cancelled,
@@ -165,13 +159,23 @@ impl AcpConnection {
                 return tracing::debug!(conn = %self.conn().id(), %error, "a permission request answered with no decision");
             }
         };
-        if let Some(handle) = self.bound.get(&asked.session_id) {
-            let params = PermissionRespondParams {
-                request_id: asked.request_id,
-                decision,
+        let answer = if asked.agent_options {
+            // The session checks that the agent offered it.
+            PermissionRespondParams::choose(asked.request_id, option_id)
+        } else {
+            let decision = match option_id.as_str() {
+                "allow" => Decision::Allow,
+                "deny" => Decision::Deny,
+                other => {
+                    return tracing::debug!(conn = %self.conn().id(), option = truncate(other, 64), "an option carrier did not offer");
+                }
             };
-            // Answered elsewhere in the meantime: the session ignores it.
-            handle.respond_permission(&Quiet, params);
+            PermissionRespondParams::decide(asked.request_id, decision)
+        };
+        if let Some(handle) = self.bound.get(&asked.session_id) {
+            // Answered elsewhere in the meantime, or an option not offered: the session
+            // ignores it.
+            handle.respond_permission(&Quiet, answer);
         }
     }
 }

@@ -42,6 +42,9 @@ pub(crate) struct Asked {
     pub(crate) session_id: String,
     /// The session's id of the prompt (`session.permission_request`'s `request_id`).
     pub(crate) request_id: String,
+    /// Whether its options are an ACP agent's (answered by `option_id`) rather than carrier's
+    /// `allow` and `deny`.
+    pub(crate) agent_options: bool,
 }
 
 #[derive(Default)]

@@ -3,20 +3,22 @@
 //! - `turn_started` of a turn another client started → `user_message_chunk` (the client that
 //!   sent the prompt shows it already);
 //! - `text_delta` → `agent_message_chunk`;
-//! - `permission_request` → `session/request_permission` to a driver (never to an observer);
+//! - `agent_update` → `session/update` with the agent's update as it sent it;
+//! - `permission_request` → `session/request_permission` to a driver (never to an observer),
+//!   with an ACP agent's own tool call and options, or carrier's `allow` and `deny`;
 //! - `permission_resolved` → `$/cancel_request` for the requests the connection was sent and
 //!   did not answer (the first answer on any wire decides);
-//! - `turn_completed` → the answer to the connection's own `session/prompt`: `end_turn`, or
-//!   `cancelled` when the turn was aborted (from any wire), or the error the turn reported
-//!   when it ended on one;
+//! - `turn_completed` → the answer to the connection's own `session/prompt`: the ACP agent's
+//!   `stopReason` (`end_turn` for other agents), or `cancelled` when the turn was aborted (from
+//!   any wire), or the error the turn reported when it ended on one;
 //! - `session.error` → kept for that answer; ACP has no update for it.
 
 use std::sync::Arc;
 
 use super::link::{Asked, Link, MAX_ASKED, MAX_ERROR_BYTES};
 use super::messages::{
-    CancelRequest, PermissionOption, PromptResult, RequestPermission, SessionUpdate, Text,
-    ToolCall, Update,
+    CancelRequest, ForwardedUpdate, Options, PermissionOption, PromptResult, RequestPermission,
+    SessionUpdate, Text, ToolCall, ToolCallField, Update,
 };
 use crate::rpc::{self, ErrorObject, Id};
 use carrier_agent::foreign::EventListener;
@@ -81,16 +83,29 @@ impl AcpListener {
             return true;
         }
         let id = state.next_request_id();
-        let params = RequestPermission {
-            session_id: &self.session_id,
-            tool_call: ToolCall {
+        // An ACP agent's prompt carries its own tool call (as the prompt's input) and options.
+        let agent_options = request.options.as_deref();
+        let tool_call = match (&request.input, agent_options) {
+            (input @ serde_json::Value::Object(call), Some(_))
+                if call.contains_key("toolCallId") =>
+            {
+                ToolCallField::Agent(input)
+            }
+            _ => ToolCallField::Carrier(ToolCall {
                 tool_call_id: &request.request_id,
                 title: &request.tool,
                 kind: "other",
                 status: "pending",
                 raw_input: &request.input,
+            }),
+        };
+        let params = RequestPermission {
+            session_id: &self.session_id,
+            tool_call,
+            options: match agent_options {
+                Some(options) => Options::Agent(options),
+                None => Options::Carrier(&CARRIER_OPTIONS),
             },
-            options: &CARRIER_OPTIONS,
         };
         let frame =
             match rpc::encode_request(&Id::Number(id), "session/request_permission", &params) {
@@ -104,6 +119,7 @@ impl AcpListener {
             id,
             session_id: self.session_id.clone(),
             request_id: request.request_id.clone(),
+            agent_options: agent_options.is_some(),
         });
         self.link.send(frame)
     }
@@ -136,7 +152,7 @@ impl AcpListener {
             (false, _) => self.link.reply(
                 &prompt.id,
                 &PromptResult {
-                    stop_reason: "end_turn",
+                    stop_reason: done.stop_reason.as_deref().unwrap_or("end_turn"),
                 },
             ),
         }
@@ -166,6 +182,11 @@ impl EventListener for AcpListener {
         self.link.conn.role() == Role::Drive
     }
 
+    /// ACP carries them: they are what `session/update` is for.
+    fn agent_updates(&self) -> bool {
+        true
+    }
+
     fn on_event(&self, event: &SessionEvent) -> bool {
         match event {
             SessionEvent::TurnStarted(started) => {
@@ -179,6 +200,13 @@ impl EventListener for AcpListener {
             SessionEvent::TextDelta(delta) => self.update(Update::AgentMessageChunk {
                 content: Text { text: &delta.delta },
             }),
+            SessionEvent::AgentUpdate(agent) => self.link.notify(
+                "session/update",
+                &ForwardedUpdate {
+                    session_id: &self.session_id,
+                    update: &agent.update,
+                },
+            ),
             SessionEvent::PermissionRequest(request) => !self.drives() || self.ask(request),
             SessionEvent::PermissionResolved(resolved) => self.withdraw(&resolved.request_id),
             SessionEvent::TurnCompleted(done) => self.completed(done),

@@ -162,6 +162,15 @@ pub(crate) enum Update<'a> {
     AgentMessageChunk { content: Text<'a> },
 }
 
+/// `session/update` params carrying an agent's update as the agent sent it (an ACP agent's tool
+/// calls, plans, thoughts, …).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ForwardedUpdate<'a> {
+    pub(crate) session_id: &'a str,
+    pub(crate) update: &'a carrier_protocol::events::RawObject,
+}
+
 /// A text content block.
 #[derive(Serialize)]
 #[serde(tag = "type", rename = "text")]
@@ -174,12 +183,29 @@ pub(crate) struct Text<'a> {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct RequestPermission<'a> {
     pub(crate) session_id: &'a str,
-    pub(crate) tool_call: ToolCall<'a>,
-    pub(crate) options: &'a [PermissionOption<'a>],
+    pub(crate) tool_call: ToolCallField<'a>,
+    pub(crate) options: Options<'a>,
 }
 
-/// The tool call a permission is asked for, as carrier knows it: the prompt's request id, the
-/// tool's name and its input.
+/// The tool call a permission is asked for: an ACP agent's own (passed on as it sent it), or
+/// the one carrier makes of another agent's prompt.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(crate) enum ToolCallField<'a> {
+    Agent(&'a Value),
+    Carrier(ToolCall<'a>),
+}
+
+/// The options of a permission prompt: an ACP agent's own, or carrier's two.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(crate) enum Options<'a> {
+    Agent(&'a [carrier_protocol::events::PermissionOption]),
+    Carrier(&'a [PermissionOption<'a>]),
+}
+
+/// The tool call carrier makes of a prompt of an agent that is not an ACP one: the prompt's
+/// request id, the tool's name and its input.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ToolCall<'a> {

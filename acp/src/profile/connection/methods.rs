@@ -11,12 +11,12 @@ use crate::profile::listener::AcpListener;
 use crate::profile::messages::*;
 use crate::rpc::{self, ErrorObject, Id};
 use carrier_agent::foreign::{
-    Answer, EntryMeta, EventListener, Quiet, SessionHandle, ENVELOPE_BYTES,
+    Answer, EntryMeta, EventListener, Quiet, Recorded, SessionHandle, ENVELOPE_BYTES,
 };
 use carrier_protocol::envelope::truncate;
 use carrier_protocol::error::ErrorCode;
 use carrier_protocol::ids::TurnId;
-use carrier_protocol::methods::{HistoryEntry, HistoryRole, SubmitParams, TurnIdResult};
+use carrier_protocol::methods::{HistoryRole, SubmitParams, TurnIdResult};
 
 /// A method's params as `T` (absent params read as `{}`), or the `-32602` answer.
 fn params<T: serde::de::DeserializeOwned>(params: Option<&RawValue>) -> Result<T, ErrorObject> {
@@ -135,7 +135,7 @@ impl AcpConnection {
     fn bind(
         &mut self,
         handle: SessionHandle,
-        greet: impl FnOnce(&Link, &SessionHandle, Vec<(EntryMeta, HistoryEntry)>),
+        greet: impl FnOnce(&Link, &SessionHandle, Vec<(EntryMeta, Recorded)>),
     ) -> Result<(), ErrorObject> {
         let session_id = handle.id().as_str().to_owned();
         let max = self.ctx().limits().max_sessions;
@@ -251,20 +251,31 @@ impl AcpConnection {
 }
 
 /// The history as the updates a client would have seen: each user entry as a
-/// `user_message_chunk`, each reply as an `agent_message_chunk`, the newest that fit the
-/// connection's outbound budget.
-fn replay(link: &Link, session_id: &str, history: Vec<(EntryMeta, HistoryEntry)>) {
+/// `user_message_chunk`, each reply as an `agent_message_chunk`, each agent update as the
+/// agent sent it; the newest that fit the connection's outbound budget.
+fn replay(link: &Link, session_id: &str, history: Vec<(EntryMeta, Recorded)>) {
     let budget = link.ctx.limits().queue_bytes.saturating_sub(ENVELOPE_BYTES);
     let mut frames = Vec::new();
     let mut total = 0;
-    for (_, entry) in history.iter().rev() {
-        let content = Text { text: &entry.text };
-        let update = match entry.role {
-            HistoryRole::User => Update::UserMessageChunk { content },
-            _ => Update::AgentMessageChunk { content },
+    for (_, recorded) in history.iter().rev() {
+        let frame = match recorded {
+            Recorded::Said(entry) => {
+                let content = Text { text: &entry.text };
+                let update = match entry.role {
+                    HistoryRole::User => Update::UserMessageChunk { content },
+                    _ => Update::AgentMessageChunk { content },
+                };
+                rpc::encode_notification("session/update", &SessionUpdate { session_id, update })
+            }
+            Recorded::AgentUpdate(agent) => rpc::encode_notification(
+                "session/update",
+                &ForwardedUpdate {
+                    session_id,
+                    update: &agent.update,
+                },
+            ),
         };
-        let params = SessionUpdate { session_id, update };
-        let Ok(frame) = rpc::encode_notification("session/update", &params) else {
+        let Ok(frame) = frame else {
             continue;
         };
         total += frame.len();
