@@ -128,7 +128,7 @@ pub struct ServeArgs {
     #[arg(long, env = "CARRIER_PROFILE", default_value = "carrier")]
     profile: String,
     /// The Unix socket local clients of your user reach this carrier through, without a token
-    /// (default: <pid>.sock beside the runtime file). Its directory must be yours and writable
+    /// (default: PID.sock beside the runtime file). Its directory must be yours and writable
     /// by no one else.
     #[arg(long, env = "CARRIER_UNIX_SOCKET", conflicts_with = "no_unix_socket")]
     unix_socket: Option<PathBuf>,
