@@ -18,7 +18,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the embedded agent (or --agent-cmd, --agent-acp) on 127.0.0.1.
-    Serve(cli::serve::ServeArgs),
+    Serve(Box<cli::serve::ServeArgs>),
     /// Run one turn against a running server and print the reply.
     Send(cli::client::SendArgs),
     /// Interactive console: prompts, streamed output, permission answers.
@@ -93,7 +93,7 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => cli::serve::run(args).await,
+            Command::Serve(args) => cli::serve::run(*args).await,
             Command::Send(args) => cli::client::run_send(args).await,
             Command::Connect(args) => cli::client::run_connect(args).await,
             Command::Pipe(args) => cli::pipe::run_pipe(args).await,
