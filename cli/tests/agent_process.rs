@@ -261,7 +261,7 @@ async fn sigterm_stops_the_carrier_and_its_agent_with_exit_0() {
 }
 
 fn silent_agent_ignoring_eof() -> AgentProcessConfig {
-    let script = carrier_test_support::repo().join("cli/tests/agents/silent.py");
+    let script = carrier_test_support::repo().join("agent/tests/agents/silent.py");
     let script = script.to_string_lossy().into_owned();
     AgentProcessConfig::new(
         "python3",

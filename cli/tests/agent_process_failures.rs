@@ -1,4 +1,4 @@
-//! `carrier serve --agent-cmd` with agents that misbehave on purpose (`cli/tests/agents/`): clients
+//! `carrier serve --agent-cmd` with agents that misbehave on purpose (`agent/tests/agents/`): clients
 //! get the errors docs/protocol.md, "Agent processes", names, the carrier keeps serving, and no
 //! agent process outlives it.
 

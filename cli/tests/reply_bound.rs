@@ -154,7 +154,7 @@ async fn the_embedded_agent_at_the_default_cap_is_not_marked() {
     assert!(completed(&events).get("truncated").is_none());
 }
 
-/// The child of `cli/tests/agents/long_reply.py`: its units, so the test knows the stream.
+/// The child of `agent/tests/agents/long_reply.py`: its units, so the test knows the stream.
 const UNIT: &str = "aé€😀";
 const CHUNK_UNITS: usize = 6553;
 const BIG_DELTA: usize = 900 * 1024;
