@@ -141,6 +141,11 @@
 // Each layer inlined, so this crate's documentation is the whole API at the paths a host writes
 // (`carrier::server::WsTransport`), not a list of links to other crates.
 
+/// The Agent Client Protocol on both sides (the `carrier-acp` crate).
+#[cfg(feature = "acp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "acp")))]
+#[doc(inline)]
+pub use carrier_acp as acp;
 /// The agent protocol on the carrier's text frames (the `carrier-agent` crate).
 #[doc(inline)]
 pub use carrier_agent as agent;
@@ -155,11 +160,6 @@ pub use carrier_discovery as discovery;
 /// The wire, with no I/O (the `carrier-protocol` crate).
 #[doc(inline)]
 pub use carrier_protocol as protocol;
-/// The Agent Client Protocol on both sides (the `carrier-acp` crate).
-#[cfg(feature = "acp")]
-#[cfg_attr(docsrs, doc(cfg(feature = "acp")))]
-#[doc(inline)]
-pub use carrier_acp as acp;
 /// The seed system's own wire (the `carrier-robota` crate).
 #[cfg(feature = "robota")]
 #[cfg_attr(docsrs, doc(cfg(feature = "robota")))]
