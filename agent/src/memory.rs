@@ -52,7 +52,7 @@ pub const DEFAULT_MAX_SESSION_BYTES: usize = 64 << 20;
 /// once it is less than half full; the allocator's header and rounding of each buffer (up to
 /// 23 bytes); the shared handle an event's bytes get when the fan-out first clones them
 /// (32 bytes); and a history entry's `turn_id` buffer (32 bytes at least) — at most 183 bytes.
-/// `tests/session_memory_heap.rs` checks with a counting allocator that what is charged covers
+/// `agent/tests/session_memory_heap.rs` checks with a counting allocator that what is charged covers
 /// what the sessions hold.
 pub const ENTRY_OVERHEAD: usize = 256;
 

@@ -19,7 +19,7 @@
 //! [`carrier_protocol::admission`]). Inside, the modules are private: `config`, `listener`,
 //! `http` (and the request rules it checks first), `connection` (the per-connection reader and writer), `handle`,
 //! `detached`, `outbound` (the byte-bounded queue), `profile`, `registry`, `context`, `shared`,
-//! `metrics`, `transport`; they import one another without a loop (`tests/imports.rs`).
+//! `metrics`, `transport`; they import one another without a loop (`tests/it/imports.rs`).
 
 mod config;
 mod connection;

@@ -24,7 +24,7 @@ pub(super) type Writer = Box<dyn SocketWrite>;
 /// frames of 64 KiB. With the unsent part capped, the reply waits behind at most this much,
 /// the bulk frame being written and what the network holds in flight.
 ///
-/// Why 128 KiB, measured with `tests/bulk_credit_wire.rs` (a 64 MiB stream of 64 KiB frames to
+/// Why 128 KiB, measured with `server/tests/it/bulk_priority.rs` (a 64 MiB stream of 64 KiB frames to
 /// a client with a 64 KiB receive buffer that pings after every 64 frames; debug build): bulk
 /// frames between a ping and its answer were 45–66 with the kernel's default, 2–5 at 64 KiB,
 /// 2–5 at 128 KiB, 3–8 at 256 KiB, 6–11 at 512 KiB and 11–20 at 1 MiB. 128 KiB keeps two frames of the size `carrier pipe` sends ready
