@@ -91,7 +91,7 @@ async fn open_mode_admits_without_token() {
 }
 
 // Open mode with a token cannot be configured at all ([`Auth`] holds one or the other); the
-// CLI refuses `--open` with a token itself (cli/tests/cli_serve.rs).
+// CLI refuses `--open` with a token itself (cli/tests/it/serve.rs).
 #[tokio::test]
 async fn open_without_reason_is_refused_at_construction() {
     for reason in ["", "  "] {

@@ -1,5 +1,5 @@
 //! The web console in a real browser: the `carrier serve` binary, headless Debian Chromium
-//! driven over the DevTools protocol (see `tests/browser_harness/mod.rs` for why), and a person's
+//! driven over the DevTools protocol (see `browser/harness.rs` for why), and a person's
 //! path through `/console` — connect, stream a turn, abort one, answer permission prompts, upload
 //! a file; several pages on one session (an observer sees every prompt live, Send and Abort follow
 //! turns another page started); what a wrong token and a vanished carrier look like — plus the
@@ -9,18 +9,16 @@
 //!
 //! A missing browser is installed on first use where the tests may (root or passwordless sudo,
 //! `.ci/install-browser.sh`); elsewhere these tests fail, never skip. Every wait is bounded by
-//! [`browser_harness::WAIT`] and fails with the page's text, console and both processes' logs.
+//! [`harness::WAIT`] and fails with the page's text, console and both processes' logs.
 //! Screenshots of each state land in `target/console-*.png`.
 
-mod browser_harness;
+mod harness;
 
-#[allow(dead_code)] // `main` is the example's, not this test's
-#[path = "../../examples/axum_mount.rs"]
-mod axum_mount;
+use crate::axum_mount;
 
 use std::path::{Path, PathBuf};
 
-use browser_harness::{Carrier, Chromium, ForeignSite, Page};
+use harness::{Carrier, Chromium, ForeignSite, Page};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 

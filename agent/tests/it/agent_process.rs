@@ -1,21 +1,26 @@
-//! `carrier serve --agent-cmd` with well-behaved agents (docs/protocol.md, "Agent processes"): the
-//! example `reverse_agent`, a clone of the embedded agent, and the library's `AgentProcess`.
-//! Every test runs the real binary or a real child process, and checks that no agent process
-//! outlives its carrier.
+//! Agent processes that behave (docs/protocol.md, "Agent processes"): the example
+//! `reverse_agent`, a clone of the embedded agent, hosted by the library's `AgentProcess` as
+//! `carrier serve --agent-cmd` hosts them. Every test runs a real child process, and checks that
+//! no agent process outlives its carrier. Most run the carrier in-process; the ones that read
+//! the carrier's log or kill it run it in a process of its own (the example `agent_host`).
+//! (`carrier serve` stopping its agent at SIGTERM is the CLI's test: `cli/tests/it/agent_cmd.rs`.)
 
 use carrier_test_support as support;
 
 use std::path::Path;
 use std::time::Duration;
 
-use carrier::agent::process::{AgentProcess, AgentProcessConfig};
+use carrier_agent::process::{AgentProcess, AgentProcessConfig};
 use serde_json::{json, Value};
 use support::serve_process::*;
 use support::*;
 
+/// The carrier a test reads the log of, or kills: this crate's example `agent_host`.
+const HOST: Program = Program::Example("agent_host");
+
 #[tokio::test]
 async fn the_reverse_agent_streams_the_reversed_prompt_word_by_word() {
-    let serve = Serve::with_agent(&reverse_agent(1), &[]).await;
+    let serve = AgentServer::start(&reverse_agent(1)).await;
     let (mut c, hs) = serve.client().await;
     assert_eq!(hs["session_id"], "s1");
     let t = c.submit("one two three").await;
@@ -62,7 +67,7 @@ async fn the_reverse_agent_streams_the_reversed_prompt_word_by_word() {
 
 #[tokio::test]
 async fn an_observer_sees_the_prompt_a_driver_submitted_to_an_agent_process() {
-    let serve = Serve::with_agent(&reverse_agent(1), &[]).await;
+    let serve = AgentServer::start(&reverse_agent(1)).await;
     let (mut driver, _) = serve.client().await;
     let mut observer = Client::connect(&format!("{}&role=observe", serve.url())).await;
     assert_eq!(observer.handshake(json!({})).await["role"], "observe");
@@ -81,7 +86,7 @@ async fn an_observer_sees_the_prompt_a_driver_submitted_to_an_agent_process() {
 
 #[tokio::test]
 async fn the_reverse_agent_asks_permission_and_the_carrier_resolves_it_once() {
-    let serve = Serve::with_agent(&reverse_agent(1), &[]).await;
+    let serve = AgentServer::start(&reverse_agent(1)).await;
     let (mut c, _) = serve.client().await;
     for (decision, reply) in [("allow", "tool ran: b a"), ("deny", "tool denied")] {
         let t = c.submit("/tool a b").await;
@@ -111,7 +116,7 @@ async fn the_reverse_agent_asks_permission_and_the_carrier_resolves_it_once() {
 
 #[tokio::test]
 async fn abort_ends_the_turn_at_once_and_the_agent_keeps_serving() {
-    let serve = Serve::with_agent(&reverse_agent(200), &[]).await;
+    let serve = AgentServer::start(&reverse_agent(200)).await;
     let (mut c, _) = serve.client().await;
     let t1 = c.submit("a b c d e f").await;
     c.event("session.text_delta").await;
@@ -129,10 +134,11 @@ async fn abort_ends_the_turn_at_once_and_the_agent_keeps_serving() {
     serve.finish().await;
 }
 
-/// One client session against a carrier: everything a client can observe, in order.
-async fn transcript(serve: &Serve) -> Vec<Value> {
+/// One client session against the carrier at `url`: everything a client can observe, in order.
+async fn transcript(url: &str) -> Vec<Value> {
     let mut out = Vec::new();
-    let (mut c, hs) = serve.client().await;
+    let mut c = Client::connect(url).await;
+    let hs = c.handshake(json!({})).await;
     out.push(hs.clone());
     let t = c.submit("alpha beta gamma").await;
     out.extend(c.turn_events(&t).await);
@@ -160,7 +166,7 @@ async fn transcript(serve: &Serve) -> Vec<Value> {
     out.push(c.request("session.abort", json!({})).await);
     // A second client resumes after seq 3 and gets the same replay.
     let resume = json!({"session_id": hs["session_id"], "epoch": hs["epoch"], "after_seq": 3});
-    let mut c2 = Client::connect(&serve.url()).await;
+    let mut c2 = Client::connect(url).await;
     let r2 = c2.handshake(json!({ "resume": resume })).await;
     let replayed = r2["resume"]["replayed"].as_u64().expect("resumed");
     out.push(r2);
@@ -195,15 +201,18 @@ fn masked(frames: Vec<Value>) -> Vec<Value> {
 
 #[tokio::test]
 async fn a_client_cannot_tell_the_embedded_agent_from_an_equivalent_child_except_by_the_text() {
-    let embedded = Serve::start(&["--demo-delay-ms", "1"])
-        .await
-        .expect("serve");
-    let child = Serve::with_agent(&python_agent("echo_clone.py", "1"), &[]).await;
-    let (a, b) = tokio::join!(transcript(&embedded), transcript(&child));
+    // The embedded agent as `carrier serve --demo-delay-ms 1` runs it.
+    let identity = config()
+        .with_driver_id(carrier_server::DEFAULT_DRIVER_ID.into())
+        .with_surface("carrier".into());
+    let embedded = Server::with(identity, embedded(Duration::from_millis(1))).await;
+    let child = AgentServer::start(&python_agent("echo_clone.py", "1")).await;
+    let (embedded_url, child_url) = (embedded.url(""), child.url());
+    let (a, b) = tokio::join!(transcript(&embedded_url), transcript(&child_url));
     let child_said = serde_json::to_string(&b).unwrap();
     assert!(child_said.contains("child: alpha"), "the texts differ");
     assert_eq!(masked(a), masked(b));
-    embedded.finish().await;
+    embedded.transport.stop().await;
     child.finish().await;
 }
 
@@ -212,7 +221,9 @@ async fn a_client_cannot_tell_the_embedded_agent_from_an_equivalent_child_except
 /// abort (it would refuse it, `not_found`, logged by the carrier).
 #[tokio::test]
 async fn an_answer_then_an_abort_at_once_reach_the_child_as_the_abort_alone() {
-    let serve = Serve::with_agent(&python_agent("echo_clone.py", "1"), &[]).await;
+    let serve = HOST
+        .with_agent(&python_agent("echo_clone.py", "1"), &[])
+        .await;
     let (mut c, _) = serve.client().await;
     let t = c.submit("/tool ls").await;
     let request = c.event("session.permission_request").await;
@@ -241,7 +252,7 @@ async fn an_answer_then_an_abort_at_once_reach_the_child_as_the_abort_alone() {
 
 #[tokio::test]
 async fn when_the_carrier_is_killed_its_agent_sees_stdin_close_and_exits() {
-    let mut serve = Serve::with_agent(&reverse_agent(1), &[]).await;
+    let mut serve = HOST.with_agent(&reverse_agent(1), &[]).await;
     let agent = serve.agent_pid();
     assert!(alive(agent));
     let status = serve.signal_and_wait("KILL").await;
@@ -250,14 +261,6 @@ async fn when_the_carrier_is_killed_its_agent_sees_stdin_close_and_exits() {
         until(|| !alive(agent)).await,
         "agent {agent} outlived a killed carrier"
     );
-}
-
-#[tokio::test]
-async fn sigterm_stops_the_carrier_and_its_agent_with_exit_0() {
-    let serve = Serve::with_agent(&reverse_agent(1), &[]).await;
-    let agent = serve.agent_pid();
-    serve.finish().await;
-    assert!(!alive(agent));
 }
 
 fn silent_agent_ignoring_eof() -> AgentProcessConfig {

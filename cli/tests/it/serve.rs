@@ -263,6 +263,120 @@ fn configuration_errors_exit_2_with_one_line() {
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
 }
 
+/// `--max-message-bytes` takes at most 1 GiB. (What a carrier at that cap does with a header
+/// announcing 60 GiB is the server's test: `server/tests/it/hostile_clients.rs`.)
+#[test]
+fn a_max_message_bytes_past_1_gib_exits_2_naming_the_largest_cap() {
+    let accepted = serve(&["--max-message-bytes", "1073741824"], &[]);
+    assert_eq!(
+        accepted.line["event"], "listening",
+        "1 GiB is the largest cap and is accepted"
+    );
+    drop(accepted);
+    for cap in ["1073741825", "68719476736", "18446744073709551615"] {
+        let (code, _, stderr) = run(&["serve", "--port", "0", "--max-message-bytes", cap]);
+        assert_eq!(code, 2, "{cap}");
+        assert!(
+            stderr.contains("1073741824"),
+            "the error names the largest cap: {stderr}"
+        );
+    }
+}
+
+/// `carrier serve --token-file PATH`: the token goes to a new 0600 file (an existing file or
+/// symlink at PATH is replaced, never written through), stdout says `"token":"file"`, and the
+/// token in the file admits a client. (The security tests of the server it runs are
+/// `server/tests/it/security.rs`.)
+#[cfg(unix)]
+#[tokio::test]
+async fn token_file_is_owner_only_and_never_written_through_a_link() {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    use tokio::io::AsyncBufReadExt;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "do not touch\n").expect("victim");
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let path = dir.path().join("token");
+    symlink(&victim, &path).expect("symlink");
+
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_carrier"))
+        .args(["serve", "--port", "0", "--token-file"])
+        .arg(&path)
+        .env_remove("CARRIER_TOKEN")
+        // Its runtime file goes here, not among the runtime files of the person running tests.
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn carrier serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    tokio::time::timeout(
+        carrier_test_support::WAIT,
+        tokio::io::BufReader::new(stdout).read_line(&mut line),
+    )
+    .await
+    .expect("listening line")
+    .expect("read");
+    let listening: serde_json::Value = serde_json::from_str(&line).expect("JSON line");
+    assert_eq!(listening["token"], "file", "{line}");
+    let port = listening["port"].as_u64().expect("port") as u16;
+
+    let meta = std::fs::symlink_metadata(&path).expect("token file");
+    assert!(
+        meta.file_type().is_file(),
+        "the link was replaced by a file"
+    );
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "do not touch\n"
+    );
+    let token = std::fs::read_to_string(&path).expect("token");
+    let token = token.trim_end();
+    assert_eq!(token.len(), 64);
+    assert!(!line.contains(token), "the token was printed");
+    // Nor is it in the runtime file: with --token-file the token stays in that file only.
+    let pid = child.id().expect("pid");
+    let runtime = dir.path().join(format!("carrier/{pid}.json"));
+    let advertised: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&runtime).expect("runtime file"))
+            .expect("runtime JSON");
+    assert_eq!(advertised["port"], port, "{advertised}");
+    assert_eq!(advertised["token"], serde_json::Value::Null, "{advertised}");
+
+    let req =
+        carrier_test_support::upgrade_request(&format!("/?token={token}"), Some("127.0.0.1"), &[]);
+    assert_eq!(
+        carrier_test_support::http_status(port, &req).await,
+        Some(101)
+    );
+    child.kill().await.ok();
+}
+
+/// `--max-reply-bytes 0` is refused. (What a carrier does at its reply cap is the agent
+/// layer's test: `agent/tests/it/reply_bound.rs`.)
+#[tokio::test]
+async fn serve_refuses_a_zero_max_reply_bytes_with_exit_2() {
+    let refused = match carrier_test_support::serve_process::Serve::start(&[
+        "--max-reply-bytes",
+        "0",
+    ])
+    .await
+    {
+        Ok(_) => panic!("serve started with --max-reply-bytes 0"),
+        Err(refused) => refused,
+    };
+    assert_eq!(refused.status.code(), Some(2), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("max_reply_bytes"),
+        "{}",
+        refused.stderr
+    );
+}
+
 #[test]
 fn no_free_port_exits_1() {
     let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

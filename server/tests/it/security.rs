@@ -1,65 +1,13 @@
 //! Security tests over real sockets on 127.0.0.1: DNS-rebinding hosts, hostile origins, token
-//! encodings, oversized requests, secrets in logs and metrics, and RFC 6455 masking. (A failing OS
-//! random source is the server's unit test: `WsTransport::new` refuses to start without a token.)
+//! encodings, oversized requests, and RFC 6455 masking. (Secrets in logs and metrics are
+//! `secret_logs.rs`, a binary of its own: it captures every log line of its process. A failing OS
+//! random source is the server's unit test: `WsTransport::new` refuses to start without a token.
+//! The token file `carrier serve --token-file` writes is the CLI's: `cli/tests/it/serve.rs`.)
 
 use carrier_test_support as support;
 
-use std::sync::{Arc, Mutex, OnceLock};
-
-use carrier::server::{Auth, CarrierConfig, WsTransport};
+use carrier_server::{CarrierConfig, WsTransport};
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
-/// Sends one raw HTTP request and returns the status code, or `None` if the server closed the
-/// connection without answering. Panics if nothing happens within [`WAIT`] (a hang).
-async fn http_status(port: u16, request: &[u8]) -> Option<u16> {
-    let head = http_head(port, request).await;
-    head.split_whitespace().nth(1).and_then(|s| s.parse().ok())
-}
-
-/// Sends one raw HTTP request and returns the response head as text (empty if the server
-/// closed the connection without answering).
-async fn http_head(port: u16, request: &[u8]) -> String {
-    let mut tcp = TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    // The server may refuse before reading everything; a failed write is not the verdict.
-    let _ = tcp.write_all(request).await;
-    let mut buf = Vec::new();
-    let read = async {
-        let mut chunk = [0u8; 4096];
-        loop {
-            match tcp.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => {
-                    buf.extend_from_slice(&chunk[..n]);
-                    if buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                        return;
-                    }
-                }
-            }
-        }
-    };
-    tokio::time::timeout(WAIT, read)
-        .await
-        .expect("the server neither answered nor closed: a hang");
-    String::from_utf8_lossy(&buf).into_owned()
-}
-
-fn upgrade_request(path: &str, host: Option<&str>, extra: &[&str]) -> Vec<u8> {
-    let mut req = format!("GET {path} HTTP/1.1\r\n");
-    if let Some(h) = host {
-        req.push_str(&format!("Host: {h}\r\n"));
-    }
-    req.push_str("Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n");
-    for line in extra {
-        req.push_str(line);
-        req.push_str("\r\n");
-    }
-    req.push_str("\r\n");
-    req.into_bytes()
-}
 
 #[tokio::test]
 async fn dns_rebinding_hosts_are_refused_before_upgrade() {
@@ -175,15 +123,6 @@ async fn null_and_foreign_origins_are_refused_before_upgrade() {
             "Origin {origin:?}"
         );
     }
-}
-
-/// Upgrades with `path_and_query` and returns the first frame the server sends unprompted, or
-/// after a handshake attempt.
-async fn first_answer(port: u16, path: &str, extra: &[&str]) -> RawFrame {
-    let (status, mut raw) = Raw::upgrade(port, path, extra).await;
-    assert_eq!(status, 101, "{path}");
-    raw.send(true, 1, b"hs").await;
-    raw.recv_data().await.expect("a frame")
 }
 
 #[tokio::test]
@@ -306,169 +245,15 @@ async fn over_long_or_invalid_close_frames_are_refused_not_echoed() {
     }
 }
 
-/// Everything every test of this binary logs, at every level.
-fn captured_logs() -> Arc<Mutex<Vec<u8>>> {
-    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let sink = logs.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_ansi(false)
-            .with_writer(move || LogWriter(sink.clone()))
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).expect("one global subscriber");
-        logs
-    })
-    .clone()
-}
-
-struct LogWriter(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        std::io::Write::write(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()), buf)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-#[tokio::test]
-async fn the_token_never_appears_in_logs_or_metrics() {
-    let logs = captured_logs();
-    let token = "Tk-5d1c8e0b7a2f4e6d9c3b1a0f8e7d6c5b";
-    let server = Server::core(config().with_auth(Auth::Token(token.into()))).await;
-    let port = server.port;
-    // A full session with the token in the query, one with it as the subprotocol, and the
-    // failures around them: a wrong token, a refused role, a refused host, a bad upgrade.
-    let mut ws = connect_handshaken(&format!("ws://127.0.0.1:{port}/?token={token}")).await;
-    futures_util::SinkExt::send(
-        &mut ws,
-        tokio_tungstenite::tungstenite::Message::text("hello"),
-    )
-    .await
-    .expect("send");
-    assert_eq!(next_text(&mut ws).await, "hello");
-    let f = first_answer(port, "/", &[&format!("Sec-WebSocket-Protocol: {token}")]).await;
-    assert_eq!(f.payload, b"ok");
-    let encoded: String = token.bytes().map(|b| format!("%{b:02X}")).collect();
-    let f = first_answer(port, &format!("/?token={encoded}"), &[]).await;
-    assert_eq!(f.payload, b"ok");
-    let f = first_answer(port, &format!("/?token={token}x"), &[]).await;
-    assert_eq!(f.close_code(), Some(1008));
-    let f = first_answer(port, &format!("/?token={token}&role=admin"), &[]).await;
-    assert_eq!(f.close_code(), Some(1008));
-    let req = upgrade_request(&format!("/?token={token}"), Some("evil.example"), &[]);
-    assert_eq!(http_status(port, &req).await, Some(403));
-    let bad = format!("GET /?token={token} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n");
-    assert!(matches!(
-        http_status(port, bad.as_bytes()).await,
-        Some(400) | Some(426)
-    ));
-    let metrics_req =
-        format!("GET /metrics HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n");
-    let mut tcp = TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    tcp.write_all(metrics_req.as_bytes()).await.expect("write");
-    let mut body = Vec::new();
-    tokio::time::timeout(WAIT, tcp.read_to_end(&mut body))
-        .await
-        .expect("metrics answered")
-        .expect("read");
-    let body = String::from_utf8_lossy(&body);
-    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
-    assert!(body.contains("carrier_connections"));
-    assert!(!body.contains(token), "the token is in /metrics");
-    ws.close(None).await.ok();
-    server.transport.stop().await;
-
-    let logs = logs.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let text = String::from_utf8_lossy(&logs);
-    assert!(
-        text.contains("carrier listening") && text.contains("carrier stopped"),
-        "the capture saw the carrier's logs:\n{text}"
-    );
-    for secret in [token, encoded.as_str(), &token[3..]] {
-        assert!(!text.contains(secret), "secret {secret:?} logged:\n{text}");
-    }
-}
-
 #[test]
 fn minted_tokens_are_64_hex_characters_and_differ() {
-    let a = carrier::server::mint_token().expect("OS randomness");
-    let b = carrier::server::mint_token().expect("OS randomness");
+    let a = carrier_server::mint_token().expect("OS randomness");
+    let b = carrier_server::mint_token().expect("OS randomness");
     assert_eq!(a.len(), 64);
     assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
     assert_ne!(a, b);
     let minted = WsTransport::new(CarrierConfig::default().with_port(0)).expect("config");
     assert_eq!(minted.resolved_token().map(str::len), Some(64));
-}
-
-/// `carrier serve --token-file PATH`: the token goes to a new 0600 file (an existing file or
-/// symlink at PATH is replaced, never written through), stdout says `"token":"file"`, and the
-/// token in the file admits a client.
-#[cfg(unix)]
-#[tokio::test]
-async fn token_file_is_owner_only_and_never_written_through_a_link() {
-    use std::os::unix::fs::{symlink, PermissionsExt};
-    use tokio::io::AsyncBufReadExt;
-
-    let dir = tempfile::tempdir().expect("tempdir");
-    let victim = dir.path().join("victim");
-    std::fs::write(&victim, "do not touch\n").expect("victim");
-    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-    let path = dir.path().join("token");
-    symlink(&victim, &path).expect("symlink");
-
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_carrier"))
-        .args(["serve", "--port", "0", "--token-file"])
-        .arg(&path)
-        .env_remove("CARRIER_TOKEN")
-        // Its runtime file goes here, not among the runtime files of the person running tests.
-        .env("XDG_RUNTIME_DIR", dir.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn carrier serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    tokio::time::timeout(WAIT, tokio::io::BufReader::new(stdout).read_line(&mut line))
-        .await
-        .expect("listening line")
-        .expect("read");
-    let listening: serde_json::Value = serde_json::from_str(&line).expect("JSON line");
-    assert_eq!(listening["token"], "file", "{line}");
-    let port = listening["port"].as_u64().expect("port") as u16;
-
-    let meta = std::fs::symlink_metadata(&path).expect("token file");
-    assert!(
-        meta.file_type().is_file(),
-        "the link was replaced by a file"
-    );
-    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-    assert_eq!(
-        std::fs::read_to_string(&victim).expect("victim"),
-        "do not touch\n"
-    );
-    let token = std::fs::read_to_string(&path).expect("token");
-    let token = token.trim_end();
-    assert_eq!(token.len(), 64);
-    assert!(!line.contains(token), "the token was printed");
-    // Nor is it in the runtime file: with --token-file the token stays in that file only.
-    let pid = child.id().expect("pid");
-    let runtime = dir.path().join(format!("carrier/{pid}.json"));
-    let advertised: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&runtime).expect("runtime file"))
-            .expect("runtime JSON");
-    assert_eq!(advertised["port"], port, "{advertised}");
-    assert_eq!(advertised["token"], serde_json::Value::Null, "{advertised}");
-
-    let req = upgrade_request(&format!("/?token={token}"), Some("127.0.0.1"), &[]);
-    assert_eq!(http_status(port, &req).await, Some(101));
-    child.kill().await.ok();
 }
 
 /// A request with `method`, `target` and `version` on its request line, `Host: 127.0.0.1`,

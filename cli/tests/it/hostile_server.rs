@@ -1,19 +1,22 @@
 //! The client against a server that misbehaves on purpose: pings at line rate while it reads
 //! nothing, a reply that streams for as long as it likes, an answer too large to hold parsed,
 //! an upgrade answer that is not a WebSocket handshake. Each server is a tokio-tungstenite one
-//! written here; the client is the `carrier` binary (`send`, `status`) or the Rust client, and
-//! the client's memory is its own process's peak resident size (`VmHWM`, read while it runs).
+//! written here; the client is the `carrier` binary (`send`, `status`): what it prints, how it
+//! exits, and its own process's peak resident size (`VmHWM`, read while it runs). (The Rust
+//! client refusing a spoiled upgrade answer is the client's test:
+//! `client/tests/it/upgrade_answer.rs`.)
 #![cfg(target_os = "linux")]
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use carrier::client::{Transport, TransportError, WsClientTransport, WsOptions, PROTOCOL_VERSION};
+use carrier::client::PROTOCOL_VERSION;
+use carrier_test_support::rogue::{self, drop_accept, listen, wrong_accept};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+use tokio_tungstenite::tungstenite::handshake::server::Response;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
@@ -32,27 +35,9 @@ const MIB: u64 = 1 << 20;
 
 type Ws = WebSocketStream<TcpStream>;
 
-async fn listen() -> (TcpListener, String) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("ws://{}/", listener.local_addr().expect("addr"));
-    (listener, url)
-}
-
 /// Accepts one WebSocket connection, the upgrade answer passed through `edit` first.
-// tungstenite's upgrade callback type fixes the large error response.
-#[allow(clippy::result_large_err)]
 async fn accept_edited(listener: &TcpListener, edit: fn(&mut Response)) -> Ws {
-    let (stream, _) = tokio::time::timeout(WAIT, listener.accept())
-        .await
-        .expect("the client connects")
-        .expect("accept");
-    let callback = move |_: &Request, mut response: Response| {
-        edit(&mut response);
-        Ok(response)
-    };
-    tokio_tungstenite::accept_hdr_async(stream, callback)
-        .await
-        .expect("upgrade")
+    rogue::accept_edited(listener, edit, WAIT).await
 }
 
 async fn accept(listener: &TcpListener) -> Ws {
@@ -416,21 +401,9 @@ async fn an_answer_too_large_to_hold_parsed_is_refused_unparsed() {
 // An upgrade answer that is not a WebSocket handshake
 // ---------------------------------------------------------------------------------------------
 
-fn drop_accept(response: &mut Response) {
-    response.headers_mut().remove("sec-websocket-accept");
-}
-
-fn wrong_accept(response: &mut Response) {
-    // The RFC's example answer, for another key than the client's.
-    response.headers_mut().insert(
-        "sec-websocket-accept",
-        "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=".parse().expect("value"),
-    );
-}
-
 /// RFC 6455 §4.1: a `101` whose `Sec-WebSocket-Accept` is missing or does not answer the
-/// request's key is not a WebSocket handshake. The Rust client fails the dial with a typed
-/// error and writes nothing after its request; the CLI says so in one line and exits 1.
+/// request's key is not a WebSocket handshake: the CLI says so in one line and exits 1. (The
+/// Rust client's typed error is the client's test: `client/tests/it/upgrade_answer.rs`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upgrade_without_the_right_accept_key_is_refused_and_nothing_follows_it() {
     for (edit, why) in [
@@ -441,24 +414,6 @@ async fn an_upgrade_without_the_right_accept_key_is_refused_and_nothing_follows_
         (wrong_accept, "does not answer this request's key"),
     ] {
         let (listener, url) = listen().await;
-        let transport = WsClientTransport::new(WsOptions::new(&url).token(TOKEN).no_reconnect());
-        let (dialled, mut ws) = tokio::join!(transport.connect(), accept_edited(&listener, edit));
-        let error = dialled.expect_err("refused");
-        let TransportError::InvalidUpgrade { reason } = &error else {
-            panic!("not an invalid upgrade: {error:?}");
-        };
-        assert!(reason.contains(why), "{reason}");
-        assert!(!error.to_string().contains('\n'), "{error}");
-        // The client hung up without a frame.
-        let after = tokio::time::timeout(WAIT, ws.next())
-            .await
-            .expect("the client hangs up");
-        assert!(
-            !matches!(after, Some(Ok(_))),
-            "the client went on after the upgrade: {after:?}"
-        );
-        drop(transport);
-
         let client = Client::start(&["status", &url]);
         let mut ws = accept_edited(&listener, edit).await;
         let finished = tokio::task::spawn_blocking(move || client.finish())

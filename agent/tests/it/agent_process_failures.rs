@@ -1,12 +1,18 @@
-//! `carrier serve --agent-cmd` with agents that misbehave on purpose (`agent/tests/agents/`): clients
-//! get the errors docs/protocol.md, "Agent processes", names, the carrier keeps serving, and no
-//! agent process outlives it.
+//! Agent processes that misbehave on purpose (`agent/tests/agents/`), hosted as `carrier serve
+//! --agent-cmd` hosts them: clients get the errors docs/protocol.md, "Agent processes", names,
+//! the carrier keeps serving, and no agent process outlives it. Each test watches the carrier's
+//! process (its log, its children, its memory), so the carrier runs in a process of its own:
+//! this crate's example `agent_host`. (`carrier serve` refusing to start when its agent does is
+//! the CLI's test: `cli/tests/it/agent_cmd.rs`.)
 
 use carrier_test_support as support;
 
 use serde_json::json;
 use support::serve_process::*;
 use support::*;
+
+/// The carrier whose process a test watches: this crate's example `agent_host`.
+const HOST: Program = Program::Example("agent_host");
 
 /// The carrier still answers after whatever the agent did.
 async fn still_serving(serve: &Serve) {
@@ -16,7 +22,7 @@ async fn still_serving(serve: &Serve) {
 
 #[tokio::test]
 async fn garbage_lines_and_invalid_events_are_logged_and_dropped() {
-    let serve = Serve::with_agent(&python_agent("garbage.py", ""), &[]).await;
+    let serve = HOST.with_agent(&python_agent("garbage.py", ""), &[]).await;
     let (mut c, _) = serve.client().await;
     let t = c.submit("anything").await;
     let events = c.turn_events(&t).await;
@@ -67,7 +73,9 @@ async fn turn(c: &mut Client, prompt: &str) -> Vec<serde_json::Value> {
 
 #[tokio::test]
 async fn an_agent_that_exits_mid_turn_is_restarted_by_the_next_submit_five_times_a_minute() {
-    let serve = Serve::with_agent(&python_agent("exit_mid_turn.py", ""), &[]).await;
+    let serve = HOST
+        .with_agent(&python_agent("exit_mid_turn.py", ""), &[])
+        .await;
     let (mut c, _) = serve.client().await;
     let first = serve.agent_pid();
     // The first child, then five restarts: each streams one delta and exits.
@@ -118,7 +126,9 @@ async fn an_agent_that_exits_mid_turn_is_restarted_by_the_next_submit_five_times
 #[tokio::test]
 async fn a_silent_agent_times_out_submits_with_agent_timeout_and_reads_with_internal() {
     let agent = python_agent("silent.py", "");
-    let serve = Serve::with_agent(&agent, &["--agent-timeout-ms", "3000"]).await;
+    let serve = HOST
+        .with_agent(&agent, &["--agent-timeout-ms", "3000"])
+        .await;
     let (mut c, _) = serve.client().await;
     // The reads wait out their timeouts alongside the turn's.
     let history = c.send_request("session.history", json!({})).await;
@@ -147,7 +157,7 @@ async fn a_silent_agent_times_out_submits_with_agent_timeout_and_reads_with_inte
 
 #[tokio::test]
 async fn a_flooding_agent_cannot_grow_the_carriers_memory() {
-    let serve = Serve::with_agent(&python_agent("flood.py", ""), &[]).await;
+    let serve = HOST.with_agent(&python_agent("flood.py", ""), &[]).await;
     let (mut c, _) = serve.client().await;
     let events = turn(&mut c, "flood").await;
     assert_eq!(concat_deltas(&events), "survived");
@@ -159,96 +169,4 @@ async fn a_flooding_agent_cannot_grow_the_carriers_memory() {
     assert!(serve.log().contains("line over the limit dropped"));
     still_serving(&serve).await;
     serve.finish().await;
-}
-
-/// `serve` with `bad_handshake.py MODE` must exit 1 mentioning `expect`, and leave no child.
-async fn refused_at_launch(mode: &str, expect: &str, extra: &[&str]) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let pidfile = dir.path().join("pid");
-    let agent = python_agent(
-        "bad_handshake.py",
-        &format!("{mode} '{}'", pidfile.display()),
-    );
-    let mut args = vec!["--agent-cmd", agent.as_str()];
-    args.extend_from_slice(extra);
-    let refused = match Serve::start(&args).await {
-        Ok(_) => panic!("serve started with a {mode} agent"),
-        Err(refused) => refused,
-    };
-    assert_eq!(refused.status.code(), Some(1), "{mode}: {}", refused.stderr);
-    assert!(
-        refused.stderr.contains(expect),
-        "{mode}: {}",
-        refused.stderr
-    );
-    let pid: u32 = std::fs::read_to_string(&pidfile)
-        .expect("the agent ran")
-        .trim()
-        .parse()
-        .expect("pid");
-    assert!(
-        !alive(pid),
-        "{mode}: agent {pid} outlived the refused carrier"
-    );
-}
-
-#[tokio::test]
-async fn serve_exits_1_when_the_agent_speaks_an_incompatible_protocol() {
-    refused_at_launch("incompatible", "speaks protocol 2.0", &[]).await;
-    refused_at_launch("incompatible", "update the carrier", &[]).await;
-}
-
-#[tokio::test]
-async fn serve_exits_1_when_the_agent_fails_its_handshake() {
-    refused_at_launch(
-        "error",
-        "refused the handshake: internal: no model configured",
-        &[],
-    )
-    .await;
-    refused_at_launch("exit", "exited before answering system.handshake", &[]).await;
-    refused_at_launch(
-        "silent",
-        // Long enough for python to start and write its pid on a loaded 2-core machine.
-        "did not answer system.handshake within 3000 ms",
-        &["--agent-timeout-ms", "3000"],
-    )
-    .await;
-}
-
-#[tokio::test]
-async fn serve_exits_1_when_the_agent_cannot_start() {
-    let refused = Serve::start(&["--agent-cmd", "/nonexistent/agent --flag"])
-        .await
-        .err()
-        .expect("refused");
-    assert_eq!(refused.status.code(), Some(1));
-    assert!(
-        refused
-            .stderr
-            .contains("cannot start the agent process \"/nonexistent/agent\""),
-        "{}",
-        refused.stderr
-    );
-}
-
-#[tokio::test]
-async fn an_agent_command_that_cannot_be_split_is_a_usage_error() {
-    for bad in ["agent 'unclosed", "   "] {
-        let refused = Serve::start(&["--agent-cmd", bad])
-            .await
-            .err()
-            .expect("refused");
-        assert_eq!(
-            refused.status.code(),
-            Some(2),
-            "{bad:?}: {}",
-            refused.stderr
-        );
-        assert!(
-            refused.stderr.contains("invalid --agent-cmd"),
-            "{}",
-            refused.stderr
-        );
-    }
 }
