@@ -7,7 +7,8 @@
 //! not exactly one carrier runs); the reason is one line on stderr.
 //!
 //! Without a URL, `send`, `connect` and `status` use the runtime file of the one carrier that
-//! runs ([`carrier::discovery`]): its URL, and its token unless one is given. Clap's own parse
+//! runs ([`carrier::discovery`]): its Unix socket when it lists one (`unix:PATH`, where the same
+//! user needs no token), else its URL; and its token unless one is given. Clap's own parse
 //! errors already exit with 2. The `*_with` variants take the output streams (and the console
 //! its input lines) so tests can drive them.
 //!

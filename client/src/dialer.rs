@@ -1,7 +1,9 @@
-//! The one dialer of the project's clients: TCP connect to a loopback `ws://` URL, the
-//! listener's owner checked before anything is written (a listener of another user is refused
-//! with [`TransportError::ForeignListener`], or reached without the token when
-//! [`WsOptions::any_owner`] says so), then the HTTP/1 upgrade with the token and role.
+//! The one dialer of the project's clients: connect to a loopback `ws://` URL (TCP) or to the
+//! carrier's Unix socket (`unix:`), the listener's owner checked before anything is written (a
+//! listener of another user is refused with [`TransportError::ForeignListener`], or reached
+//! without the token when [`WsOptions::any_owner`] says so), then the HTTP/1 upgrade with the
+//! token and role. On TCP the owner comes from the kernel's socket table (Linux); on the Unix
+//! socket from the peer credentials, with no table read (`carrier_discovery::listener`).
 //!
 //! [`dial`] hands over the upgraded socket; [`WsClientTransport`](super::WsClientTransport)
 //! dials through it, and so do tools that drive the raw socket for speed (the load generator).
@@ -17,11 +19,11 @@ use hyper::header::{
 use hyper::upgrade::Upgraded;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::options::{Target, TokenPlacement, WsOptions};
 use super::transport::TransportError;
-use carrier_discovery::listener::{DialError, Listener};
+use carrier_discovery::listener::{DialError, Endpoint, Listener};
 
 /// An upgraded client WebSocket, as [`dial`] hands it over.
 pub type DialedSocket = WebSocket<TokioIo<Upgraded>>;
@@ -43,44 +45,84 @@ impl std::fmt::Debug for Dialed {
     }
 }
 
-/// Dials once, within the options' connect timeout: resolve the URL (loopback only), connect,
-/// check the listener's owner, upgrade. `listener_seen` is told whose listener was reached as
-/// soon as that is known (also when the upgrade then fails).
+/// Dials once, within the options' connect timeout: resolve the URL (loopback or a Unix socket
+/// only), connect, check the listener's owner, upgrade. `listener_seen` is told whose listener
+/// was reached as soon as that is known (also when the upgrade then fails).
 pub async fn dial(
     options: &WsOptions,
     listener_seen: impl FnOnce(&Listener),
 ) -> Result<Dialed, TransportError> {
     let target = Target::resolve(options)?;
-    let addr = target.addr;
     let upgrade = async {
-        let checked = options
-            .owner_check()
-            .connect(addr)
-            .await
-            .map_err(|error| dial_error(options, error))?;
-        let token = match &checked.listener {
-            listener if listener.may_receive_token() => target.token(options),
-            listener => {
-                tracing::info!(%addr, ?listener, "talking to a listener that is not this user's, without the token");
-                None
+        let check = options.owner_check();
+        match &target.endpoint {
+            Endpoint::Tcp(addr) => {
+                let checked = check
+                    .connect(*addr)
+                    .await
+                    .map_err(|error| dial_error(options, error))?;
+                let _ = checked.stream.set_nodelay(true);
+                super::lowat::limit_unsent(&checked.stream);
+                checked_upgrade(
+                    checked.stream,
+                    checked.listener,
+                    &target,
+                    options,
+                    listener_seen,
+                )
+                .await
             }
-        };
-        listener_seen(&checked.listener);
-        let stream = checked.stream;
-        let _ = stream.set_nodelay(true);
-        super::lowat::limit_unsent(&stream);
-        let socket = upgrade(stream, &target, token, options).await?;
-        Ok(Dialed {
-            socket,
-            listener: checked.listener,
-        })
+            #[cfg(unix)]
+            Endpoint::Unix(path) => {
+                let checked = check
+                    .connect_unix(path)
+                    .await
+                    .map_err(|error| dial_error(options, error))?;
+                checked_upgrade(
+                    checked.stream,
+                    checked.listener,
+                    &target,
+                    options,
+                    listener_seen,
+                )
+                .await
+            }
+            #[cfg(not(unix))]
+            Endpoint::Unix(_) => Err(TransportError::InvalidUrl {
+                url: super::url_secrets::redact_url(options.url()),
+                reason: "Unix sockets are not available on this system".into(),
+            }),
+        }
     };
     tokio::time::timeout(options.timeout(), upgrade)
         .await
         .map_err(|_| TransportError::Connect {
-            addr: addr.to_string(),
+            addr: target.endpoint.to_string(),
             reason: format!("timed out after {:?}", options.timeout()),
         })?
+}
+
+/// The upgrade over a stream whose `listener` was checked: with the token only if that listener
+/// may receive one.
+async fn checked_upgrade<IO>(
+    stream: IO,
+    listener: Listener,
+    target: &Target,
+    options: &WsOptions,
+    listener_seen: impl FnOnce(&Listener),
+) -> Result<Dialed, TransportError>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let token = if listener.may_receive_token() {
+        target.token(options)
+    } else {
+        tracing::info!(endpoint = %target.endpoint, ?listener, "talking to a listener that is not this user's, without the token");
+        None
+    };
+    listener_seen(&listener);
+    let socket = upgrade(stream, target, token, options).await?;
+    Ok(Dialed { socket, listener })
 }
 
 /// A refused dial as the transport reports it.
@@ -107,14 +149,17 @@ fn dial_error(options: &WsOptions, error: DialError) -> TransportError {
 
 /// The HTTP/1 upgrade request. Written here rather than with `fastwebsockets::handshake::client`
 /// so connection errors go to `tracing` instead of being printed on stderr.
-async fn upgrade(
-    stream: TcpStream,
+async fn upgrade<IO>(
+    stream: IO,
     target: &Target,
     token: Option<&str>,
     options: &WsOptions,
-) -> Result<DialedSocket, TransportError> {
+) -> Result<DialedSocket, TransportError>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let failed = |reason: String| TransportError::Connect {
-        addr: target.addr.to_string(),
+        addr: target.endpoint.to_string(),
         reason,
     };
     let key = fastwebsockets::handshake::generate_key();

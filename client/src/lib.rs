@@ -16,8 +16,10 @@
 //!    and resume after a reconnect with duplicate dropping and a history refetch on
 //!    `gap`/`reset`. Its decisions are a pure state machine, [`ConnectionMachine`].
 //!
-//! [`dial`] is the one dialer under all of it (loopback only, the listener's owner checked
-//! before the token goes out); tools that drive the raw socket for speed dial through it too.
+//! [`dial`] is the one dialer under all of it (loopback TCP, or the carrier's Unix socket with a
+//! `unix:` URL; the listener's owner checked before anything goes out: by the kernel's socket
+//! table on TCP, by the peer credentials on the socket); tools that drive the raw socket for
+//! speed dial through it too.
 //!
 //! # A whole turn
 //!

@@ -1,8 +1,14 @@
 //! Where and how the WebSocket client dials: [`WsOptions`] (URL, token and its placement,
 //! role, timeouts, bounds, whose listeners it talks to) and the target a URL resolves to.
+//!
+//! A URL is `ws://HOST:PORT/PATH` on a loopback host, or `unix:SOCKET` — the carrier's Unix
+//! socket, `/` on it — and `unix:SOCKET:/PATH` for another path (`unix:/run/…/4242.sock:/robota`),
+//! the form Node's `ws` writes `ws+unix:`. [`WsOptions::unix_socket`] names the socket beside a
+//! `ws://` URL instead, as `ws`'s socket-path option does.
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use hyper::Uri;
@@ -11,7 +17,7 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use super::reconnect::DEFAULT_OUTBOUND_BUDGET;
 use super::transport::TransportError;
 use super::url_secrets::{has_userinfo, redact_url, split_url_token};
-use carrier_discovery::listener::{loopback_ip, OwnerCheck, OwnerPolicy, SocketTables};
+use carrier_discovery::listener::{loopback_ip, Endpoint, OwnerCheck, OwnerPolicy, SocketTables};
 use carrier_protocol::Role;
 
 /// How the token reaches the server (docs/protocol.md, "Endpoint and admission", step 3).
@@ -38,13 +44,14 @@ pub struct WsOptions {
     owner_check: OwnerCheck,
     outbound_budget: usize,
     reconnect: bool,
+    unix_socket: Option<PathBuf>,
 }
 
 impl WsOptions {
     /// Options for `url` (`ws://HOST:PORT/PATH`, HOST `127.0.0.1`, `localhost`, `[::1]` or
-    /// another loopback address), no token, the listener's default role, a 10 s connect timeout,
-    /// a 64 MiB inbound message cap, 64 MiB for one message parsed, and only listeners of this
-    /// user.
+    /// another loopback address; or `unix:SOCKET[:/PATH]`, the carrier's Unix socket), no token,
+    /// the listener's default role, a 10 s connect timeout, a 64 MiB inbound message cap, 64 MiB
+    /// for one message parsed, and only listeners of this user.
     pub fn new(url: impl Into<String>) -> WsOptions {
         WsOptions {
             url: url.into(),
@@ -57,7 +64,17 @@ impl WsOptions {
             owner_check: OwnerCheck::own_user(),
             outbound_budget: DEFAULT_OUTBOUND_BUDGET,
             reconnect: true,
+            unix_socket: None,
         }
+    }
+
+    /// Dials the Unix socket at `path` instead of the `ws://` URL's host and port, which then
+    /// give only the request's path, query and `Host` (a loopback name, as on TCP). The
+    /// listener is attributed by its peer credentials, on any Unix; see
+    /// [`carrier_discovery::listener`].
+    pub fn unix_socket(mut self, path: impl Into<PathBuf>) -> WsOptions {
+        self.unix_socket = Some(path.into());
+        self
     }
 
     /// Sends `token` for admission.
@@ -173,9 +190,23 @@ impl WsOptions {
         Target::resolve(self).map(drop)
     }
 
-    /// The loopback address the URL dials (checked as [`WsOptions::validate`] checks it).
+    /// The loopback address the URL dials (checked as [`WsOptions::validate`] checks it); an
+    /// error for a Unix socket.
     pub fn socket_addr(&self) -> Result<SocketAddr, TransportError> {
-        Target::resolve(self).map(|target| target.addr)
+        let target = Target::resolve(self)?;
+        target
+            .endpoint
+            .tcp()
+            .ok_or_else(|| TransportError::InvalidUrl {
+                url: redact_url(&self.url),
+                reason: "it names a Unix socket, not a TCP address".into(),
+            })
+    }
+
+    /// What the options dial: a loopback address or a Unix socket (checked as
+    /// [`WsOptions::validate`] checks it).
+    pub fn endpoint(&self) -> Result<Endpoint, TransportError> {
+        Target::resolve(self).map(|target| target.endpoint)
     }
 }
 
@@ -193,6 +224,7 @@ impl fmt::Debug for WsOptions {
             .field("owner_check", &self.owner_check)
             .field("outbound_budget", &self.outbound_budget)
             .field("reconnect", &self.reconnect)
+            .field("unix_socket", &self.unix_socket)
             .finish()
     }
 }
@@ -204,9 +236,13 @@ const QUERY_VALUE: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'.')
     .remove(b'~');
 
+/// The `Host` a request over a `unix:` URL carries: a loopback name, the only kind the
+/// carrier's socket accepts.
+const UNIX_HOST: &str = "localhost";
+
 /// What one dial needs, derived from the options.
 pub(crate) struct Target {
-    pub(crate) addr: SocketAddr,
+    pub(crate) endpoint: Endpoint,
     pub(crate) authority: String,
     /// The URL's path and its own query, without token or role.
     path: String,
@@ -228,6 +264,9 @@ impl Target {
             ));
         }
         let (url, url_token) = split_url_token(&options.url);
+        if let Some(rest) = url.strip_prefix("unix:") {
+            return Target::unix(rest, url_token).map_err(&invalid);
+        }
         let uri: Uri = url
             .parse()
             .map_err(|e: hyper::http::uri::InvalidUri| invalid(&e.to_string()))?;
@@ -254,11 +293,42 @@ impl Target {
         } else {
             uri.path()
         };
+        let endpoint = match &options.unix_socket {
+            Some(path) => unix_endpoint(path.clone()).map_err(&invalid)?,
+            None => Endpoint::Tcp(SocketAddr::new(ip, authority.port_u16().unwrap_or(80))),
+        };
         Ok(Target {
-            addr: SocketAddr::new(ip, authority.port_u16().unwrap_or(80)),
+            endpoint,
             authority: authority.as_str().to_owned(),
             path: path.to_owned(),
             query: uri.query().filter(|q| !q.is_empty()).map(str::to_owned),
+            url_token,
+        })
+    }
+
+    /// `unix:` followed by `rest`: `SOCKET`, `SOCKET:/PATH[?QUERY]` or `SOCKET?QUERY` (the token
+    /// already taken out of it).
+    fn unix(rest: &str, url_token: Option<String>) -> Result<Target, &'static str> {
+        // The request path starts at the first `:/` after the socket's first character.
+        let (socket, request) = match rest.get(1..).and_then(|r| r.find(":/")) {
+            Some(i) => (&rest[..=i], &rest[i + 2..]),
+            None => match rest.find('?') {
+                Some(q) => (&rest[..q], &rest[q..]),
+                None => (rest, ""),
+            },
+        };
+        if socket.is_empty() {
+            return Err("expected unix:SOCKET or unix:SOCKET:/PATH");
+        }
+        let (path, query) = match request.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (request, None),
+        };
+        Ok(Target {
+            endpoint: unix_endpoint(PathBuf::from(socket))?,
+            authority: UNIX_HOST.to_owned(),
+            path: format!("/{}", path.trim_start_matches('/')),
+            query: query.filter(|q| !q.is_empty()).map(str::to_owned),
             url_token,
         })
     }
@@ -287,6 +357,15 @@ impl Target {
     }
 }
 
+/// A Unix socket to dial, where this system has them.
+fn unix_endpoint(path: PathBuf) -> Result<Endpoint, &'static str> {
+    if cfg!(unix) {
+        Ok(Endpoint::Unix(path))
+    } else {
+        Err("Unix sockets are not available on this system")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,7 +383,10 @@ mod tests {
             .token("a b&c")
             .role(Role::Observe);
         let target = resolve(options.clone());
-        assert_eq!(target.addr, "127.0.0.1:7070".parse().unwrap());
+        assert_eq!(
+            target.endpoint,
+            "127.0.0.1:7070".parse::<SocketAddr>().unwrap()
+        );
         assert_eq!(target.authority, "127.0.0.1:7070");
         assert_eq!(
             target.path_and_query(Some("a b&c"), &options),
@@ -321,14 +403,17 @@ mod tests {
             .token_in_subprotocol();
         let target = resolve(options.clone());
         assert_eq!(target.path_and_query(Some("secret"), &options), "/");
-        assert_eq!(target.addr, "127.0.0.1:7071".parse().unwrap());
+        assert_eq!(
+            target.endpoint,
+            "127.0.0.1:7071".parse::<SocketAddr>().unwrap()
+        );
     }
 
     #[test]
     fn existing_query_and_ipv6_hosts_are_kept() {
         let options = WsOptions::new("ws://[::1]:7070/x?a=1").token("t");
         let target = resolve(options.clone());
-        assert_eq!(target.addr, "[::1]:7070".parse().unwrap());
+        assert_eq!(target.endpoint, "[::1]:7070".parse::<SocketAddr>().unwrap());
         assert_eq!(target.authority, "[::1]:7070");
         assert_eq!(target.path_and_query(Some("t"), &options), "/x?a=1&token=t");
     }
@@ -352,6 +437,38 @@ mod tests {
                 "{url}"
             );
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn unix_urls_name_the_socket_then_the_path_and_query() {
+        let options = WsOptions::new("unix:/run/c/42.sock").role(Role::Observe);
+        let target = resolve(options.clone());
+        assert_eq!(target.endpoint, Endpoint::Unix("/run/c/42.sock".into()));
+        assert_eq!(target.authority, "localhost");
+        assert_eq!(target.path_and_query(None, &options), "/?role=observe");
+
+        let options = WsOptions::new("unix:/run/c/42.sock:/robota?x=1&token=t");
+        let target = resolve(options.clone());
+        assert_eq!(target.endpoint, Endpoint::Unix("/run/c/42.sock".into()));
+        assert_eq!(target.token(&options), Some("t"));
+        assert_eq!(target.path_and_query(None, &options), "/robota?x=1");
+
+        let options = WsOptions::new("unix:rel/c.sock?token=t&role=observe");
+        let target = resolve(options.clone());
+        assert_eq!(target.endpoint, Endpoint::Unix("rel/c.sock".into()));
+        assert_eq!(target.token(&options), Some("t"));
+        assert_eq!(target.path_and_query(None, &options), "/?role=observe");
+
+        assert!(WsOptions::new("unix:").validate().is_err());
+        assert!(WsOptions::new("unix:/x.sock").socket_addr().is_err());
+
+        // The socket-path option: the ws:// URL gives the request, the socket the endpoint.
+        let options = WsOptions::new("ws://localhost/acp").unix_socket("/run/c/42.sock");
+        let target = resolve(options.clone());
+        assert_eq!(target.endpoint, Endpoint::Unix("/run/c/42.sock".into()));
+        assert_eq!(target.authority, "localhost");
+        assert_eq!(target.path_and_query(None, &options), "/acp");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The WebSocket client transport, built on `fastwebsockets` and hyper's HTTP/1 client.
 //!
 //! [`WsClientTransport`] is a [`ReconnectingTransport`] whose [`Connector`] dials a loopback
-//! `ws://` URL: it connects, checks that the listener belongs to this user (see
+//! `ws://` URL or the carrier's Unix socket (`unix:PATH`, or [`WsOptions::unix_socket`]): it
+//! connects, checks that the listener belongs to this user (see
 //! [`carrier_discovery::listener`]; a listener of another user is refused with
 //! [`TransportError::ForeignListener`] before anything is written), then adds the token
 //! (`?token=` or the `Sec-WebSocket-Protocol` header) and the requested role (`?role=observe`)

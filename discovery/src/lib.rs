@@ -5,20 +5,25 @@
 //! - [`listener`]: whose listener a loopback connection reached, checked by every dial of the
 //!   project's clients before a token goes out.
 //! - [`User`]: a uid and its name, for the lines that say whose something is.
+//! - `socket_file` (Unix): where the carrier's Unix socket may be created, when a stale one is
+//!   replaced ([`prepare_socket_path`]), and its removal ([`SocketFile`]).
 //!
 //! A carrier that advertises itself (`carrier serve` always does; a library host opts in with
 //! `WsTransport::with_runtime_file` in `carrier-server`) writes one
-//! JSON file, `{pid, url, port, role, token, started, pid_start}`, for as long as it runs, into
+//! JSON file, `{pid, url, port, role, token, started, pid_start, socket}`, for as long as it runs, into
 //! `$XDG_RUNTIME_DIR/carrier/` or else a per-user directory under the OS temp dir
 //! (`/tmp/carrier-UID/`). The directory is 0700 and the file 0600, like Jupyter's runtime files,
 //! so only the same user can read the token there. The file is written atomically (a temporary
-//! file renamed into place) and removed when the carrier stops cleanly.
+//! file renamed into place) and removed when the carrier stops cleanly. `socket`, when present,
+//! is the carrier's Unix socket (by default `<pid>.sock` beside the file): clients use it
+//! rather than the port, checking the listener's peer credentials instead of a socket table.
 //!
 //! Readers ([`RuntimeDir::scan`]) trust nothing they did not check:
 //! - a directory or file that another user owns or can write is ignored with a warning (it could
 //!   point a client, and its token, at someone else's server);
 //! - a file whose writer is gone is ignored and removed: its pid no longer runs, or now names
 //!   another process (pids are reused; `pid_start`, the writer's start time, tells them apart);
+//!   so is the socket it lists beside it, when that is this user's and nothing answers on it;
 //! - a file without `pid_start` (an older carrier wrote it) whose pid runs cannot be verified: it
 //!   is ignored with a warning and left alone;
 //! - a file larger than [`MAX_RUNTIME_FILE_BYTES`], or that does not parse, is ignored with a
@@ -50,10 +55,14 @@ pub mod listener;
 // The two modules that call libc (kill(2), getuid(2), getpwuid_r(3)); each block says why it holds.
 #[allow(unsafe_code)]
 mod process;
+#[cfg(unix)]
+mod socket_file;
 #[allow(unsafe_code)]
 mod user;
 
 pub use process::ProcessStart;
+#[cfg(unix)]
+pub use socket_file::{prepare_socket_path, SocketFile, SocketPathError};
 pub use user::User;
 
 use carrier_protocol::timestamp::rfc3339_utc;
@@ -84,6 +93,11 @@ pub struct RuntimeEntry {
     /// taken for it. `None` where it cannot be read (not Linux), and in files of older carriers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid_start: Option<ProcessStart>,
+    /// The carrier's Unix socket, where it has one: clients of this user connect there instead
+    /// of the port. Absent in files of carriers without one (`--no-unix-socket`, not Unix,
+    /// older carriers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<PathBuf>,
 }
 
 impl fmt::Debug for RuntimeEntry {
@@ -97,6 +111,7 @@ impl fmt::Debug for RuntimeEntry {
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("started", &self.started)
             .field("pid_start", &self.pid_start)
+            .field("socket", &self.socket)
             .finish()
     }
 }
@@ -112,6 +127,22 @@ impl RuntimeEntry {
             token,
             started: rfc3339_utc(SystemTime::now()),
             pid_start: ProcessStart::of_this_process(),
+            socket: None,
+        }
+    }
+
+    /// The same entry, listing the carrier's Unix socket.
+    pub fn with_socket(mut self, path: impl Into<PathBuf>) -> RuntimeEntry {
+        self.socket = Some(path.into());
+        self
+    }
+
+    /// Where a client of this user connects: `unix:PATH` when the carrier lists a socket, else
+    /// its `ws://` URL.
+    pub fn client_url(&self) -> String {
+        match &self.socket {
+            Some(path) => format!("unix:{}", path.display()),
+            None => self.url.clone(),
         }
     }
 
@@ -159,6 +190,42 @@ pub struct Scan {
     /// Stale files (their writer is gone: the pid runs no more or names another process) that
     /// were removed.
     pub removed: Vec<PathBuf>,
+}
+
+/// The name a carrier of this process publishes under (`<pid>` or `<pid>-N`), claimed before
+/// the file is written so that its socket can be bound beside it first
+/// ([`RuntimeDir::claim`]).
+#[derive(Debug)]
+pub struct RuntimeSlot {
+    dir: PathBuf,
+    stem: String,
+}
+
+impl RuntimeSlot {
+    /// `<stem>.sock` in the runtime directory: where the carrier's Unix socket goes by default.
+    pub fn socket_path(&self) -> PathBuf {
+        self.dir.join(format!("{}.sock", self.stem))
+    }
+
+    /// Writes `entry` as `<stem>.json`; the file is 0600 and appears whole or not at all.
+    pub fn publish(self, entry: &RuntimeEntry) -> Result<RuntimeFile, RuntimeFileError> {
+        let io = |source| RuntimeFileError::Io {
+            path: self.dir.clone(),
+            source,
+        };
+        let name = format!("{}.json", self.stem);
+        let path = self.dir.join(&name);
+        let temporary = self.dir.join(format!(".{name}.tmp"));
+        let body = serde_json::to_vec_pretty(entry).map_err(|e| io(std::io::Error::other(e)))?;
+        let written = write_private(&temporary, &body)
+            // A file already at `path` names this pid, so its writer is gone: replace it.
+            .and_then(|()| std::fs::rename(&temporary, &path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(io(e));
+        }
+        Ok(RuntimeFile { path })
+    }
 }
 
 /// The runtime file of a running carrier; dropping it removes the file.
@@ -210,27 +277,22 @@ impl RuntimeDir {
     /// Writes `entry` as `<pid>.json` (a second carrier of the same process: `<pid>-N.json`),
     /// creating the directory 0700 if needed; the file is 0600 and appears whole or not at all.
     pub fn publish(&self, entry: &RuntimeEntry) -> Result<RuntimeFile, RuntimeFileError> {
+        self.claim(entry.pid)?.publish(entry)
+    }
+
+    /// Claims the name the next carrier of process `pid` publishes under (`<pid>`, or
+    /// `<pid>-N` for a second carrier of the same process), creating the directory 0700 if
+    /// needed; [`RuntimeSlot::publish`] writes the file.
+    pub fn claim(&self, pid: u32) -> Result<RuntimeSlot, RuntimeFileError> {
         self.prepare()?;
-        let io = |source| RuntimeFileError::Io {
-            path: self.path.clone(),
-            source,
+        let stem = match PUBLISHED.fetch_add(1, Ordering::Relaxed) {
+            0 => pid.to_string(),
+            n => format!("{pid}-{n}"),
         };
-        let n = PUBLISHED.fetch_add(1, Ordering::Relaxed);
-        let name = match n {
-            0 => format!("{}.json", entry.pid),
-            n => format!("{}-{n}.json", entry.pid),
-        };
-        let path = self.path.join(&name);
-        let temporary = self.path.join(format!(".{name}.tmp"));
-        let body = serde_json::to_vec_pretty(entry).map_err(|e| io(std::io::Error::other(e)))?;
-        let written = write_private(&temporary, &body)
-            // A file already at `path` names this pid, so its writer is gone: replace it.
-            .and_then(|()| std::fs::rename(&temporary, &path));
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&temporary);
-            return Err(io(e));
-        }
-        Ok(RuntimeFile { path })
+        Ok(RuntimeSlot {
+            dir: self.path.clone(),
+            stem,
+        })
     }
 
     /// Creates the directory 0700, or checks the one that is there (tightening our own to 0700).
@@ -320,6 +382,7 @@ impl RuntimeDir {
                 Liveness::Writer => scan.carriers.push(entry),
                 Liveness::Gone(why) => {
                     tracing::debug!(path = %path.display(), %why, "removing a stale runtime file");
+                    self.remove_stale_socket(&entry);
                     match std::fs::remove_file(&path) {
                         Ok(()) => scan.removed.push(path),
                         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -339,6 +402,25 @@ impl RuntimeDir {
         scan.carriers
             .sort_by(|a, b| (&a.started, a.pid, a.port).cmp(&(&b.started, b.pid, b.port)));
         scan
+    }
+}
+
+impl RuntimeDir {
+    /// Removes the socket a stale runtime file lists, when it is in this directory (where the
+    /// carrier put it by default), this user's, and nothing answers on it.
+    fn remove_stale_socket(&self, entry: &RuntimeEntry) {
+        #[cfg(unix)]
+        if let Some(socket) = entry
+            .socket
+            .as_deref()
+            .filter(|s| s.parent() == Some(self.path.as_path()))
+        {
+            if let Err(e) = prepare_socket_path(socket) {
+                tracing::debug!(error = %e, "the stale runtime file's socket stays");
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = entry;
     }
 }
 

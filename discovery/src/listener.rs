@@ -28,6 +28,13 @@
 //! **Elsewhere** there is no such table and the check is skipped: [`Listener::Unchecked`], which
 //! is treated as the user's own.
 //!
+//! **The Unix socket** needs no table, on any Unix: [`OwnerCheck::connect_unix`] asks the
+//! kernel for the credentials of the process that holds the listening socket (`SO_PEERCRED` on
+//! Linux, `getpeereid`/`LOCAL_PEERCRED` on macOS and the BSDs, through tokio's
+//! `UnixStream::peer_cred`), once connected and before anything is written, and judges that uid
+//! as the table's ([`attribute_uid`]: the overflow uid is never anyone's own). The server's
+//! listener applies the same judgement to each client that connects to its socket.
+//!
 //! ```no_run
 //! use carrier_discovery::listener::OwnerCheck;
 //!
@@ -46,8 +53,10 @@ use tokio::net::TcpStream;
 
 use super::user::{effective_uid, User};
 
+mod endpoint;
 mod tcp_table;
 
+pub use endpoint::Endpoint;
 pub use tcp_table::SocketTables;
 
 /// Which listeners a dial hands back.
@@ -90,8 +99,8 @@ impl Listener {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("refusing to talk to {addr}: its listener belongs to {owner}, not to you (uid {you}); nothing was sent")]
 pub struct ForeignListener {
-    /// The address dialled.
-    pub addr: SocketAddr,
+    /// The address or socket dialled.
+    pub addr: Endpoint,
     /// Who owns the listening socket.
     pub owner: User,
     /// This process's effective uid.
@@ -100,12 +109,20 @@ pub struct ForeignListener {
 
 /// The one line for a listener whose owner could not be found out.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("refusing to talk to {addr}: the port cannot be attributed to a user ({reason}); nothing was sent")]
+#[error("refusing to talk to {addr}: the {} cannot be attributed to a user ({reason}); nothing was sent", what(addr))]
 pub struct UnattributedListener {
-    /// The address dialled.
-    pub addr: SocketAddr,
+    /// The address or socket dialled.
+    pub addr: Endpoint,
     /// Why not.
     pub reason: String,
+}
+
+/// What an [`UnattributedListener`] line calls the endpoint.
+fn what(addr: &Endpoint) -> &'static str {
+    match addr {
+        Endpoint::Tcp(_) => "port",
+        Endpoint::Unix(_) => "socket",
+    }
 }
 
 /// Why [`OwnerCheck::connect`] hands back no stream. In every case nothing was written.
@@ -121,8 +138,8 @@ pub enum DialError {
     /// Nothing accepted the connection.
     #[error("cannot reach {addr}: {reason}")]
     Connect {
-        /// The address dialled.
-        addr: SocketAddr,
+        /// The address or socket dialled.
+        addr: Endpoint,
         /// The socket error.
         reason: String,
     },
@@ -139,6 +156,16 @@ pub enum DialError {
 pub struct CheckedStream {
     /// The connection; nothing has been written to it.
     pub stream: TcpStream,
+    /// Whose listener it reached.
+    pub listener: Listener,
+}
+
+/// A connected Unix stream and what is known about its listener.
+#[cfg(unix)]
+#[derive(Debug)]
+pub struct CheckedUnixStream {
+    /// The connection; nothing has been written to it.
+    pub stream: tokio::net::UnixStream,
     /// Whose listener it reached.
     pub listener: Listener,
 }
@@ -200,10 +227,42 @@ impl OwnerCheck {
         let stream = TcpStream::connect(addr)
             .await
             .map_err(|e| DialError::Connect {
-                addr,
+                addr: addr.into(),
                 reason: e.to_string(),
             })?;
         let listener = self.attribute(&stream).await;
+        let listener = self.judge_policy(addr.into(), listener)?;
+        Ok(CheckedStream { stream, listener })
+    }
+
+    /// Connects to the Unix socket at `path` and attributes its listener by the peer
+    /// credentials the kernel reports on the connected socket (no table is read, and nothing
+    /// can change hands between the check and the first write). Under [`OwnerPolicy::OwnUser`]
+    /// a socket of another user (or of the overflow uid), or one whose credentials cannot be
+    /// read, is an error; the connection is then closed with nothing written.
+    #[cfg(unix)]
+    pub async fn connect_unix(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<CheckedUnixStream, DialError> {
+        let addr = Endpoint::Unix(path.to_owned());
+        let stream =
+            tokio::net::UnixStream::connect(path)
+                .await
+                .map_err(|e| DialError::Connect {
+                    addr: addr.clone(),
+                    reason: e.to_string(),
+                })?;
+        let listener = match stream.peer_cred() {
+            Ok(credentials) => attribute_uid(credentials.uid()),
+            Err(e) => Listener::Unattributed(format!("its peer credentials cannot be read: {e}")),
+        };
+        let listener = self.judge_policy(addr, listener)?;
+        Ok(CheckedUnixStream { stream, listener })
+    }
+
+    /// `listener`, when the policy lets a dial hand back a stream to it; the refusal otherwise.
+    fn judge_policy(&self, addr: Endpoint, listener: Listener) -> Result<Listener, DialError> {
         match (self.policy, listener) {
             (OwnerPolicy::OwnUser, Listener::Foreign(owner)) => Err(ForeignListener {
                 addr,
@@ -214,7 +273,7 @@ impl OwnerCheck {
             (OwnerPolicy::OwnUser, Listener::Unattributed(reason)) => {
                 Err(UnattributedListener { addr, reason }.into())
             }
-            (_, listener) => Ok(CheckedStream { stream, listener }),
+            (_, listener) => Ok(listener),
         }
     }
 
@@ -250,6 +309,14 @@ impl OwnerCheck {
             self.tables.ipv4().display()
         ))
     }
+}
+
+/// Whose a uid the kernel reported is — the owner of a listening socket, or the peer of a Unix
+/// socket — for this process: [`Listener::Own`] only for this process's effective uid, and
+/// never for the kernel's overflow uid (the same rule that judges a listener's owner). The server's Unix listener
+/// admits a client only when this says `Own`.
+pub fn attribute_uid(uid: u32) -> Listener {
+    judge(uid, effective_uid(), overflow_uid())
 }
 
 /// Where the kernel says which uid stands for every user it cannot map into this process's
@@ -448,6 +515,45 @@ mod tests {
         assert_eq!(
             OwnerCheck::any_owner().connect(addr).await.err(),
             Some(DialError::NotLoopback { addr })
+        );
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_socket_of_this_process_is_its_own_and_nothing_is_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("own.sock");
+        let listener = tokio::net::UnixListener::bind(&path).expect("bind");
+        let received = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut bytes = Vec::new();
+            let _ = socket.read_to_end(&mut bytes).await;
+            bytes
+        });
+        let checked = OwnerCheck::own_user()
+            .connect_unix(&path)
+            .await
+            .expect("connects");
+        assert_eq!(checked.listener, Listener::Own);
+        drop(checked);
+        assert!(received.await.expect("listener task").is_empty());
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_missing_socket_is_a_connect_error_naming_the_path() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("nobody-here.sock");
+        let error = OwnerCheck::own_user()
+            .connect_unix(&path)
+            .await
+            .expect_err("nothing listens");
+        assert!(matches!(error, DialError::Connect { .. }), "{error:?}");
+        assert!(
+            error
+                .to_string()
+                .starts_with(&format!("cannot reach unix:{}", path.display())),
+            "{error}"
         );
     }
 }

@@ -14,7 +14,7 @@ use crate::{LoadError, Mode, Plan};
 /// errors).
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
-    /// The server's WebSocket URL, e.g. ws://127.0.0.1:7070/ (loopback only).
+    /// The server's WebSocket URL, e.g. ws://127.0.0.1:7070/ (loopback only), or its Unix socket, unix:PATH.
     pub url: String,
     /// Token sent as ?token= (prefer the CARRIER_TOKEN environment variable).
     #[arg(long, env = "CARRIER_TOKEN", hide_env_values = true)]

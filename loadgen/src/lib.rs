@@ -82,11 +82,14 @@ pub async fn run(plan: &Plan) -> Result<Report, LoadError> {
     let secs = outcome.elapsed.as_secs_f64();
     let per_s = |n: f64| if secs > 0.0 { n / secs } else { 0.0 };
     let summary = outcome.latencies.summary();
-    let url = format!(
-        "ws://{}{}",
-        target.host_header,
-        target.path_and_query.split('?').next().unwrap_or("/")
-    );
+    let url = match &target.endpoint {
+        unix @ carrier::discovery::listener::Endpoint::Unix(_) => unix.to_string(),
+        carrier::discovery::listener::Endpoint::Tcp(_) => format!(
+            "ws://{}{}",
+            target.host_header,
+            target.path_and_query.split('?').next().unwrap_or("/")
+        ),
+    };
     Ok(Report {
         mode: plan.mode,
         url,

@@ -1,8 +1,10 @@
-//! The server a load run talks to: a `ws://` URL on a loopback address, nothing else.
+//! The server a load run talks to: a `ws://` URL on a loopback address, or the carrier's Unix
+//! socket (`unix:PATH[:/PATH]`, as the client takes it), nothing else.
 
 use std::net::SocketAddr;
 
-use carrier::discovery::listener::loopback_ip;
+use carrier::client::WsOptions;
+use carrier::discovery::listener::{loopback_ip, Endpoint};
 
 /// Why a URL is not a target the load generator will send traffic to.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,8 +25,8 @@ pub enum TargetError {
 /// A parsed, loopback-only WebSocket endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
-    /// Where to open the TCP connection.
-    pub addr: SocketAddr,
+    /// Where to connect: a loopback TCP address or a Unix socket.
+    pub endpoint: Endpoint,
     /// The `Host` header (`host:port`).
     pub host_header: String,
     /// Path and query of the upgrade request, with the token appended when one was given.
@@ -36,9 +38,23 @@ pub struct Target {
 }
 
 impl Target {
-    /// Parses `url` (e.g. `ws://127.0.0.1:7070/`) and appends `token` as `?token=`.
-    /// Refuses any host that is not loopback: this tool never sends load off the machine.
+    /// Parses `url` (e.g. `ws://127.0.0.1:7070/`, or `unix:/run/user/1000/carrier/4242.sock`)
+    /// and appends `token` as `?token=`. Refuses any host that is not loopback: this tool never
+    /// sends load off the machine.
     pub fn parse(url: &str, token: Option<&str>) -> Result<Target, TargetError> {
+        if url.starts_with("unix:") {
+            // The client's own reading of the URL: the dialer resolves it again the same way.
+            let endpoint = WsOptions::new(url)
+                .endpoint()
+                .map_err(|e| TargetError::Invalid(e.to_string()))?;
+            return Ok(Target {
+                endpoint,
+                host_header: "localhost".to_owned(),
+                path_and_query: "/".to_owned(),
+                url: url.to_owned(),
+                token: token.map(str::to_owned),
+            });
+        }
         let uri: hyper::Uri = url
             .parse()
             .map_err(|e: hyper::http::uri::InvalidUri| TargetError::Invalid(e.to_string()))?;
@@ -72,7 +88,7 @@ impl Target {
             );
         }
         Ok(Target {
-            addr: SocketAddr::new(ip, port),
+            endpoint: SocketAddr::new(ip, port).into(),
             host_header: format!("{host}:{port}"),
             path_and_query,
             url: url.to_owned(),
@@ -88,12 +104,14 @@ mod tests {
     #[test]
     fn loopback_urls_are_accepted_and_the_token_is_appended() {
         let t = Target::parse("ws://127.0.0.1:7070/", Some("abc")).unwrap();
-        assert_eq!(t.addr, "127.0.0.1:7070".parse().unwrap());
+        assert_eq!(t.endpoint, "127.0.0.1:7070".parse::<SocketAddr>().unwrap());
         assert_eq!(t.path_and_query, "/?token=abc");
         let t = Target::parse("ws://localhost:9/x?role=observe", Some("a-b")).unwrap();
         assert_eq!(t.path_and_query, "/x?role=observe&token=a%2Db");
         let t = Target::parse("ws://[::1]:9", None).unwrap();
-        assert_eq!(t.addr, "[::1]:9".parse().unwrap());
+        assert_eq!(t.endpoint, "[::1]:9".parse::<SocketAddr>().unwrap());
+        let t = Target::parse("unix:/run/c/1.sock", Some("t")).unwrap();
+        assert_eq!(t.endpoint, Endpoint::Unix("/run/c/1.sock".into()));
         assert_eq!(t.path_and_query, "/");
         assert!(Target::parse("ws://127.3.2.1:9/", None).is_ok());
     }

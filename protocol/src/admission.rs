@@ -6,6 +6,15 @@
 //! `Sec-WebSocket-Protocol` header, in that order, and returns a [`Admission`]: refuse with an
 //! HTTP status before the upgrade (Host/Origin), or upgrade and then either admit with a role or
 //! close with 1008 before any data frame (token/role).
+//!
+//! How the request reached the server ([`Peer`]) changes two rules. Over TCP anyone on the
+//! machine, a browser page included, may be on the other end, so the token decides. Over the
+//! carrier's Unix socket the listener has already checked the peer's credentials and admitted
+//! only a process of the server's own user (the uid rule is `carrier_discovery`'s, applied by
+//! the server's listener before a byte is read): there the token may be left out (one that is
+//! sent must still be right), and since no browser can reach a Unix socket, only a loopback
+//! `Host` is accepted and an `Origin`, if any, must be loopback — `allowed_hosts` and
+//! `allowed_origins` are for pages on TCP and do not apply.
 
 use core::net::Ipv6Addr;
 use std::fmt;
@@ -70,6 +79,18 @@ pub struct AdmissionPolicy {
     pub allowed_origins: Vec<String>,
 }
 
+/// How a request reached the server, as its listener knows before reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Peer {
+    /// TCP on loopback: any local process, or a browser page, may be on the other end; the
+    /// token decides.
+    #[default]
+    Tcp,
+    /// The carrier's Unix socket, from a process whose credentials (`SO_PEERCRED`,
+    /// `getpeereid`) show the server's own user: it may leave the token out.
+    SameUser,
+}
+
 /// The parts of an upgrade request admission reads. Header values that are not valid UTF-8 are
 /// passed as `Some("")`-like invalid values by the caller (they never match). Its `Debug` leaves
 /// the query out: it carries the token.
@@ -83,6 +104,10 @@ pub struct AdmissionRequest<'a> {
     pub query: Option<&'a str>,
     /// The `Sec-WebSocket-Protocol` header, if present.
     pub protocols: Option<&'a str>,
+    /// The `Authorization` header, if present (a token as `Bearer TOKEN`).
+    pub authorization: Option<&'a str>,
+    /// How the request reached the server.
+    pub peer: Peer,
 }
 
 impl fmt::Debug for AdmissionRequest<'_> {
@@ -92,6 +117,8 @@ impl fmt::Debug for AdmissionRequest<'_> {
             .field("origin", &self.origin)
             .field("query", &self.query.map(|_| "<redacted>"))
             .field("protocols", &self.protocols)
+            .field("authorization", &self.authorization.map(|_| "<redacted>"))
+            .field("peer", &self.peer)
             .finish()
     }
 }
@@ -143,9 +170,15 @@ pub enum Admission {
 
 /// Decides admission for one upgrade request. Pure: no I/O, never panics.
 pub fn admit(policy: &AdmissionPolicy, req: &AdmissionRequest<'_>) -> Admission {
+    // Pages reach the carrier over TCP only: the names allowed for them do not extend to the
+    // Unix socket.
+    let (allowed_hosts, allowed_origins): (&[String], &[String]) = match req.peer {
+        Peer::Tcp => (&policy.allowed_hosts, &policy.allowed_origins),
+        Peer::SameUser => (&[], &[]),
+    };
     match req.host {
         None => return Admission::Refuse(HttpRefusal::MissingHost),
-        Some(host) if !host_allowed(host, &policy.allowed_hosts) => {
+        Some(host) if !host_allowed(host, allowed_hosts) => {
             return Admission::Refuse(HttpRefusal::ForeignHost)
         }
         Some(_) => {}
@@ -154,19 +187,23 @@ pub fn admit(policy: &AdmissionPolicy, req: &AdmissionRequest<'_>) -> Admission 
         if origin.trim() == "null" {
             return Admission::Refuse(HttpRefusal::NullOrigin);
         }
-        if !origin_allowed(origin, &policy.allowed_origins) {
+        if !origin_allowed(origin, allowed_origins) {
             return Admission::Refuse(HttpRefusal::ForeignOrigin);
         }
     }
     let offered = req.protocols.and_then(first_protocol);
-    let query_token = req.query.and_then(|q| query_param(q, "token"));
-    let presented = query_token.or_else(|| offered.map(str::to_string));
-    let verdict = match &policy.token {
-        None => Ok(()),
-        Some(expected) => match presented {
-            Some(p) if expected.matches(&p) => Ok(()),
-            _ => Err(CloseRefusal::Unauthorized),
-        },
+    // The query first, then `Authorization: Bearer`, then the first subprotocol: a client that
+    // sends its token in a header may still offer a subprotocol of its own.
+    let presented = req
+        .query
+        .and_then(|q| query_param(q, "token"))
+        .or_else(|| req.authorization.and_then(bearer).map(str::to_string))
+        .or_else(|| offered.map(str::to_string));
+    let verdict = match (&policy.token, presented, req.peer) {
+        (None, _, _) => Ok(()),
+        (Some(expected), Some(p), _) if expected.matches(&p) => Ok(()),
+        (Some(_), None, Peer::SameUser) => Ok(()),
+        (Some(_), _, _) => Err(CloseRefusal::Unauthorized),
     }
     .and_then(|()| requested_role(req.query, policy.grant));
     Admission::Upgrade {
@@ -190,6 +227,14 @@ fn requested_role(query: Option<&str>, grant: Role) -> Result<Role, CloseRefusal
             Some(role) => Ok(role),
         },
     }
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header (the scheme is case-insensitive, as
+/// RFC 9110 says); `None` for another scheme or an empty token.
+pub fn bearer(header: &str) -> Option<&str> {
+    let (scheme, token) = header.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// The first comma-separated value of `Sec-WebSocket-Protocol`, trimmed; `None` if empty.
@@ -300,6 +345,8 @@ mod tests {
             origin,
             query,
             protocols: None,
+            authorization: None,
+            peer: Peer::Tcp,
         }
     }
 
@@ -449,6 +496,41 @@ mod tests {
                 verdict: Ok(Role::Drive)
             }
         );
+        let bearer = AdmissionRequest {
+            authorization: Some("Bearer secret"),
+            ..req("localhost", None, None)
+        };
+        assert_eq!(verdict(admit(&p, &bearer)), Ok(Role::Drive));
+        let lowercase = AdmissionRequest {
+            authorization: Some("bearer  secret "),
+            ..req("localhost", None, None)
+        };
+        assert_eq!(verdict(admit(&p, &lowercase)), Ok(Role::Drive));
+        for wrong in ["Bearer other", "Basic secret", "Bearer", "secret"] {
+            let r = AdmissionRequest {
+                authorization: Some(wrong),
+                ..req("localhost", None, None)
+            };
+            assert_eq!(
+                verdict(admit(&p, &r)),
+                Err(CloseRefusal::Unauthorized),
+                "{wrong}"
+            );
+        }
+        // A header token with a subprotocol of the client's own: the header decides, the
+        // subprotocol is still echoed.
+        let both = AdmissionRequest {
+            authorization: Some("Bearer secret"),
+            protocols: Some("acp"),
+            ..req("localhost", None, None)
+        };
+        assert_eq!(
+            admit(&p, &both),
+            Admission::Upgrade {
+                protocol: Some("acp".into()),
+                verdict: Ok(Role::Drive)
+            }
+        );
         let open = AdmissionPolicy {
             token: None,
             ..policy()
@@ -456,6 +538,82 @@ mod tests {
         assert_eq!(
             verdict(admit(&open, &req("localhost", None, None))),
             Ok(Role::Drive)
+        );
+    }
+
+    #[test]
+    fn the_same_user_on_the_unix_socket_needs_no_token_but_a_token_sent_must_be_right() {
+        let p = policy();
+        let socket = |query| AdmissionRequest {
+            peer: Peer::SameUser,
+            ..req("localhost", None, query)
+        };
+        assert_eq!(verdict(admit(&p, &socket(None))), Ok(Role::Drive));
+        assert_eq!(
+            verdict(admit(&p, &socket(Some("role=observe")))),
+            Ok(Role::Observe)
+        );
+        assert_eq!(
+            verdict(admit(&p, &socket(Some("token=secret")))),
+            Ok(Role::Drive)
+        );
+        assert_eq!(
+            verdict(admit(&p, &socket(Some("token=wrong")))),
+            Err(CloseRefusal::Unauthorized)
+        );
+        let wrong_subprotocol = AdmissionRequest {
+            protocols: Some("wrong"),
+            ..socket(None)
+        };
+        assert_eq!(
+            verdict(admit(&p, &wrong_subprotocol)),
+            Err(CloseRefusal::Unauthorized)
+        );
+        // Role rules as on TCP.
+        let observer = AdmissionPolicy {
+            grant: Role::Observe,
+            ..policy()
+        };
+        assert_eq!(
+            verdict(admit(&observer, &socket(Some("role=drive")))),
+            Err(CloseRefusal::RoleNotGranted)
+        );
+        assert_eq!(verdict(admit(&observer, &socket(None))), Ok(Role::Observe));
+    }
+
+    #[test]
+    fn the_unix_socket_takes_loopback_names_only_whatever_pages_are_allowed() {
+        let p = policy();
+        let socket = |host, origin| AdmissionRequest {
+            peer: Peer::SameUser,
+            ..req(host, origin, None)
+        };
+        for host in ["localhost", "127.0.0.1:7070", "[::1]"] {
+            assert!(
+                matches!(admit(&p, &socket(host, None)), Admission::Upgrade { .. }),
+                "{host}"
+            );
+        }
+        // Allowed on TCP, not on the socket.
+        assert!(matches!(
+            admit(&p, &req("myhost.test", None, Some("token=secret"))),
+            Admission::Upgrade { .. }
+        ));
+        assert_eq!(
+            admit(&p, &socket("myhost.test", None)),
+            Admission::Refuse(HttpRefusal::ForeignHost)
+        );
+        assert_eq!(
+            admit(&p, &socket("localhost", Some("https://app.example"))),
+            Admission::Refuse(HttpRefusal::ForeignOrigin)
+        );
+        assert!(matches!(
+            admit(&p, &socket("localhost", Some("http://127.0.0.1:7070"))),
+            Admission::Upgrade { .. }
+        ));
+        assert_eq!(
+            admit(&p, &socket("localhost", Some("null"))),
+            Admission::Refuse(HttpRefusal::NullOrigin)
         );
     }
 

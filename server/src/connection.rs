@@ -41,25 +41,32 @@ type Reader = Box<dyn AsyncRead + Send + Unpin>;
 const REFUSED_LINGER: Duration = Duration::from_secs(1);
 
 /// Splits the upgraded stream and returns a copy of the bytes hyper read past the upgrade
-/// request (usually none). A plain TCP stream is split without a lock; anything else (a host's
-/// own server) falls back to `tokio::io::split`.
+/// request (usually none). A plain TCP or Unix stream is split without a lock; anything else (a
+/// host's own server) falls back to `tokio::io::split`.
 fn split_io(upgraded: Upgraded) -> (Reader, Writer, Vec<u8>) {
-    match upgraded.downcast::<TokioIo<TcpStream>>() {
+    // `read_buf` is a view of hyper's whole 8 KiB read buffer, even when it is empty: copied and
+    // dropped here, before the connection's first await, so that buffer is not pinned for the
+    // connection's life (issue 14: it was 8 KiB of every idle connection's heap while the
+    // `Bytes` lived in this task's state).
+    let upgraded = match upgraded.downcast::<TokioIo<TcpStream>>() {
         Ok(parts) => {
             let tcp = parts.io.into_inner();
             let _ = tcp.set_nodelay(true);
             let (r, w) = tcp.into_split();
-            // `read_buf` is a view of hyper's whole 8 KiB read buffer, even when it is empty:
-            // copied and dropped here, before the connection's first await, so that buffer
-            // is not pinned for the connection's life (issue 14: it was 8 KiB of every idle
-            // connection's heap while the `Bytes` lived in this task's state).
-            (Box::new(r), Box::new(w), parts.read_buf.to_vec())
+            return (Box::new(r), Box::new(w), parts.read_buf.to_vec());
         }
-        Err(upgraded) => {
-            let (r, w) = tokio::io::split(TokioIo::new(upgraded));
-            (Box::new(r), Box::new(w), Vec::new())
+        Err(upgraded) => upgraded,
+    };
+    #[cfg(unix)]
+    let upgraded = match upgraded.downcast::<TokioIo<tokio::net::UnixStream>>() {
+        Ok(parts) => {
+            let (r, w) = parts.io.into_inner().into_split();
+            return (Box::new(r), Box::new(w), parts.read_buf.to_vec());
         }
-    }
+        Err(upgraded) => upgraded,
+    };
+    let (r, w) = tokio::io::split(TokioIo::new(upgraded));
+    (Box::new(r), Box::new(w), Vec::new())
 }
 
 /// How long a connection may linger after its close was queued.

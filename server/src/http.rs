@@ -24,7 +24,7 @@ use super::connection::{self, Linger};
 
 use super::profile::Asset;
 use super::shared::Shared;
-use carrier_protocol::admission::{admit, query_param, Admission, AdmissionRequest};
+use carrier_protocol::admission::{admit, bearer, query_param, Admission, AdmissionRequest, Peer};
 
 /// The response body type of every carrier response.
 pub type Body = Full<Bytes>;
@@ -56,6 +56,9 @@ pub struct CarrierService {
     /// Mounted by a host (route on the path's last segment) rather than the carrier's own
     /// listener (exact paths from the root).
     pub(crate) mounted: bool,
+    /// How its requests reach it: over TCP (also every mounted service), or from the server's
+    /// own user on its Unix socket.
+    pub(crate) peer: Peer,
 }
 
 /// Where a request goes among the carrier's routes.
@@ -114,8 +117,8 @@ impl<B: Send + 'static> tower_service::Service<Request<B>> for CarrierService {
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let (shared, mounted) = (self.shared.clone(), self.mounted);
-        Box::pin(async move { Ok(handle(req, shared, mounted)) })
+        let service = self.clone();
+        Box::pin(async move { Ok(handle(req, service)) })
     }
 }
 
@@ -125,8 +128,8 @@ impl<B: Send + 'static> hyper::service::Service<Request<B>> for CarrierService {
     type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
 
     fn call(&self, req: Request<B>) -> Self::Future {
-        let (shared, mounted) = (self.shared.clone(), self.mounted);
-        Box::pin(async move { Ok(handle(req, shared, mounted)) })
+        let service = self.clone();
+        Box::pin(async move { Ok(handle(req, service)) })
     }
 }
 
@@ -165,11 +168,12 @@ fn head_bytes<B>(req: &Request<B>) -> usize {
     headers + req.uri().to_string().len()
 }
 
-fn handle<B: Send + 'static>(
-    mut req: Request<B>,
-    shared: Arc<Shared>,
-    mounted: bool,
-) -> Response<Body> {
+fn handle<B: Send + 'static>(mut req: Request<B>, service: CarrierService) -> Response<Body> {
+    let CarrierService {
+        shared,
+        mounted,
+        peer,
+    } = service;
     if head_bytes(&req) > MAX_HEAD_BYTES {
         return plain(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
@@ -182,7 +186,8 @@ fn handle<B: Send + 'static>(
         Some(_) => Route::Socket,
         None => route(req.uri().path(), mounted, &assets),
     };
-    if let Some((status, why)) = request_rules::check(&req, &shared.policy, route == Route::Socket)
+    if let Some((status, why)) =
+        request_rules::check(&req, &shared.policy, peer, route == Route::Socket)
     {
         let mut response = plain(status, why);
         if status == StatusCode::UPGRADE_REQUIRED {
@@ -199,6 +204,7 @@ fn handle<B: Send + 'static>(
     // Every other route is behind the Host check (DNS-rebinding defence).
     let host_only = AdmissionRequest {
         host: header(&req, HOST),
+        peer,
         ..Default::default()
     };
     if let Admission::Refuse(why) = admit(&shared.policy, &host_only) {
@@ -213,27 +219,31 @@ fn handle<B: Send + 'static>(
     }
     match route {
         Route::Socket if fastwebsockets::upgrade::is_upgrade_request(&req) => {
-            upgrade(&mut req, shared, endpoint.unwrap_or("/"))
+            upgrade(&mut req, shared, peer, endpoint.unwrap_or("/"))
         }
         Route::Socket => plain(
             StatusCode::UPGRADE_REQUIRED,
             "this is a WebSocket endpoint; see console beside it\n",
         ),
-        Route::Metrics => metrics(&req, &shared),
+        Route::Metrics => metrics(&req, &shared, peer),
         Route::Asset(i) => text(StatusCode::OK, assets[i].content_type, assets[i].body),
         Route::Healthz | Route::NotFound => plain(StatusCode::NOT_FOUND, "not found\n"),
     }
 }
 
-fn metrics<B>(req: &Request<B>, shared: &Shared) -> Response<Body> {
+/// `/metrics`, behind the token as the socket is: needed over TCP, optional for the same user on
+/// the Unix socket (but checked when given).
+fn metrics<B>(req: &Request<B>, shared: &Shared, peer: Peer) -> Response<Body> {
     if let Some(expected) = &shared.policy.token {
         let from_query = req.uri().query().and_then(|q| query_param(q, "token"));
         let from_header = header(req, AUTHORIZATION)
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .map(|t| t.trim().to_string());
-        let ok = from_query
-            .or(from_header)
-            .is_some_and(|t| expected.matches(&t));
+            .and_then(bearer)
+            .map(str::to_string);
+        let ok = match (from_query.or(from_header), peer) {
+            (Some(presented), _) => expected.matches(&presented),
+            (None, Peer::SameUser) => true,
+            (None, Peer::Tcp) => false,
+        };
         if !ok {
             let mut r = plain(
                 StatusCode::UNAUTHORIZED,
@@ -267,6 +277,7 @@ fn metrics<B>(req: &Request<B>, shared: &Shared) -> Response<Body> {
 fn upgrade<B: Send + 'static>(
     req: &mut Request<B>,
     shared: Arc<Shared>,
+    peer: Peer,
     route: &'static str,
 ) -> Response<Body> {
     let decision = admit(
@@ -276,6 +287,8 @@ fn upgrade<B: Send + 'static>(
             origin: header(req, ORIGIN),
             query: req.uri().query(),
             protocols: header(req, SEC_WEBSOCKET_PROTOCOL),
+            authorization: header(req, AUTHORIZATION),
+            peer,
         },
     );
     let (protocol, verdict) = match decision {

@@ -8,7 +8,8 @@
 //! | declare a payload channel                      | [`WsTransport::register_channel`] with a [`ChannelDescriptor`] → [`ChannelHandle`] |
 //! | receive a channel's frames                     | [`ChannelHandle::inbound`] (a stream of [`ChannelInbound`]) or [`ChannelHandle::on_inbound`] |
 //! | send on a channel                              | [`ChannelHandle::send_event`] / [`ChannelHandle::send_event_to`], [`ChannelHandle::send_binary`] / [`ChannelHandle::send_to`], the bulk sends |
-//! | find the listener                              | [`WsTransport::url`], [`WsTransport::resolved_token`]       |
+//! | find the listener                              | [`WsTransport::url`], [`WsTransport::resolved_token`], [`WsTransport::unix_socket_path`] |
+//! | a Unix socket for the host's own user          | [`WsTransport::with_unix_socket`] ([`UnixSocket`]; by default beside the runtime file) |
 //! | carry a protocol of your own on text frames    | [`TextProfile`] / [`TextSession`], with [`CarrierContext`] and [`Connection`]; more than one, at other paths: [`Attachment::with_route`] |
 //! | serve a connection the host reads itself       | [`DetachedConnection`] (frames out), [`ChannelRegistry::link`] (channel frames in); an upgraded stream: [`WsTransport::serve_upgraded`] |
 //! | read counters                                  | [`WsTransport::metrics`] ([`Metrics`], the profile's [`Gauge`]s) |
@@ -17,7 +18,8 @@
 //! signatures use ([`FrameBody`], [`ChannelDescriptor`], [`Role`], [`CloseCode`], [`Bytes`], …)
 //! are re-exported here (admission itself, a pure rule, is the protocol's:
 //! [`carrier_protocol::admission`]). Inside, the modules are private: `config`, `listener`,
-//! `http` (and the request rules it checks first), `connection` (the per-connection reader and writer), `handle`,
+//! `unix_listener` (the Unix socket, each peer judged by its credentials), `http` (and the
+//! request rules it checks first), `connection` (the per-connection reader and writer), `handle`,
 //! `detached`, `outbound` (the byte-bounded queue), `profile`, `registry`, `context`, `shared`,
 //! `metrics`, `transport`; they import one another without a loop (`tests/it/imports.rs`).
 
@@ -40,6 +42,7 @@ mod registry;
 mod setters;
 mod shared;
 mod transport;
+mod unix_listener;
 
 // What a host uses; the rest (the outbound queue, the listener, HTTP parsing, the registry's
 // routing) is the server's own.
@@ -61,6 +64,7 @@ pub use registry::{
     InboundBody, DEFAULT_LOSSY_BUDGET,
 };
 pub use transport::{mint_token, LifecycleError, RuntimeFileOptions, WsTransport};
+pub use unix_listener::UnixSocket;
 
 // The wire's types that the server's signatures take or return, so a host needs no second
 // import path for them.

@@ -1,17 +1,54 @@
-//! Binding 127.0.0.1 with port retry, and the accept loop.
+//! Binding 127.0.0.1 with port retry, and the accept loop every listener of the transport runs
+//! (TCP, and the Unix socket of `unix_listener`).
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 
 use super::http::CarrierService;
 use super::shared::Shared;
+use carrier_protocol::admission::Peer;
+
+/// A listener the accept loop takes connections from.
+pub(crate) trait Accept: Send + 'static {
+    /// An accepted connection.
+    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+
+    /// The next connection.
+    fn accept(&self) -> impl Future<Output = std::io::Result<Self::Stream>> + Send;
+
+    /// Whether to serve `stream`, decided before a byte of it is read (and the stream set up
+    /// for serving). A stream refused here is dropped: closed with nothing read or written.
+    fn admit(&self, stream: &Self::Stream) -> bool;
+
+    /// How connections of this listener reach the server, for admission.
+    fn peer(&self) -> Peer;
+}
+
+impl Accept for TcpListener {
+    type Stream = TcpStream;
+
+    async fn accept(&self) -> std::io::Result<TcpStream> {
+        TcpListener::accept(self).await.map(|(stream, _)| stream)
+    }
+
+    fn admit(&self, stream: &TcpStream) -> bool {
+        let _ = stream.set_nodelay(true);
+        true
+    }
+
+    fn peer(&self) -> Peer {
+        Peer::Tcp
+    }
+}
 
 /// Binding failed on every port tried.
 #[derive(Debug, thiserror::Error)]
@@ -93,14 +130,15 @@ fn evict_oldest_idle(open: &mut VecDeque<Arc<HttpSlot>>) -> bool {
 }
 
 /// Accepts connections until `shutdown` flips to true.
-pub(crate) async fn accept_loop(
-    listener: TcpListener,
+pub(crate) async fn accept_loop<L: Accept>(
+    listener: L,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let service = CarrierService {
         shared: shared.clone(),
         mounted: false,
+        peer: listener.peer(),
     };
     let mut open: VecDeque<Arc<HttpSlot>> = VecDeque::new();
     loop {
@@ -108,8 +146,8 @@ pub(crate) async fn accept_loop(
             _ = shutdown.changed() => break,
             a = listener.accept() => a,
         };
-        let (stream, _) = match accepted {
-            Ok(pair) => pair,
+        let stream = match accepted {
+            Ok(stream) => stream,
             Err(e) => {
                 // EMFILE and friends: make room by dropping the oldest connection that has not
                 // sent a request (clients that did are served), then back off briefly instead
@@ -120,7 +158,9 @@ pub(crate) async fn accept_loop(
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
+        if !listener.admit(&stream) {
+            continue;
+        }
         open.retain(|s| !s.ended.load(Ordering::Acquire));
         if open.len() >= MAX_HTTP_CONNECTIONS {
             evict_oldest_idle(&mut open);

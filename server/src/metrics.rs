@@ -89,6 +89,7 @@ pub struct Metrics {
     protocol_errors: AtomicU64,
     delivery_failures: AtomicU64,
     cleanups: AtomicU64,
+    unix_peers_refused: AtomicU64,
     /// The attached profile's gauges (see [`Gauge`]), replaced at every attach.
     gauges: RwLock<Vec<Gauge>>,
 }
@@ -128,6 +129,15 @@ impl Metrics {
     }
     pub(crate) fn cleanup_ran(&self) {
         self.cleanups.fetch_add(1, Relaxed);
+    }
+    pub(crate) fn unix_peer_refused(&self) {
+        self.unix_peers_refused.fetch_add(1, Relaxed);
+    }
+
+    /// Connections to the Unix socket refused on their peer's credentials (another user, or
+    /// credentials that could not be read or attributed), closed before anything was read.
+    pub fn unix_peers_refused(&self) -> u64 {
+        self.unix_peers_refused.load(Relaxed)
     }
 
     /// Delivery failures so far (connections failed by the latched cleanup).
@@ -198,6 +208,11 @@ impl Metrics {
                 "carrier_delivery_failures_total",
                 "Connections failed by their outbound path (slow reader or write error).",
                 &self.delivery_failures,
+            ),
+            (
+                "carrier_unix_peers_refused_total",
+                "Connections to the Unix socket refused on their peer's credentials, before a byte was read.",
+                &self.unix_peers_refused,
             ),
         ] {
             let _ = writeln!(s, "# HELP {name} {help}");

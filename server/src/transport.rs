@@ -15,7 +15,8 @@ use super::metrics::Metrics;
 use super::profile::Attachment;
 use super::registry::{ChannelError, ChannelHandle, ChannelRegistry};
 use super::shared::{Running, Shared};
-use carrier_discovery::{RuntimeDir, RuntimeEntry, RuntimeFile};
+use super::unix_listener::UnixSocket;
+use carrier_discovery::{RuntimeDir, RuntimeEntry, RuntimeFile, RuntimeSlot};
 use carrier_protocol::admission::{AdmissionPolicy, CloseRefusal, Token};
 use carrier_protocol::channel::ChannelDescriptor;
 use carrier_protocol::close::CloseCode;
@@ -32,6 +33,10 @@ pub enum LifecycleError {
     /// No free port.
     #[error(transparent)]
     Bind(#[from] BindError),
+    /// The Unix socket asked for ([`UnixSocket::At`]) cannot be created.
+    #[cfg(unix)]
+    #[error(transparent)]
+    UnixSocket(#[from] carrier_discovery::SocketPathError),
 }
 
 #[derive(Default)]
@@ -39,9 +44,13 @@ struct State {
     attachment: Option<Attachment>,
     port: Option<u16>,
     shutdown: Option<watch::Sender<bool>>,
-    accept: Option<JoinHandle<()>>,
+    /// The accept loops: TCP, and the Unix socket's.
+    accepts: Vec<JoinHandle<()>>,
     /// Removes the runtime file when dropped: on `stop()`, or with the transport.
     runtime_file: Option<RuntimeFile>,
+    /// Removes the Unix socket when dropped, likewise.
+    #[cfg(unix)]
+    socket_file: Option<carrier_discovery::SocketFile>,
 }
 
 /// Where and what a [`WsTransport`] advertises in its runtime file
@@ -111,6 +120,7 @@ pub struct WsTransport {
     config: CarrierConfig,
     token: Option<Token>,
     runtime_file: Option<RuntimeFileOptions>,
+    unix_socket: UnixSocket,
     shared: Arc<Shared>,
     state: Mutex<State>,
 }
@@ -175,15 +185,22 @@ impl WsTransport {
             config,
             token,
             runtime_file: None,
+            unix_socket: UnixSocket::default(),
             shared,
             state: Mutex::new(State::default()),
         })
     }
 
     /// Opt-in: while listening, advertise this carrier in a runtime file (`{pid, url, port, role,
-    /// token, started}`; docs/protocol.md, "Discovery and the CLI") so `carrier send`, `connect`,
-    /// `status` and `doctor` find it without a URL or token; the file is removed on `stop()`. A
-    /// file that cannot be written is logged as a warning and the carrier runs without it.
+    /// token, started, socket}`; docs/protocol.md, "Discovery and the CLI") so `carrier send`,
+    /// `connect`, `status` and `doctor` find it without a URL or token; the file is removed on
+    /// `stop()`. A file that cannot be written is logged as a warning and the carrier runs
+    /// without it.
+    ///
+    /// On Unix this also opens the carrier's Unix socket beside the file (`<pid>.sock`, unless
+    /// [`WsTransport::with_unix_socket`] says otherwise), which the file lists and the project's
+    /// clients then use: a process of this user reaches it without a token, checked by its peer
+    /// credentials, and no other user's process is served there.
     ///
     /// ```no_run
     /// # fn demo() -> Result<(), carrier_server::ConfigError> {
@@ -197,6 +214,23 @@ impl WsTransport {
         self
     }
 
+    /// Where the Unix socket goes ([`UnixSocket`]): beside the runtime file (the default), at a
+    /// path of the host's choosing, or nowhere. A socket needs no runtime file: with
+    /// [`UnixSocket::At`] a host that advertises nothing still gets one. Not Unix: ignored.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), carrier_server::ConfigError> {
+    /// use carrier_server::{CarrierConfig, RuntimeFileOptions, UnixSocket, WsTransport};
+    /// let transport = WsTransport::new(CarrierConfig::default())?
+    ///     .with_runtime_file(RuntimeFileOptions::for_user())
+    ///     .with_unix_socket(UnixSocket::Off);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_unix_socket(mut self, place: UnixSocket) -> Self {
+        self.unix_socket = place;
+        self
+    }
+
     /// The runtime file written by the last `start()`, while running.
     pub fn runtime_file(&self) -> Option<std::path::PathBuf> {
         self.state()
@@ -205,14 +239,67 @@ impl WsTransport {
             .map(|f| f.path().to_owned())
     }
 
-    /// Writes the runtime file for `port`, or says why not.
-    fn publish_runtime_file(&self, port: Option<u16>) -> Option<RuntimeFile> {
-        let (options, port) = (self.runtime_file.as_ref()?, port?);
+    /// The Unix socket bound by the last `start()`, while running.
+    pub fn unix_socket_path(&self) -> Option<std::path::PathBuf> {
+        #[cfg(unix)]
+        return self
+            .state()
+            .socket_file
+            .as_ref()
+            .map(|f| f.path().to_owned());
+        #[cfg(not(unix))]
+        None
+    }
+
+    /// The name this start publishes under, when it advertises itself (a directory that cannot
+    /// be used is a warning: the carrier runs without a runtime file).
+    fn claim_runtime_slot(&self) -> Option<RuntimeSlot> {
+        let options = self.runtime_file.as_ref()?;
+        match options.dir.claim(std::process::id()) {
+            Ok(slot) => Some(slot),
+            Err(e) => {
+                tracing::warn!(error = %e, "no runtime file: clients must be given the URL and token");
+                None
+            }
+        }
+    }
+
+    /// Binds the Unix socket where [`UnixSocket`] says, if anywhere. Only a path the host named
+    /// fails the start; the default place falls back to TCP alone, with a warning.
+    #[cfg(unix)]
+    fn bind_unix_socket(
+        &self,
+        slot: Option<&RuntimeSlot>,
+    ) -> Result<Option<super::unix_listener::BoundSocket>, LifecycleError> {
+        let (path, named) = match (&self.unix_socket, slot) {
+            (UnixSocket::Off, _) | (UnixSocket::BesideRuntimeFile, None) => return Ok(None),
+            (UnixSocket::BesideRuntimeFile, Some(slot)) => (slot.socket_path(), false),
+            (UnixSocket::At(path), _) => (path.clone(), true),
+        };
+        match super::unix_listener::bind(&path, self.shared.metrics.clone()) {
+            Ok(bound) => Ok(Some(bound)),
+            Err(e) if named => Err(e.into()),
+            Err(e) => {
+                tracing::warn!(error = %e, "no Unix socket: local clients use TCP");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Writes the runtime file for `port` (and the socket), or says why not.
+    fn publish_runtime_file(
+        &self,
+        slot: Option<RuntimeSlot>,
+        port: Option<u16>,
+        socket: Option<std::path::PathBuf>,
+    ) -> Option<RuntimeFile> {
+        let (options, slot, port) = (self.runtime_file.as_ref()?, slot?, port?);
         let token = (self.token.as_ref())
             .filter(|_| options.include_token)
             .map(|t| t.expose().to_owned());
-        let entry = RuntimeEntry::for_this_process(port, self.config.role, token);
-        match options.dir.publish(&entry) {
+        let mut entry = RuntimeEntry::for_this_process(port, self.config.role, token);
+        entry.socket = socket;
+        match slot.publish(&entry) {
             Ok(file) => {
                 tracing::debug!(path = %file.path().display(), "runtime file written");
                 Some(file)
@@ -240,7 +327,9 @@ impl WsTransport {
         self.state().attachment = Some(attachment);
     }
 
-    /// Binds 127.0.0.1 and starts accepting. Errors: not attached, already running, no port.
+    /// Binds 127.0.0.1 (and the Unix socket, see [`WsTransport::with_unix_socket`]) and starts
+    /// accepting. Errors: not attached, already running, no port, a Unix socket path that
+    /// cannot be used.
     pub async fn start(&self) -> Result<(), LifecycleError> {
         let attachment = {
             let st = self.state();
@@ -251,7 +340,14 @@ impl WsTransport {
         };
         let listener = bind_loopback(self.config.port, self.config.max_retries).await?;
         let port = listener.local_addr().map(|a| a.port()).ok();
-        let runtime_file = self.publish_runtime_file(port);
+        let slot = self.claim_runtime_slot();
+        #[cfg(unix)]
+        let socket = self.bind_unix_socket(slot.as_ref())?;
+        #[cfg(unix)]
+        let socket_path = socket.as_ref().map(|s| s.file.path().to_owned());
+        #[cfg(not(unix))]
+        let socket_path = None;
+        let runtime_file = self.publish_runtime_file(slot, port, socket_path);
         let ctx = self.context(mint_epoch());
         let (tx, rx) = watch::channel(false);
         {
@@ -267,8 +363,21 @@ impl WsTransport {
             self.shared.stopping.store(false, Ordering::Release);
             st.port = port;
             st.runtime_file = runtime_file;
+            st.accepts = vec![tokio::spawn(accept_loop(
+                listener,
+                self.shared.clone(),
+                rx.clone(),
+            ))];
+            #[cfg(unix)]
+            if let Some(socket) = socket {
+                st.socket_file = Some(socket.file);
+                st.accepts.push(tokio::spawn(accept_loop(
+                    socket.listener,
+                    self.shared.clone(),
+                    rx,
+                )));
+            }
             st.shutdown = Some(tx);
-            st.accept = Some(tokio::spawn(accept_loop(listener, self.shared.clone(), rx)));
         }
         tracing::info!(port, "carrier listening on 127.0.0.1");
         Ok(())
@@ -292,12 +401,16 @@ impl WsTransport {
     /// the grace period, 3 s by default) and detaches the session: a restart needs `attach()`.
     /// Safe to call more than once, and before `start()`.
     pub async fn stop(&self) {
-        let (shutdown, accept, profile) = {
+        let (shutdown, accepts, profile) = {
             let mut st = self.state();
             st.attachment = None;
             st.port = None;
             // First, so no client finds a carrier that is going away.
             st.runtime_file = None;
+            #[cfg(unix)]
+            {
+                st.socket_file = None;
+            }
             let running = self
                 .shared
                 .running
@@ -306,14 +419,14 @@ impl WsTransport {
                 .take();
             (
                 st.shutdown.take(),
-                st.accept.take(),
+                std::mem::take(&mut st.accepts),
                 running.map(|r| r.attachment.profile().clone()),
             )
         };
         let Some(shutdown) = shutdown else { return };
         self.shared.stopping.store(true, Ordering::Release);
         let _ = shutdown.send(true);
-        if let Some(accept) = accept {
+        for accept in accepts {
             let _ = accept.await;
         }
         for entry in self.shared.connections.iter() {
@@ -398,12 +511,13 @@ impl WsTransport {
         CarrierService {
             shared: self.shared.clone(),
             mounted: true,
+            peer: carrier_protocol::admission::Peer::Tcp,
         }
     }
 
     /// Starts without binding a listener, for hosts that only serve through [`Self::service`].
-    /// There is no listener of the carrier's own, so [`Self::url`] and [`Self::bound_port`] stay
-    /// `None`: clients dial the host's server at the mount path (`ws://127.0.0.1:PORT/agent`,
+    /// There is no listener of the carrier's own (no port, no Unix socket, no runtime file), so
+    /// [`Self::url`] and [`Self::bound_port`] stay `None`: clients dial the host's server at the mount path (`ws://127.0.0.1:PORT/agent`,
     /// with the port the host bound), as `examples/axum_mount.rs` does.
     pub fn start_mounted(&self) -> Result<(), LifecycleError> {
         let mut st = self.state();

@@ -3,7 +3,9 @@
 //!
 //! Every port is probed with a tokenless `GET /healthz`, which also says whose listener it is.
 //! Only a listener of this user is handshaken (with `CARRIER_TOKEN` or the runtime file's
-//! token); another user's is reported with its owner and nothing more.
+//! token); another user's is reported with its owner and nothing more. A carrier whose runtime
+//! file lists a Unix socket is probed and handshaken there instead of on its port, and a socket
+//! that is not this user's gets nothing at all: its owner is named, and no byte is written.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -13,9 +15,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use carrier::client::{
-    probe_health, redact_url, ClientError, ErrorCode, Health, Listener, Verdict, VersionPair,
-    WsOptions,
+    probe_health, redact_url, ClientError, ErrorCode, Health, Listener, TransportError, Verdict,
+    VersionPair, WsOptions,
 };
+use carrier::discovery::listener::Endpoint;
 use carrier::discovery::{RuntimeDir, RuntimeEntry};
 use carrier::protocol::features::Feature;
 use carrier::protocol::version::{ProtocolVersion, PROTOCOL_VERSION};
@@ -69,12 +72,13 @@ pub async fn doctor_with(
     }
     let named = given.as_ref().map(|(addr, _)| *addr);
     let probes = targets.into_iter().map(|(addr, (url, entry))| async move {
-        (
-            addr,
-            url,
-            entry,
-            probe_health(addr, Duration::from_secs(2)).await,
-        )
+        // A carrier listing its socket is reached there, as every client reaches it.
+        let (endpoint, url) = match entry.as_ref().and_then(|e| e.socket.clone()) {
+            Some(socket) => (Endpoint::Unix(socket), entry_url(entry.as_ref(), url)),
+            None => (Endpoint::Tcp(addr), url),
+        };
+        let health = probe_health(endpoint, Duration::from_secs(2)).await;
+        (addr, url, entry, health)
     });
     let found = futures_util::future::join_all(probes).await;
     let _ = writeln!(
@@ -91,14 +95,31 @@ pub async fn doctor_with(
         let listed = entry
             .as_ref()
             .map(|e| {
+                let socket = e
+                    .socket
+                    .as_ref()
+                    .map(|s| format!(", reached at its socket {}", s.display()))
+                    .unwrap_or_default();
                 format!(
-                    ", pid {}, started {}, role {} (runtime file)",
+                    ", pid {}, started {}, role {} (runtime file{socket})",
                     e.pid, e.started, e.role
                 )
             })
             .unwrap_or_default();
         let probe = match (health, &entry) {
             (Ok(probe), _) => probe,
+            (
+                Err(
+                    error @ (TransportError::ForeignListener(_)
+                    | TransportError::UnattributedListener(_)),
+                ),
+                _,
+            ) => {
+                // A socket that is not this user's: nothing was written to it.
+                problems += 1;
+                let _ = writeln!(out, "{addr}: {error}{listed}");
+                continue;
+            }
             (Err(error), None) if named == Some(addr) => {
                 problems += 1;
                 let _ = writeln!(
@@ -172,6 +193,11 @@ pub async fn doctor_with(
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Where doctor reaches a carrier its runtime file lists: the socket when there is one.
+fn entry_url(entry: Option<&RuntimeEntry>, url: String) -> String {
+    entry.map_or(url, RuntimeEntry::client_url)
 }
 
 /// The address and URL of the carrier named on the command line: a loopback `ws://` URL.

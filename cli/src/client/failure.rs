@@ -75,10 +75,13 @@ mod tests {
 
     #[test]
     fn a_refused_listener_is_one_runtime_line_naming_the_port() {
-        let addr = "127.0.0.1:7090".parse().expect("addr");
+        let addr: carrier::discovery::listener::Endpoint = "127.0.0.1:7090"
+            .parse::<std::net::SocketAddr>()
+            .expect("addr")
+            .into();
         let refusals: [TransportError; 2] = [
             ForeignListener {
-                addr,
+                addr: addr.clone(),
                 owner: User {
                     uid: 65534,
                     name: Some("nobody".into()),

@@ -18,7 +18,8 @@ pub(crate) struct Target {
 }
 
 /// The URL and token given, or, without a URL, those of the one carrier whose runtime file is in
-/// `runtime` (a token given still wins). Warnings about files that were ignored go to `err`.
+/// `runtime` (a token given still wins): its Unix socket (`unix:PATH`) when the file lists one,
+/// its `ws://` URL only when it does not. Warnings about files that were ignored go to `err`.
 /// `--any-owner` needs a URL: a carrier found through a runtime file is always the user's own.
 ///
 /// A token written into the URL (`?token=`) is taken out of it and is the token (as the server
@@ -61,8 +62,9 @@ pub(crate) fn resolve_target(
             "no running carrier found (no runtime file in {}): start one with `carrier serve`, or give its URL and --token",
             runtime.path().display()
         ))),
+        // The carrier's socket when it lists one: its peer credentials are checked, no table read.
         [one] => Ok(Target {
-            url: one.url.clone(),
+            url: one.client_url(),
             token: token.map(str::to_owned).or_else(|| one.token.clone()),
             owners: OwnerPolicy::OwnUser,
         }),

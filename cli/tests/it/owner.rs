@@ -1,5 +1,5 @@
 //! A token goes only to its own server: the CLI's commands go by a runtime file only while the
-//! process that wrote it runs, and none of them (`send`, `connect`, `status`, `pipe`, `doctor`)
+//! process that wrote it runs, and none of them (`send`, `connect`, `status`, `pipe`, `acp`, `doctor`)
 //! sends a token or a prompt to a listener of another user. (How discovery judges a runtime file
 //! is its own test, `discovery/tests/runtime_files.rs`; the Rust client against another user's
 //! listener is the client's, `client/tests/it/owner_check.rs`.)
@@ -208,6 +208,7 @@ fn a_live_runtime_file_pointing_at_another_users_port_sends_nothing() {
         &["status", "--json"][..],
         &["connect"][..],
         &["pipe", "--channel", "up"][..],
+        &["acp"][..],
     ] {
         let input = format!("{PROMPT}\n");
         let run = carrier(runtime.path(), args, input.as_bytes());
@@ -219,8 +220,8 @@ fn a_live_runtime_file_pointing_at_another_users_port_sends_nothing() {
 }
 
 #[test]
-fn send_connect_status_and_pipe_refuse_another_users_listener_at_a_given_url() {
-    let test = "send_connect_status_and_pipe_refuse_another_users_listener_at_a_given_url";
+fn send_connect_status_pipe_and_acp_refuse_another_users_listener_at_a_given_url() {
+    let test = "send_connect_status_pipe_and_acp_refuse_another_users_listener_at_a_given_url";
     let Some(mut squatter) = squatter(test, 0) else {
         return;
     };
@@ -232,6 +233,7 @@ fn send_connect_status_and_pipe_refuse_another_users_listener_at_a_given_url() {
         &["status", &url][..],
         &["connect", &url][..],
         &["pipe", &url, "--channel", "up"][..],
+        &["acp", &url][..],
     ] {
         let input = format!("{PROMPT}\n");
         let run = carrier(runtime.path(), args, input.as_bytes());

@@ -147,8 +147,11 @@ fn serve_prints_exactly_one_listening_line_with_a_minted_token() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(keys.len(), 5, "{}", s.line);
+    assert_eq!(keys.len(), 6, "{}", s.line);
     assert_eq!(s.line["event"], "listening");
+    assert!(s.line["socket"]
+        .as_str()
+        .is_some_and(|p| p.ends_with(".sock")));
     assert_eq!(s.line["role"], "drive");
     let port = s.line["port"].as_u64().expect("port");
     assert!(port > 0);
@@ -501,6 +504,7 @@ fn the_runtime_file_is_0600_in_a_0700_directory_and_names_the_listener() {
             "pid_start",
             "port",
             "role",
+            "socket",
             "started",
             "token",
             "url"
@@ -528,12 +532,19 @@ fn the_runtime_file_is_0600_in_a_0700_directory_and_names_the_listener() {
         started.len() == 20 && started.ends_with('Z') && started.as_bytes()[10] == b'T',
         "RFC 3339 UTC: {started}"
     );
-    // Nothing else is left in the directory (the temporary file was renamed into place).
-    let names: Vec<_> = std::fs::read_dir(runtime.path().join("carrier"))
+    // Nothing else is left in the directory (the temporary file was renamed into place) but
+    // the carrier's socket beside the file.
+    let mut names: Vec<String> = std::fs::read_dir(runtime.path().join("carrier"))
         .unwrap()
-        .map(|e| e.unwrap().file_name())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names.len(), 1, "{names:?}");
+    names.sort();
+    let pid = s.pid();
+    assert_eq!(
+        names,
+        [format!("{pid}.json"), format!("{pid}.sock")],
+        "{names:?}"
+    );
 }
 
 #[test]
@@ -545,10 +556,17 @@ fn send_status_and_connect_need_no_url_or_token_when_one_carrier_runs() {
     let (code, stdout, stderr) = run_in(runtime.path(), &["status", "--json"]);
     assert_eq!(code, 0, "{stderr}");
     let status: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(status["url"], s.url());
+    // The carrier's Unix socket, which its runtime file lists.
+    assert_eq!(
+        status["url"],
+        format!("unix:{}", s.line["socket"].as_str().unwrap())
+    );
     let (code, _, stderr) = run_in(runtime.path(), &["connect"]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains(&format!("at {}", s.url())), "{stderr}");
+    assert!(
+        stderr.contains(&format!("at unix:{}", s.line["socket"].as_str().unwrap())),
+        "{stderr}"
+    );
     // A token given still wins over the file's.
     let (code, _, stderr) = run_in(runtime.path(), &["send", "--token", "wrong", "hi"]);
     assert_eq!(code, 1, "{stderr}");
@@ -618,9 +636,14 @@ fn doctor_checks_an_open_carrier_without_a_token_and_asks_for_one_otherwise() {
 
     let file_dir = tempfile::tempdir().unwrap();
     let token_file = file_dir.path().join("token");
+    // Over TCP: its own socket would admit doctor without a token.
     let _guarded = serve_in(
         file_dir.path(),
-        &["--token-file", token_file.to_str().unwrap()],
+        &[
+            "--token-file",
+            token_file.to_str().unwrap(),
+            "--no-unix-socket",
+        ],
         &[],
     );
     let (code, stdout, stderr) = run_in(file_dir.path(), &["doctor"]);

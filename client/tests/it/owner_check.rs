@@ -34,7 +34,7 @@ async fn the_rust_client_refuses_another_users_listener_with_a_typed_error() {
         let TransportError::ForeignListener(refusal) = &error else {
             panic!("not a foreign-listener refusal: {error:?}");
         };
-        assert_eq!(refusal.addr.port(), squatter.port);
+        assert_eq!(refusal.addr.tcp().map(|a| a.port()), Some(squatter.port));
         assert_eq!(refusal.owner.uid, SQUATTER_UID);
         assert_one_line_naming_the_owner(&error.to_string(), squatter.port);
     }

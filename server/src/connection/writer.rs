@@ -70,6 +70,11 @@ impl SocketWrite for tokio::net::tcp::OwnedWriteHalf {
 
 impl<T: AsyncWrite + Send> SocketWrite for tokio::io::WriteHalf<T> {}
 
+/// A Unix socket has no network between the two ends: what the writer hands the kernel is
+/// queued straight at the reader, within the socket's send buffer. Left as the kernel sets it.
+#[cfg(unix)]
+impl SocketWrite for tokio::net::unix::OwnedWriteHalf {}
+
 /// The connection's only writer: drains the outbound queue, pings, and ends after the close.
 pub(super) async fn write_loop(
     io: Writer,

@@ -11,16 +11,18 @@
 use hyper::header::{HeaderName, HOST, ORIGIN, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION};
 use hyper::{Method, Request, StatusCode, Version};
 
-use carrier_protocol::admission::{admit, Admission, AdmissionPolicy, AdmissionRequest};
+use carrier_protocol::admission::{admit, Admission, AdmissionPolicy, AdmissionRequest, Peer};
 
 /// Why a request is refused before routing: the status and a one-line body.
 pub(crate) type Refusal = (StatusCode, &'static str);
 
 /// The first rule `req` breaks, if any.
-/// `socket` says the request is for the WebSocket endpoint, where an upgrade's rules apply.
+/// `peer` is how it reached the server (the authority's Host rule depends on it); `socket`
+/// says the request is for the WebSocket endpoint, where an upgrade's rules apply.
 pub(crate) fn check<B>(
     req: &Request<B>,
     policy: &AdmissionPolicy,
+    peer: Peer,
     socket: bool,
 ) -> Option<Refusal> {
     if count(req, HOST) > 1 {
@@ -32,6 +34,7 @@ pub(crate) fn check<B>(
     if let Some(authority) = req.uri().authority() {
         let as_host = AdmissionRequest {
             host: Some(authority.as_str()),
+            peer,
             ..Default::default()
         };
         if let Admission::Refuse(_) = admit(policy, &as_host) {
@@ -136,7 +139,7 @@ mod tests {
 
     fn status(req: Request<()>) -> Option<StatusCode> {
         let socket = req.uri().path() == "/";
-        check(&req, &policy(), socket).map(|(status, _)| status)
+        check(&req, &policy(), Peer::Tcp, socket).map(|(status, _)| status)
     }
 
     #[test]
