@@ -8,6 +8,7 @@
 mod agent_api;
 mod agent_process;
 mod agent_process_failures;
+mod agent_updates;
 mod bridge;
 mod embedded;
 mod handshake;

@@ -4,13 +4,14 @@
 //! JavaScript package and by headless Chromium. What the library does underneath is tested in
 //! its own crate (`server/`, `agent/`, `client/`, `robota/`). Binaries of their own:
 //! `max_connections.rs` sets an environment variable every `carrier serve` child of its process
-//! inherits; `inbound_bounds.rs` and `session_memory.rs` hold a `carrier serve`'s memory to the
-//! README's figure and time it, away from the load of other tests.
+//! inherits; `figure/` holds a `carrier serve`'s memory to the README's figure and times it,
+//! away from the load of other tests.
 
 #[allow(dead_code)] // `main` is the example's, not these tests'
 #[path = "../../../examples/axum_mount.rs"]
 mod axum_mount;
 
+mod acp_bridge;
 mod agent_cmd;
 mod browser;
 mod client_commands;
@@ -22,4 +23,6 @@ mod pipe;
 mod robota_serve;
 mod schema;
 mod serve;
+mod serve_agent_acp;
 mod server_frames;
+mod unix_socket;

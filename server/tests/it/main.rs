@@ -19,3 +19,4 @@ mod limits;
 mod max_connections;
 mod security;
 mod sinks;
+mod unix_socket;

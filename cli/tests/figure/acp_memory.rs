@@ -98,6 +98,7 @@ async fn hostile(url: String, n: usize) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_acp_clients_at_every_bound_stay_within_the_figure() {
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     let flags = Flags::defaults();
     let args = flags.args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();

@@ -27,15 +27,12 @@ use support::figure::Flags;
 use support::serve_process::{peak_rss_kib, Serve, TOKEN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{watch, Mutex, Notify};
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
-
-/// The tests measure memory and time: one at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
 
 /// A masked client frame header (mask all zero, so the payload is written as is), FIN set.
 fn header(opcode: u8, len: u64) -> Vec<u8> {
@@ -354,7 +351,7 @@ async fn bulk_frames_of_zero_and_one_byte_for_30_s_stay_under_the_figure_and_are
     // held: one client of empty frames took the carrier from 7 to 890 MiB in 10 s, and six
     // spending their 1 MiB of credit in 1-byte frames to 970 MiB (the figure: 630 MiB). Here
     // one client sends empty frames and three 1-byte ones.
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     const CLIENTS: u64 = 4;
     let flags = Flags::defaults();
     let mut args = flags.args();
@@ -448,7 +445,7 @@ async fn a_thousand_headers_that_send_nothing_do_not_delay_another_clients_large
     // Each header announcing 16 MiB reserved that much of the shared budget at once, so four
     // held all of it until the 3 s grace cut them, and the next four took their turn: behind 60
     // of them another client's 200 KiB message waited 44.5 s while nobody sent a byte.
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     const HOLDERS: u64 = 1024;
     let flags = Flags::defaults();
     let mut args = flags.args();
@@ -595,7 +592,7 @@ async fn the_frames_a_closed_connection_left_for_a_slow_host_are_dropped_and_cou
     // and closed: their frames stayed buffered, paid from the shared budget, until the relay
     // got to them — 64 MiB of it in use with three or four connections left, against the
     // README's "at most N × K × 1 MiB" for N admitted connections.
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     const SENDERS: u64 = 70;
     let flags = Flags::defaults();
     let mut args = flags.args();
@@ -651,7 +648,7 @@ async fn buffered_credit_does_not_hold_the_shared_budget_other_clients_wait_for(
     // With a 16 MiB shared budget, seventeen clients' credit buffered for a bulk relay held up
     // by a slow reader held all of it: another client's 2 MiB message waited 8 s while nobody
     // sent a byte (README: others wait "only while someone really sends").
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     const SENDERS: u64 = 17;
     let flags = Flags {
         max_inbound_bytes: 16 * MIB,

@@ -3,21 +3,21 @@
 //! a token (with our client and with an independent one, `tokio-tungstenite`); a token that is
 //! sent must still be right; only loopback names are accepted there, whatever the host allows
 //! pages on TCP; the socket goes away with the transport. Peers of another uid are the CLI
-//! tests' (`cli/tests/unix_socket.rs`): they need a second user.
+//! tests' (`cli/tests/it/unix_socket.rs`): they need a second user.
 #![cfg(unix)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use carrier::client::{
+use carrier_client::{
     ChannelMessage, Client, ClientEvent, ReceivedSessionEventKind, Transport, TransportError,
     WsClientTransport, WsOptions,
 };
-use carrier::discovery::listener::{Endpoint, Listener};
-use carrier::discovery::RuntimeDir;
-use carrier::protocol::channel_frame::FrameBody;
-use carrier::server::{
+use carrier_discovery::listener::{Endpoint, Listener};
+use carrier_discovery::RuntimeDir;
+use carrier_protocol::channel_frame::FrameBody;
+use carrier_server::{
     Binary, ChannelDescriptor, InboundBody, LifecycleError, RuntimeFileOptions, UnixSocket,
     WsTransport,
 };
@@ -229,7 +229,7 @@ async fn the_same_user_runs_a_turn_and_a_channel_echo_over_the_socket_without_a_
     assert_eq!(answer["id"], "h", "{answer}");
     assert!(answer.get("result").is_some(), "{answer}");
     let frame =
-        carrier::protocol::channel_frame::encode_binary("echo", 0, Bytes::from_static(b"ping"))
+        carrier_protocol::channel_frame::encode_binary("echo", 0, Bytes::from_static(b"ping"))
             .expect("a frame");
     ws.send(Message::binary(frame.to_vec()))
         .await
@@ -272,7 +272,7 @@ async fn a_token_sent_on_the_socket_must_still_be_right_and_roles_hold() {
     }
 
     let observer = Client::new(Arc::new(WsClientTransport::new(
-        WsOptions::new(&url).role(carrier::protocol::Role::Observe),
+        WsOptions::new(&url).role(carrier_protocol::Role::Observe),
     )));
     observer.connect().await.expect("observe");
     let error = observer.submit("no").await.expect_err("an observer");

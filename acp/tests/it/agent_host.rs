@@ -6,13 +6,11 @@
 //! aborts as `session/cancel`, exits mid-turn as `agent_exited`, one agent process serving
 //! several sessions, requests carrier does not offer answered `-32601`, bad lines dropped.
 
-mod hosted;
-
 use std::time::Duration;
 
 use carrier_acp::agent_host::{AcpAgent, AcpAgentError};
 use carrier_test_support::{concat_deltas, names, Client};
-use hosted::{node_agent, python_agent, updates, Hosted};
+use crate::hosted::{node_agent, python_agent, updates, Hosted};
 use serde_json::{json, Value};
 
 /// Runs `prompt` as a turn and returns its events.

@@ -80,6 +80,7 @@ fn turn_ids(history: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_sessions_of_one_mib_turns_stay_within_the_figure_and_the_oldest_lose_first() {
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     const SESSIONS: usize = 64;
     const TURNS: u32 = 3;
     // A bit under the 1 MiB soft limit, which counts the request's envelope too.
@@ -175,6 +176,7 @@ async fn sixty_four_sessions_of_one_mib_turns_stay_within_the_figure_and_the_old
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_running_turns_of_one_mib_prompts_stay_within_the_figure() {
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     // Every session runs a turn whose 1 MiB prompt is half a million one-letter words, which
     // the embedded agent streams back one word a minute: each running turn holds its prompt
     // and its reply for as long as it runs.
@@ -221,6 +223,7 @@ async fn sixty_four_running_turns_of_one_mib_prompts_stay_within_the_figure() {
 
 #[tokio::test]
 async fn the_budget_is_at_most_64_gib_and_published_in_the_handshake() {
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     const MAX: u64 = 64 << 30;
     let serve = Serve::start(&["--max-session-bytes", &MAX.to_string()])
         .await

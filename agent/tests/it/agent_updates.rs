@@ -9,12 +9,12 @@ use carrier_test_support as support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use carrier::agent::{AgentProfile, HostError, InMemoryDirectory, ProtocolSession, TurnStart};
-use carrier::client::{
+use carrier_agent::{AgentProfile, HostError, InMemoryDirectory, ProtocolSession, TurnStart};
+use carrier_client::{
     Client, ClientEvent, EventStream, ReceivedSessionEventKind, Transport, WsClientTransport,
     WsOptions,
 };
-use carrier::protocol::events::{PermissionOption, RawObject};
+use carrier_protocol::events::{PermissionOption, RawObject};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use support::*;

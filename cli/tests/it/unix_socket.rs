@@ -7,7 +7,7 @@
 //! refused.
 //!
 //! The other user is a small Python program run as uid 4242 and as 65534 (the kernel's overflow
-//! uid, `nobody`) with `setpriv`, as in `cli_owner.rs`; that needs root (CI runs as root): run
+//! uid, `nobody`) with `setpriv`, as in `owner.rs`; that needs root (CI runs as root): run
 //! as another user, those tests say so and return. The table-read check needs `strace`.
 #![cfg(target_os = "linux")]
 

@@ -4,7 +4,7 @@
 //! 127.0.0.1 hosting one of them in this process, and what the agent recorded of carrier's
 //! messages.
 
-#![allow(dead_code)] // each test binary uses its share
+#![allow(dead_code)] // what the agent-host tests do not use yet
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
