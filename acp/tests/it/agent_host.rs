@@ -8,9 +8,9 @@
 
 use std::time::Duration;
 
+use crate::hosted::{node_agent, python_agent, updates, Hosted};
 use carrier_acp::agent_host::{AcpAgent, AcpAgentError};
 use carrier_test_support::{concat_deltas, names, Client};
-use crate::hosted::{node_agent, python_agent, updates, Hosted};
 use serde_json::{json, Value};
 
 /// Runs `prompt` as a turn and returns its events.

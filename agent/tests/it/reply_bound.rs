@@ -1,4 +1,4 @@
-//! Every reply is bounded in the carrier's memory (docs/protocol.md, "Limits", issue 12 item 8):
+//! Every reply is bounded in the carrier's memory (docs/protocol.md, "Limits"):
 //! `turn_completed.text` and the reply's history entry hold at most `limits.max_reply_bytes`,
 //! cut at a character boundary and marked `truncated: true`; deltas are never cut (a delta
 //! longer than the cap travels as several events); the hub holds no more than the cap of a

@@ -1,4 +1,4 @@
-//! Session bounds (docs/protocol.md, "Limits", issue 12 item 7): `sessions.start` titles of at most
+//! Session bounds (docs/protocol.md, "Limits"): `sessions.start` titles of at most
 //! `limits.max_title_bytes` (`invalid_params` past it), at most `limits.max_sessions` sessions
 //! (`limit_exceeded` past it), whatever the host directory; and `sessions.list` answered in
 //! any state of the directory, within the connection's outbound budget. Real sockets, a

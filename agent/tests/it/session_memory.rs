@@ -1,7 +1,7 @@
 //! One budget for every session's history and resume ring (docs/protocol.md, "Delivery and
 //! memory"): sessions that evict each other's oldest entries while their hubs emit keep their
 //! live streams whole, and a resume reports the gap up to what is still held. (The carrier's
-//! memory under the budget is `carrier serve`'s figure: `cli/tests/session_memory.rs`; what the
+//! memory under the budget is `carrier serve`'s figure: `cli/tests/figure/session_memory.rs`; what the
 //! budget charges against the heap is `agent/tests/session_memory_heap.rs`.)
 
 use carrier_test_support as support;

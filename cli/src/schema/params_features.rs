@@ -205,7 +205,15 @@ mod tests {
             ),
             ("resume", None, Some(Feature::Resume))
         );
-        assert_eq!(table.len(), 2, "{table:?}");
+        let respond = table
+            .iter()
+            .find(|e| e.method == "session.permission.respond")
+            .expect("permission.respond");
+        assert_eq!(
+            (respond.param.as_str(), respond.absent, respond.present),
+            ("option_id", None, Some(Feature::AgentUpdates))
+        );
+        assert_eq!(table.len(), 3, "{table:?}");
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! One figure for the whole process (docs/protocol.md, "Delivery and memory"; issue 22 item 4):
+//! One figure for the whole process (docs/protocol.md, "Delivery and memory"):
 //! every session's history and resume ring share one process-wide budget, and a client that fills
 //! many sessions keeps the carrier under the README's "Memory bounds" figure. When the budget is
 //! full the least recently used sessions lose their oldest entries first: a resume past them

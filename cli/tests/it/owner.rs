@@ -1,7 +1,7 @@
 //! A token goes only to its own server: the CLI's commands go by a runtime file only while the
 //! process that wrote it runs, and none of them (`send`, `connect`, `status`, `pipe`, `acp`, `doctor`)
 //! sends a token or a prompt to a listener of another user. (How discovery judges a runtime file
-//! is its own test, `discovery/tests/runtime_files.rs`; the Rust client against another user's
+//! is its own test, `discovery/tests/it/runtime_files.rs`; the Rust client against another user's
 //! listener is the client's, `client/tests/it/owner_check.rs`.)
 //!
 //! The other user's listener is a small Python server started as uid 4242 (`setpriv`,
@@ -106,7 +106,7 @@ fn carrier_under(wrapper: &[&str], runtime: &Path, args: &[&str], input: &[u8]) 
 
 /// A runtime file naming a pid its writer no longer has: `carrier send` with no URL finds no
 /// carrier, removes the file and sends nothing. (How discovery judges the file is its own test:
-/// `discovery/tests/runtime_files.rs`.)
+/// `discovery/tests/it/runtime_files.rs`.)
 #[test]
 fn send_ignores_and_removes_a_runtime_file_naming_a_pid_its_writer_no_longer_has() {
     let runtime = tempfile::tempdir().expect("tempdir");
@@ -133,7 +133,7 @@ fn send_ignores_and_removes_a_runtime_file_naming_a_pid_its_writer_no_longer_has
 
 /// An older carrier's file without a start time, while its pid runs: `carrier send` warns and
 /// leaves it alone, and sends nothing. (That discovery removes it once the pid runs no more is
-/// its own test: `discovery/tests/runtime_files.rs`.)
+/// its own test: `discovery/tests/it/runtime_files.rs`.)
 #[test]
 fn an_older_carrier_s_file_without_a_start_time_is_ignored_with_a_warning_while_its_pid_runs() {
     let runtime = tempfile::tempdir().expect("tempdir");

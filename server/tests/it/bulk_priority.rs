@@ -1,4 +1,4 @@
-//! Priority that holds on the wire (issue 25): a client receiving a 64 MiB bulk stream in
+//! Priority that holds on the wire: a client receiving a 64 MiB bulk stream in
 //! frames of 64 KiB, its socket's receive buffer set to 64 KiB, pings after every 64 frames;
 //! each answer must arrive after at most 16 further bulk frames (1 MiB). The carrier writes the
 //! answer ahead of its own bulk queue; what else it could wait behind is what the kernel already

@@ -1,5 +1,5 @@
 //! Hostile local clients against the carrier's memory and its connection slots (docs/protocol.md,
-//! "Limits" and "Delivery and memory"; issue 12). Each attack on memory runs against a carrier in
+//! "Limits" and "Delivery and memory"). Each attack on memory runs against a carrier in
 //! a process of its own (the `server_host` example: the embedded agent and the flags of `carrier
 //! serve`) over 127.0.0.1 and asserts on that process's resident memory (`VmHWM` after
 //! `clear_refs`); the others run against an in-process carrier with the same defaults and assert
@@ -288,7 +288,7 @@ async fn a_flood_of_refused_upgrades_does_not_lock_clients_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_header_announcing_60_gib_is_refused_at_the_largest_cap() {
     // 1 GiB is the largest cap (`carrier serve --max-message-bytes` refuses more: the CLI's
-    // tests, cli_serve.rs).
+    // tests, cli/tests/it/serve.rs).
     let server = in_process(Some(1 << 30)).await;
     let huge = header(2, 60 << 30);
     // Admitted: 1009 from the header alone.
@@ -635,7 +635,7 @@ fn assert_closed_for_pace(close: Option<(u16, String)>, after: Duration, who: &s
     );
 }
 
-/// One trickler of issue 22: announces a 16 MiB channel frame, sends 100 KiB of it, then one
+/// One trickler: announces a 16 MiB channel frame, sends 100 KiB of it, then one
 /// byte every 8 s (under the 10 s no-byte rule), at most 6, until the carrier closes the
 /// connection. Returns the close (`None` if none came) and how long after the first write.
 async fn trickle(mut tcp: TcpStream) -> (Option<(u16, String)>, Duration) {

@@ -1,4 +1,4 @@
-//! Bulk without head-of-line blocking (issue 25), over real sockets on a `relay:bulk` channel.
+//! Bulk without head-of-line blocking, over real sockets on a `relay:bulk` channel.
 //!
 //! A sends 64 MiB in 64 KiB frames, B reads them, C never reads, D relays one small frame once
 //! the relay is held up by C and then pings every 500 ms. With D at protocol 1.1 its frame waits
