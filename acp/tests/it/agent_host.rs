@@ -219,7 +219,10 @@ async fn requests_carrier_does_not_offer_are_answered_method_not_found_and_junk_
     assert_eq!(concat_deltas(&events), "after junk");
     assert_eq!(completed(&events)["aborted"], false);
     // The agent's two requests, and of its junk the invalid response with an id, were
-    // answered as JSON-RPC says; nothing else was.
+    // answered as JSON-RPC says; nothing else was. The agent records what it reads on its own
+    // time: the turn can complete before it has recorded the last answer.
+    h.until_received(|m| m["id"] == "j1" && m.get("error").is_some())
+        .await;
     let errors: Vec<(Value, Value)> = h
         .received()
         .into_iter()
