@@ -95,42 +95,14 @@ fn edges(graph: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> usize {
     graph.values().map(BTreeSet::len).sum()
 }
 
-/// Imports known to close a loop, waiting for their crate to be reordered: (package, from, to),
-/// module paths as `show` writes them. Each is taken out of its crate's graph before the search,
-/// so any other loop is still found, and each must still exist (delete the entry once fixed).
-const KNOWN_LOOP_EDGES: &[(&str, &str, &str)] = &[
-    // carrier-acp's ACP agent host: the peer hands sessions their updates, and a session asks
-    // its peer to send (`AgentPeer`, `SendError`, `MAX_OPEN_PERMISSIONS`).
-    ("carrier-acp", "agent_host::session", "agent_host::peer"),
-];
-
-/// Takes `KNOWN_LOOP_EDGES` of `package` out of `graph`, and says which of them it found.
-fn without_known_loop_edges(
-    package: &str,
-    graph: &mut BTreeMap<ModPath, BTreeSet<ModPath>>,
-) -> Vec<&'static (&'static str, &'static str, &'static str)> {
-    let path = |shown: &str| -> ModPath { shown.split("::").map(str::to_string).collect() };
-    KNOWN_LOOP_EDGES
-        .iter()
-        .filter(|(p, from, to)| {
-            *p == package
-                && graph
-                    .get_mut(&path(from))
-                    .is_some_and(|edges| edges.remove(&path(to)))
-        })
-        .collect()
-}
-
 #[test]
 fn every_crate_of_the_workspace_imports_its_modules_without_a_loop() {
     let mut libraries = BTreeMap::new();
     let mut loops = Vec::new();
-    let mut known_seen: BTreeSet<&(&str, &str, &str)> = BTreeSet::new();
     let (mut crates, mut files, mut imports) = (0, 0, 0);
     for (_, targets) in members() {
         for target in &targets {
-            let (mut graph, _) = read_target(target);
-            known_seen.extend(without_known_loop_edges(&target.package, &mut graph));
+            let (graph, _) = read_target(target);
             if let Some(cycle) = find_cycle(&graph) {
                 loops.push(format!(
                     "{} ({} {}): {}",
@@ -149,12 +121,6 @@ fn every_crate_of_the_workspace_imports_its_modules_without_a_loop() {
         }
     }
     assert!(loops.is_empty(), "import loops:\n{}", loops.join("\n"));
-    for known in KNOWN_LOOP_EDGES {
-        assert!(
-            known_seen.contains(known),
-            "{known:?} imports no more: take it out of KNOWN_LOOP_EDGES"
-        );
-    }
     // The layers, each a library of its own, all read.
     for (package, at_least) in [
         ("carrier-protocol", 15),
