@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs Debian's Chromium for tests/browser.rs, which drives it headless over the DevTools
+# Installs Debian's Chromium for cli/tests/it/browser.rs, which drives it headless over the DevTools
 # protocol (so no chromedriver). CI runs it first; the browser test runs it itself (once per test
 # binary) when the browser is missing. Idempotent and quiet: a working browser is left as it is;
 # apt's output is shown only when an install fails.

@@ -12,7 +12,7 @@
 //! ```
 //!
 //! The host keeps no ids of its own: each turn is one task that awaits its permission answer
-//! and its cancellation on the turn's sink (`tests/example_embedded_agent.rs` drives it).
+//! and its cancellation on the turn's sink (`tests/it/example_embedded_agent.rs` drives it).
 
 use std::error::Error;
 use std::sync::Arc;

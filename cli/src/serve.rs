@@ -148,7 +148,7 @@ pub struct ServeArgs {
 /// routed a frame, while the frame is still in the cache. The current-thread scheduler queues
 /// the writer behind every other ready task: pinned to one CPU, a 100-connection 16 KiB channel
 /// echo carried 11 % fewer messages per second with it, and `system.ping` 10 % more (medians of
-/// 15 paired runs; BENCHMARKS.md, "Server changes (issue 14)"). The echo is the carrier's
+/// 15 paired runs; BENCHMARKS.md, "Server changes"). The echo is the carrier's
 /// heavier traffic, and the build before `--threads` existed ran this scheduler too.
 pub fn runtime(threads: Option<u16>) -> std::io::Result<tokio::runtime::Runtime> {
     let n = threads.map(usize::from).unwrap_or_else(|| {

@@ -72,8 +72,8 @@
 //! # Writing another transport
 //!
 //! Either implement [`Connector`] for your socket and wrap it in [`ReconnectingTransport`], or
-//! implement [`Transport`] directly. `tests/client_reference.rs` is the reference suite, run
-//! over the in-memory network of [`testing`]: copy it and swap the fake socket for yours. `tests/client_real_server.rs` runs this client against
+//! implement [`Transport`] directly. `client/tests/it/reference.rs` is the reference suite, run
+//! over the in-memory network of [`testing`]: copy it and swap the fake socket for yours. `client/tests/it/real_server.rs` runs this client against
 //! the real carrier: a server restart (`reset`), a connection cut mid-turn (`resumed`, no event
 //! lost or repeated), a skewed and an incompatible server.
 

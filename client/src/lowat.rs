@@ -16,7 +16,8 @@ use tokio::net::TcpStream;
 /// this is most of what a ping waits behind on the way in. With 16 frames of 64 KiB in flight
 /// to a `bulk` echo channel (the runs `benches/mixed_credit.sh` makes), ping p99 during the
 /// transfer ÷ idle was 2.6–5.4 at 128 KiB and under 1 from 64 KiB down; below 64 KiB a 1 MiB
-/// echo on one connection loses 10–15 % of its rate. The runs: BENCHMARKS.md, issue 25.
+/// echo on one connection loses 10–15 % of its rate. The runs: BENCHMARKS.md, "Bulk without head-of-line
+/// blocking".
 pub(crate) const NOTSENT_LOWAT: u32 = 64 << 10;
 
 /// Sets [`NOTSENT_LOWAT`] on `stream` (Linux and Android; elsewhere nothing), as the server's

@@ -5,7 +5,7 @@
 //! array), each string a heap block of its own, and each non-empty object a B-tree leaf of
 //! about 640 bytes whatever it holds; a string with an escape is first decoded into a scratch
 //! buffer that grows by doubling. `[0,0,0,…]` takes some 30 times its text, `[{"a":0},…]` some
-//! 90 times (`tests/client_parse_bound.rs` prints each shape's figure). A server that may send
+//! 90 times (`client/tests/parse_bound.rs` prints each shape's figure). A server that may send
 //! a 64 MiB message could so make the client hold gigabytes. [`parsed_bound`] reads the text
 //! once, without allocating, and says how much parsing it can take at most; a message over the
 //! client's cap is refused unparsed.
@@ -31,7 +31,7 @@ const ARRAY_BYTES: usize = 144;
 /// - [`NODE_BYTES`] per node, [`OBJECT_BYTES`] per object and [`ARRAY_BYTES`] per array.
 ///
 /// One pass, no allocation; text that is not JSON gets a figure too (parsing it then fails).
-/// `tests/client_parse_bound.rs` holds it against a counting allocator for the costliest
+/// `client/tests/parse_bound.rs` holds it against a counting allocator for the costliest
 /// shapes.
 pub(crate) fn parsed_bound(text: &[u8]) -> usize {
     let shape = Shape::of(text);

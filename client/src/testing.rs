@@ -1,5 +1,5 @@
 //! In-memory sockets for testing transports and clients without a network: the seam the
-//! client's reference suite (`tests/client_reference.rs`) runs on, for whoever writes a
+//! client's reference suite (`client/tests/it/reference.rs`) runs on, for whoever writes a
 //! [`Connector`] or a [`Transport`](super::Transport) of their own and wants the same suite.
 //!
 //! [`fake_network`] returns a [`FakeConnector`] (plug it into a

@@ -1,6 +1,6 @@
 // The package against a carrier that a host mounted inside its own web server at a path of its
 // choosing (`examples/axum_mount.rs`, started by the Rust test that runs this file:
-// cli/tests/js_client.rs). CARRIER_MOUNTED_HTTP is the host's base address
+// cli/tests/it/js_client.rs). CARRIER_MOUNTED_HTTP is the host's base address
 // (`http://127.0.0.1:PORT`), CARRIER_MOUNTED_TOKEN the token. Without them every test fails:
 // this file is only meant to run from that test.
 import { describe, test } from "node:test";

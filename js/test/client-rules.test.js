@@ -2,7 +2,7 @@
 // protocol/tests/vectors/client-rules.json against the version judgement and feature preflight
 // functions and, over a transport played by the test, against CarrierClient itself (versions at
 // the handshake, preflight after it, the seq line across reconnects and session switches, bulk
-// credit). The Rust client runs the same file (tests/client_rules.rs).
+// credit). The Rust client runs the same file (client/tests/it/rules.rs).
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";

@@ -1,6 +1,6 @@
 // A consumer of the package that uses every public export, checked with
 // `tsc --strict --noEmit -p types-test` (never run). Each `@ts-expect-error` marks a line that
-// must NOT type-check; tests/js_client.rs removes them all and expects tsc to fail on each.
+// must NOT type-check; cli/tests/it/js_client.rs removes them all and expects tsc to fail on each.
 import {
   CarrierClient,
   CarrierError,

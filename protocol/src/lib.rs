@@ -22,7 +22,7 @@
 //! - [`timestamp`] — RFC 3339 timestamps in UTC, as runtime files and the seed system's wire
 //!   write them (formatted from a time the caller passes: this crate reads no clock).
 //!
-//! No file access either (`protocol/tests/no_io.rs` keeps this crate free of file and stream
+//! No file access either (`protocol/tests/it/no_io.rs` keeps this crate free of file and stream
 //! writes), and no code generators: the JSON Schemas, TypeScript declarations, JavaScript tables
 //! and reference tables derived from the catalog are written by `carrier schema`, their only
 //! caller, in the CLI crate.

@@ -46,8 +46,8 @@ const REFUSED_LINGER: Duration = Duration::from_secs(1);
 fn split_io(upgraded: Upgraded) -> (Reader, Writer, Vec<u8>) {
     // `read_buf` is a view of hyper's whole 8 KiB read buffer, even when it is empty: copied and
     // dropped here, before the connection's first await, so that buffer is not pinned for the
-    // connection's life (issue 14: it was 8 KiB of every idle connection's heap while the
-    // `Bytes` lived in this task's state).
+    // connection's life (it was 8 KiB of every idle connection's heap while the `Bytes` lived
+    // in this task's state; BENCHMARKS.md, "Server changes").
     let upgraded = match upgraded.downcast::<TokioIo<TcpStream>>() {
         Ok(parts) => {
             let tcp = parts.io.into_inner();

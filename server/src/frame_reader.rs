@@ -573,4 +573,594 @@ fn check_utf8(m: &mut Message, fin: bool) -> Result<(), Violation> {
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+
+    use std::time::Duration;
+
+    use tokio::io::{AsyncWriteExt, DuplexStream};
+    use tokio::time::Instant;
+
+    use crate::inbound_budget::{MIN_RATE, PACE_GRACE, STALL_TIMEOUT};
+
+    const MASK: [u8; 4] = [0x11, 0x22, 0x33, 0x44];
+
+    /// A masked client frame.
+    fn frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![(if fin { 0x80 } else { 0 }) | opcode];
+        head_len(&mut f, payload.len() as u64);
+        f.extend_from_slice(&MASK);
+        f.extend(payload.iter().enumerate().map(|(i, b)| b ^ MASK[i % 4]));
+        f
+    }
+
+    fn head_len(f: &mut Vec<u8>, len: u64) {
+        if len < 126 {
+            f.push(0x80 | len as u8);
+        } else if len <= 0xFFFF {
+            f.push(0x80 | 126);
+            f.extend_from_slice(&(len as u16).to_be_bytes());
+        } else {
+            f.push(0x80 | 127);
+            f.extend_from_slice(&len.to_be_bytes());
+        }
+    }
+
+    fn reader(cap: usize, budget: usize) -> (FrameReader, DuplexStream, InboundBudget) {
+        reader_with_allowance(cap, budget, 0)
+    }
+
+    fn reader_with_allowance(
+        cap: usize,
+        budget: usize,
+        allowance: usize,
+    ) -> (FrameReader, DuplexStream, InboundBudget) {
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let budget = InboundBudget::new(budget);
+        let r = FrameReader::new(
+            Box::new(server),
+            Vec::new(),
+            cap,
+            budget.clone(),
+            allowance,
+            Arc::new(Liveness::new()),
+        );
+        (r, client, budget)
+    }
+
+    fn message(r: Result<Incoming, ReadEnd>) -> (MessageKind, Bytes) {
+        match r {
+            Ok(Incoming::Message(k, b, _)) => (k, b),
+            other => panic!("expected a message, got {other:?}"),
+        }
+    }
+
+    fn violation_code(r: Result<Incoming, ReadEnd>) -> u16 {
+        violation_of(r).code.as_u16()
+    }
+
+    /// The violation a read ended with.
+    fn violation_of(r: Result<Incoming, ReadEnd>) -> Violation {
+        match r {
+            Err(ReadEnd::Violation(v)) => v,
+            // Not the message's bytes: they may be megabytes.
+            Ok(Incoming::Message(kind, b, _)) => {
+                panic!(
+                    "expected a violation, got a {kind:?} message of {} bytes",
+                    b.len()
+                )
+            }
+            other => panic!("expected a violation, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn header_length_classes_and_refusals() {
+        for len in [0u64, 125, 126, 65535, 65536, 1 << 40] {
+            let mut f = vec![0x82];
+            head_len(&mut f, len);
+            f.extend_from_slice(&MASK);
+            let h = parse_header(&f).unwrap().unwrap();
+            assert_eq!((h.len, h.size, h.mask), (len, f.len(), MASK));
+            assert_eq!(parse_header(&f[..f.len() - 1]), Ok(None), "{len}");
+        }
+        let refused: &[&[u8]] = &[
+            &[0xC2, 0x80, 0, 0, 0, 0],                            // RSV1
+            &[0x83, 0x80, 0, 0, 0, 0],                            // reserved opcode 3
+            &[0x8B, 0x80, 0, 0, 0, 0],                            // reserved opcode 0xB
+            &[0x82, 0x00],                                        // unmasked
+            &[0x09, 0x80, 0, 0, 0, 0],                            // fragmented ping
+            &[0x89, 0x80 | 126, 0, 126, 0, 0, 0, 0],              // ping of 126 bytes
+            &[0x82, 0xFF, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], // top bit of the length
+        ];
+        for f in refused {
+            assert_eq!(
+                parse_header(f).map_err(|v| v.code.as_u16()),
+                Err(1002),
+                "{f:02x?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn pipelined_frames_in_one_write_all_arrive_in_order() {
+        let (mut r, mut c, budget) = reader(1 << 20, 1 << 20);
+        let mut wire = Vec::new();
+        for i in 0..1000u32 {
+            wire.extend(frame(true, 2, &i.to_be_bytes()));
+        }
+        wire.extend(frame(true, 9, b"p"));
+        c.write_all(&wire).await.unwrap();
+        for i in 0..1000u32 {
+            let (k, b) = message(r.next().await);
+            assert_eq!(k, MessageKind::Binary);
+            assert_eq!(&b[..], i.to_be_bytes());
+        }
+        assert!(matches!(r.next().await, Ok(Incoming::Ping(p)) if &p[..] == b"p"));
+        assert_eq!(budget.in_use(), 0, "every message's memory was returned");
+    }
+
+    #[tokio::test]
+    async fn a_frame_written_one_byte_at_a_time_is_read_whole() {
+        let (mut r, mut c, _) = reader(1 << 20, 1 << 20);
+        let payload: Vec<u8> = (0..70_000u32).map(|i| i as u8).collect();
+        let wire = frame(true, 2, &payload);
+        let writer = tokio::spawn(async move {
+            for chunk in wire.chunks(997) {
+                c.write_all(chunk).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+            c
+        });
+        let (_, b) = message(r.next().await);
+        assert_eq!(&b[..], &payload[..]);
+        drop(writer.await.unwrap());
+        assert_eq!(r.next().await.err(), Some(ReadEnd::Closed));
+    }
+
+    #[tokio::test]
+    async fn an_announced_length_past_the_cap_is_refused_before_anything_is_read() {
+        // 60 GiB announced, cap 1 GiB: refused from the header alone (the duplex holds no body).
+        let (mut r, mut c, budget) = reader(1 << 30, 1 << 30);
+        let mut f = vec![0x82];
+        head_len(&mut f, 60 << 30);
+        f.extend_from_slice(&MASK);
+        c.write_all(&f).await.unwrap();
+        assert_eq!(violation_code(r.next().await), 1009);
+        assert_eq!(budget.in_use(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_cap_is_inclusive_for_single_frames_and_for_fragments() {
+        let (mut r, mut c, _) = reader(10, 100);
+        c.write_all(&frame(true, 2, &[1; 10])).await.unwrap();
+        assert_eq!(message(r.next().await).1.len(), 10);
+        c.write_all(&frame(false, 2, &[1; 5])).await.unwrap();
+        c.write_all(&frame(true, 0, &[2; 5])).await.unwrap();
+        assert_eq!(
+            &message(r.next().await).1[..],
+            &[1, 1, 1, 1, 1, 2, 2, 2, 2, 2]
+        );
+        c.write_all(&frame(false, 2, &[1; 5])).await.unwrap();
+        c.write_all(&frame(true, 0, &[2; 6])).await.unwrap();
+        assert_eq!(violation_code(r.next().await), 1009);
+
+        let (mut r, mut c, _) = reader(10, 100);
+        c.write_all(&frame(true, 1, &[b'a'; 11])).await.unwrap();
+        assert_eq!(violation_code(r.next().await), 1009);
+    }
+
+    #[tokio::test]
+    async fn utf8_split_across_fragments_is_fine_and_invalid_fails_fast() {
+        let euro = "€".as_bytes();
+        let (mut r, mut c, _) = reader(100, 1000);
+        c.write_all(&frame(false, 1, &euro[..1])).await.unwrap();
+        c.write_all(&frame(false, 0, &euro[1..2])).await.unwrap();
+        c.write_all(&frame(true, 0, &euro[2..])).await.unwrap();
+        let (k, b) = message(r.next().await);
+        assert_eq!((k, &b[..]), (MessageKind::Text, euro));
+
+        // An invalid byte fails at its fragment, before the message ends.
+        c.write_all(&frame(false, 1, &[0xff])).await.unwrap();
+        assert_eq!(violation_code(r.next().await), 1007);
+
+        // A sequence left incomplete by the last fragment fails.
+        let (mut r, mut c, _) = reader(100, 1000);
+        c.write_all(&frame(false, 1, &euro[..2])).await.unwrap();
+        c.write_all(&frame(true, 0, b"")).await.unwrap();
+        assert_eq!(violation_code(r.next().await), 1007);
+
+        let (mut r, mut c, _) = reader(100, 1000);
+        c.write_all(&frame(true, 1, &[b'o', b'k', 0xC3]))
+            .await
+            .unwrap();
+        assert_eq!(violation_code(r.next().await), 1007);
+    }
+
+    #[tokio::test]
+    async fn fragment_sequencing_errors() {
+        let (mut r, mut c, _) = reader(100, 1000);
+        c.write_all(&frame(true, 0, b"x")).await.unwrap();
+        assert_eq!(violation_code(r.next().await), 1002);
+
+        let (mut r, mut c, _) = reader(100, 1000);
+        c.write_all(&frame(false, 1, b"x")).await.unwrap();
+        c.write_all(&frame(true, 1, b"x")).await.unwrap();
+        assert_eq!(violation_code(r.next().await), 1002);
+    }
+
+    #[tokio::test]
+    async fn control_frames_between_fragments_are_answered() {
+        let (mut r, mut c, _) = reader(100, 1000);
+        c.write_all(&frame(false, 1, b"he")).await.unwrap();
+        c.write_all(&frame(true, 9, b"ping")).await.unwrap();
+        c.write_all(&frame(true, 0, b"llo")).await.unwrap();
+        c.write_all(&frame(true, 8, b"\x03\xe8bye")).await.unwrap();
+        assert!(matches!(r.next().await, Ok(Incoming::Ping(p)) if &p[..] == b"ping"));
+        assert_eq!(&message(r.next().await).1[..], b"hello");
+        assert!(
+            matches!(r.next().await, Ok(Incoming::Close(CloseCode(1000), reason)) if reason == "bye")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_message_waits_for_the_budget_and_is_read_once_memory_is_free() {
+        let (mut r, mut c, budget) = reader(1000, 1000);
+        let held = budget.try_take(900).unwrap();
+        c.write_all(&frame(true, 2, &[7; 500])).await.unwrap();
+        let pending = tokio::time::timeout(std::time::Duration::from_millis(50), r.next()).await;
+        assert!(
+            pending.is_err(),
+            "the reader waits while the budget is taken"
+        );
+        drop(held);
+        let (_, b) = message(r.next().await);
+        assert_eq!(b.len(), 500);
+        assert_eq!(budget.in_use(), 500, "the message holds what it paid for");
+        drop(b);
+        assert_eq!(budget.in_use(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_fragmented_message_pays_for_the_cap_and_returns_the_rest_when_complete() {
+        let (mut r, mut c, budget) = reader(1000, 2000);
+        c.write_all(&frame(false, 2, &[1; 10])).await.unwrap();
+        c.write_all(&frame(true, 0, &[2; 10])).await.unwrap();
+        let (_, b) = message(r.next().await);
+        assert_eq!(b.len(), 20);
+        assert!(budget.in_use() <= 1000 && budget.in_use() >= 20);
+        drop(b);
+        assert_eq!(budget.in_use(), 0);
+    }
+
+    #[tokio::test]
+    async fn discarding_skips_payloads_without_holding_them_and_stops_at_the_close() {
+        let (mut r, mut c, budget) = reader(1 << 20, 1 << 20);
+        let writer = tokio::spawn(async move {
+            // A frame announcing far more than the cap: discarding does not care.
+            let mut f = vec![0x82];
+            head_len(&mut f, 3 << 20);
+            f.extend_from_slice(&MASK);
+            c.write_all(&f).await.unwrap();
+            let chunk = vec![0u8; 64 << 10];
+            for _ in 0..48 {
+                c.write_all(&chunk).await.unwrap();
+            }
+            c.write_all(&frame(true, 8, b"")).await.unwrap();
+            c.write_all(&frame(true, 2, b"after the close"))
+                .await
+                .unwrap();
+            c
+        });
+        r.discard_until_close().await;
+        assert_eq!(budget.in_use(), 0);
+        let _c = writer.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn small_messages_are_paid_from_the_allowance_while_the_shared_budget_is_taken() {
+        let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 100);
+        let held = budget.try_take(1000).unwrap();
+        c.write_all(&frame(true, 2, &[7; 100])).await.unwrap();
+        let (_, first) = message(r.next().await);
+        assert_eq!(first.len(), 100, "at the allowance: read at once");
+        // The allowance is held by the first message: the next one needs the shared budget.
+        c.write_all(&frame(true, 2, &[8; 10])).await.unwrap();
+        let pending = tokio::time::timeout(std::time::Duration::from_millis(50), r.next()).await;
+        assert!(pending.is_err(), "past the allowance the reader waits");
+        drop(first);
+        let (_, second) = message(r.next().await);
+        assert_eq!(
+            second.len(),
+            10,
+            "the allowance is back once the first is dropped"
+        );
+        drop(held);
+    }
+
+    #[tokio::test]
+    async fn a_fragmented_message_grows_on_the_allowance_then_pays_the_cap_from_the_shared_budget()
+    {
+        let (mut r, mut c, budget) = reader_with_allowance(1000, 2000, 100);
+        // Two fragments within the allowance: nothing of the shared budget.
+        c.write_all(&frame(false, 2, &[1; 60])).await.unwrap();
+        c.write_all(&frame(false, 0, &[2; 40])).await.unwrap();
+        // A third past it: the cap is reserved from the shared budget.
+        c.write_all(&frame(false, 0, &[3; 50])).await.unwrap();
+        let pending = tokio::time::timeout(std::time::Duration::from_millis(50), r.next()).await;
+        assert!(pending.is_err(), "the message is not complete");
+        assert_eq!(budget.in_use(), 1000, "past the allowance it holds the cap");
+        c.write_all(&frame(true, 0, &[4; 5])).await.unwrap();
+        let (_, b) = message(r.next().await);
+        assert_eq!(b.len(), 155);
+        assert!(budget.in_use() >= 155 && budget.in_use() <= 1000);
+        drop(b);
+        assert_eq!(budget.in_use(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_fragmented_message_on_the_allowance_holds_nothing_of_the_shared_budget() {
+        // The first fragment of a message that never ends: others' messages are not kept waiting.
+        let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 100);
+        c.write_all(&frame(false, 1, b"{")).await.unwrap();
+        let pending = tokio::time::timeout(std::time::Duration::from_millis(50), r.next()).await;
+        assert!(pending.is_err());
+        assert_eq!(budget.in_use(), 0);
+    }
+
+    /// The first `sent` bytes of a frame of `len` payload bytes.
+    fn partial_frame(fin: bool, opcode: u8, len: usize, sent: usize) -> Vec<u8> {
+        let mut f = frame(fin, opcode, &vec![0; len]);
+        f.truncate(f.len() - (len - sent));
+        f
+    }
+
+    const MIB: usize = 1 << 20;
+
+    /// Asserts that `elapsed` is `expected`, to the timer's millisecond (the clock is paused).
+    fn assert_at(elapsed: Duration, expected: Duration) {
+        assert!(
+            elapsed >= expected && elapsed <= expected + Duration::from_millis(5),
+            "after {elapsed:?}, expected {expected:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_holding_the_shared_budget_that_falls_behind_is_refused_at_the_grace() {
+        let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 0);
+        // A header announcing 500 bytes, and 10 of them.
+        c.write_all(&partial_frame(true, 2, 500, 10)).await.unwrap();
+        let started = Instant::now();
+        let v = violation_of(r.next().await);
+        assert_at(started.elapsed(), PACE_GRACE);
+        assert_eq!(v.code.as_u16(), 1008);
+        // The reason's numbers are the rule's.
+        let rule = format!(
+            "message too slow: under {} KiB/s on average after {} s",
+            MIN_RATE >> 10,
+            PACE_GRACE.as_secs()
+        );
+        assert_eq!(v.reason, rule);
+        drop(r);
+        assert_eq!(budget.in_use(), 0, "the memory returned");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_ahead_of_its_pace_may_still_not_stall() {
+        // 12 s worth of bytes at the minimum rate, at once: by rate alone it could wait 12 s.
+        let (mut r, mut c, _) = reader_with_allowance(16 * MIB, 16 * MIB, 0);
+        let burst = 12 * MIN_RATE as usize;
+        let writer = tokio::spawn(async move {
+            c.write_all(&partial_frame(true, 2, 16 * MIB, burst))
+                .await
+                .unwrap();
+            c
+        });
+        let started = Instant::now();
+        let v = violation_of(r.next().await);
+        assert_at(started.elapsed(), STALL_TIMEOUT);
+        let rule = format!(
+            "message stalled: no bytes for {} s",
+            STALL_TIMEOUT.as_secs()
+        );
+        assert_eq!(v.reason, rule);
+        drop(writer.await.unwrap());
+    }
+
+    /// Sends a frame of `len` payload bytes at `rate` bytes per second, in 64 KiB chunks on a
+    /// fixed schedule.
+    async fn send_paced(c: &mut DuplexStream, len: usize, rate: f64) {
+        let wire = frame(true, 2, &vec![6; len]);
+        let chunk = 64 << 10;
+        let mut ticks = tokio::time::interval(Duration::from_secs_f64(chunk as f64 / rate));
+        for part in wire.chunks(chunk) {
+            ticks.tick().await;
+            if c.write_all(part).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_just_above_the_minimum_rate_is_read_whole_and_one_just_below_is_refused() {
+        let rate = MIN_RATE as f64;
+        // 8 s worth at 1.1 × the rate: 7.3 s, well past the grace.
+        let len = 8 * MIN_RATE as usize;
+        let (mut r, mut c, _) = reader_with_allowance(16 * MIB, 16 * MIB, 0);
+        let started = Instant::now();
+        let (read, ()) = tokio::join!(r.next(), send_paced(&mut c, len, rate * 1.1));
+        assert_eq!(message(read).1.len(), len);
+        assert!(started.elapsed() > Duration::from_secs(7));
+        // At 0.9 × the rate: refused once the grace is over.
+        let (mut r, mut c, _) = reader_with_allowance(16 * MIB, 16 * MIB, 0);
+        let started = Instant::now();
+        let ((read, elapsed), ()) = tokio::join!(
+            async {
+                let read = r.next().await;
+                let elapsed = started.elapsed();
+                drop(r); // the connection is closed: the sender's writes fail
+                (read, elapsed)
+            },
+            send_paced(&mut c, len, rate * 0.9)
+        );
+        assert_eq!(violation_code(read), 1008);
+        assert!(
+            elapsed >= PACE_GRACE && elapsed < PACE_GRACE + Duration::from_millis(100),
+            "refused after {elapsed:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiting_for_the_shared_budget_does_not_count_against_a_message() {
+        let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 0);
+        let held = budget.try_take(1000).unwrap();
+        let f = frame(true, 2, &[3; 500]);
+        let (first, rest) = f.split_at(20);
+        c.write_all(first).await.unwrap();
+        let driver = async {
+            // The reader waits 20 s for memory, then the rest comes 2 s after it got it.
+            tokio::time::sleep(Duration::from_secs(20)).await;
+            drop(held);
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            c.write_all(rest).await.unwrap();
+        };
+        let (read, ()) = tokio::join!(r.next(), driver);
+        assert_eq!(message(read).1.len(), 500);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fragmented_message_starts_its_clock_when_it_moves_to_the_shared_budget() {
+        let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 100);
+        c.write_all(&frame(false, 2, &[1; 60])).await.unwrap();
+        let started = Instant::now();
+        let driver = async {
+            // On the allowance there is no clock: 10 s between fragments is fine.
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            c.write_all(&frame(false, 0, &[2; 50])).await.unwrap();
+        };
+        let (read, ()) = tokio::join!(r.next(), driver);
+        assert_eq!(violation_code(read), 1008);
+        assert_at(started.elapsed(), Duration::from_secs(10) + PACE_GRACE);
+        drop(r);
+        assert_eq!(budget.in_use(), 0, "the memory returned");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_control_frame_left_unfinished_inside_a_shared_message_does_not_hold_the_budget() {
+        // A fragment holding the shared budget, then the first byte of a ping's header and its
+        // second byte 8 s later (the rest never comes): the budget used to be held for as long as
+        // the ping's header stayed unfinished.
+        let (mut r, mut c, _) = reader_with_allowance(1000, 1000, 0);
+        c.write_all(&frame(false, 2, &[1; 10])).await.unwrap();
+        let ping = frame(true, 9, b"ping");
+        c.write_all(&ping[..1]).await.unwrap();
+        let started = Instant::now();
+        let driver = async {
+            tokio::time::sleep(Duration::from_secs(8)).await;
+            let _ = c.write_all(&ping[1..2]).await;
+            c
+        };
+        let read = async {
+            let read = tokio::time::timeout(Duration::from_secs(60), r.next()).await;
+            (read, started.elapsed())
+        };
+        let ((read, elapsed), _c) = tokio::join!(read, driver);
+        let v = violation_of(read.expect("refused, not left waiting"));
+        assert_eq!(v.code.as_u16(), 1008);
+        assert_at(elapsed, PACE_GRACE);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_on_the_allowance_may_pause() {
+        let (mut r, mut c, _budget) = reader_with_allowance(1000, 1000, 1000);
+        let mut f = frame(true, 2, &[0; 500]);
+        let rest = f.split_off(f.len() - 490);
+        c.write_all(&f).await.unwrap();
+        let early = tokio::time::timeout(STALL_TIMEOUT * 3, r.next()).await;
+        assert!(early.is_err(), "no stall limit on the allowance");
+        c.write_all(&rest).await.unwrap();
+        let (_, b) = message(r.next().await);
+        assert_eq!(b.len(), 500);
+    }
+
+    #[tokio::test]
+    async fn a_header_past_the_allowance_holds_nothing_of_the_shared_budget_until_its_bytes_come() {
+        // Allowance 100: a message past it receives its first 25 bytes there first.
+        let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 100);
+        let wire = frame(true, 2, &[9; 500]);
+        let (head, body) = wire.split_at(wire.len() - 500);
+        c.write_all(head).await.unwrap();
+        let pending = tokio::time::timeout(Duration::from_millis(50), r.next()).await;
+        assert!(pending.is_err(), "nothing of the message has come");
+        assert_eq!(
+            budget.in_use(),
+            0,
+            "a header alone holds nothing of the shared budget"
+        );
+        c.write_all(&body[..25]).await.unwrap();
+        let pending = tokio::time::timeout(Duration::from_millis(50), r.next()).await;
+        assert!(pending.is_err(), "the message is not complete");
+        assert_eq!(
+            budget.in_use(),
+            500,
+            "its first bytes came: it reserves its length"
+        );
+        c.write_all(&body[25..]).await.unwrap();
+        let (_, b) = message(r.next().await);
+        assert_eq!(&b[..], &[9; 500][..]);
+        drop(b);
+        assert_eq!(budget.in_use(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_continuation_header_alone_holds_nothing_of_the_shared_budget() {
+        let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 100);
+        c.write_all(&frame(false, 2, &[1; 10])).await.unwrap();
+        let next = frame(true, 0, &[2; 300]);
+        c.write_all(&next[..next.len() - 300]).await.unwrap();
+        let pending = tokio::time::timeout(Duration::from_millis(50), r.next()).await;
+        assert!(pending.is_err());
+        assert_eq!(budget.in_use(), 0);
+        c.write_all(&next[next.len() - 300..]).await.unwrap();
+        let (_, b) = message(r.next().await);
+        assert_eq!(b.len(), 310);
+        assert!(
+            budget.in_use() >= 310,
+            "past the allowance it is paid from the shared budget"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_header_whose_first_bytes_came_with_it_reserves_at_once() {
+        // The first bytes are already read: no stop on the allowance, one buffer from the start.
+        let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 100);
+        c.write_all(&partial_frame(true, 2, 500, 30)).await.unwrap();
+        let pending = tokio::time::timeout(Duration::from_millis(50), r.next()).await;
+        assert!(pending.is_err());
+        assert_eq!(budget.in_use(), 500);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_waiting_on_its_allowance_for_its_first_bytes_starts_no_clock() {
+        let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 100);
+        let wire = frame(true, 2, &[4; 500]);
+        let (head, body) = wire.split_at(wire.len() - 500);
+        let (head, body) = (head.to_vec(), body.to_vec());
+        c.write_all(&head).await.unwrap();
+        let driver = async {
+            // Longer than the stall rule: on the allowance there is no clock.
+            tokio::time::sleep(STALL_TIMEOUT * 2).await;
+            c.write_all(&body[..25]).await.unwrap();
+            // On the shared budget now: the rest comes within the grace.
+            tokio::time::sleep(PACE_GRACE / 2).await;
+            c.write_all(&body[25..]).await.unwrap();
+        };
+        let (read, ()) = tokio::join!(r.next(), driver);
+        assert_eq!(message(read).1.len(), 500);
+        assert_eq!(
+            budget.in_use(),
+            0,
+            "the message was dropped with its memory"
+        );
+    }
+}

@@ -11,14 +11,14 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 /// Parts at or below this size are copied into the batch buffer; larger ones are written in place
 /// with a vectored write (buffered bytes + the part, one syscall).
 ///
-/// Perf (issue 7): this was 16 KiB, so a 16 KiB channel echo copied its payload into the batch
+/// Perf: this was 16 KiB, so a 16 KiB channel echo copied its payload into the batch
 /// buffer and the buffer stayed 16 KiB+ per connection afterwards. At 1 KiB (fastwebsockets'
 /// own vectored-write threshold) payloads of channel frames are never copied, and the buffer
 /// only ever holds headers and small text frames. Measured in BENCHMARKS.md.
 const COPY_MAX: usize = 1024;
 /// The batch buffer is released after a batch that grew it past this, so idle connections
 /// do not pin memory. Small enough that the ~1 KiB handshake result does not stay allocated on
-/// every idle connection (issue 7); large enough that pings, pongs and short responses reuse it.
+/// every idle connection; large enough that pings, pongs and short responses reuse it.
 const KEEP_MAX: usize = 512;
 
 /// WebSocket opcodes (RFC 6455 §5.2).

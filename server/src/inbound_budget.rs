@@ -49,7 +49,7 @@
 //! that tricklers let go within seconds. The rate sets how long a message that has sent a lot
 //! may pause, and honest clients do pause: one too busy to write finds its message's first
 //! few MiB already in the socket buffers when the message gets its permits, then writes
-//! nothing more until it is scheduled again. With 1 MiB/s, `tests/core_bounds.rs`'s sixteen
+//! nothing more until it is scheduled again. With 1 MiB/s, `server/tests/it/hostile_clients.rs`'s sixteen
 //! debug-build clients echoing 15 MiB each on a loaded machine were closed: their messages had
 //! 3.9 MB in at once and the next bytes 4 to 5.6 s later. At 256 KiB/s those 3.9 MB earn 14 s,
 //! so such a client may pause as long as the 10 s stall rule allows, as before this rule.
@@ -208,7 +208,7 @@ impl InboundBudget {
 /// Messages of at least this many bytes get a mapping of their own rather than heap memory.
 /// Freed heap memory stays resident in the allocator's arenas (one per thread), so with heap
 /// buffers the resident size under many large messages grew to well past the budget (87 MiB
-/// against 64 MiB in `tests/core_bounds.rs`); a mapping is returned to the OS when dropped
+/// against 64 MiB in `server/tests/it/hostile_clients.rs`); a mapping is returned to the OS when dropped
 /// (61 MiB there). Smaller messages stay on the heap, where a buffer is reused without page
 /// faults (a 1 MiB echo costs no mapping).
 pub(crate) const MAP_MIN: usize = 4 << 20;

@@ -21,7 +21,7 @@
 //! `unix_listener` (the Unix socket, each peer judged by its credentials), `http` (and the
 //! request rules it checks first), `connection` (the per-connection reader and writer), `handle`,
 //! `detached`, `outbound` (the byte-bounded queue), `profile`, `registry`, `context`, `shared`,
-//! `metrics`, `transport`; they import one another without a loop (`tests/imports.rs`).
+//! `metrics`, `transport`; they import one another without a loop (`tests/it/imports.rs`).
 
 mod config;
 mod connection;

@@ -31,4 +31,363 @@ pub(crate) use lossy::dropped_notice;
 pub(crate) use queue::OutboundPath;
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use futures_util::FutureExt;
+
+    use super::batch::take_batch;
+    use super::pong::MAX_PENDING_PONGS;
+    use super::*;
+    use carrier_protocol::close::CloseCode;
+
+    #[test]
+    fn a_send_is_refused_only_once_the_queue_is_already_over_budget() {
+        let out = OutboundPath::new(1000);
+        // What the connection's reader waits on to clean up: it learns of the failure once.
+        let mut failed = Box::pin(out.failed());
+        assert_eq!((&mut failed).now_or_never(), None);
+        // One message far larger than the budget is taken: the queue was under it.
+        assert!(out.send_text(Bytes::from(vec![b'a'; 5000])).is_ok());
+        assert_eq!(out.queued_bytes(), 5000 + ITEM_OVERHEAD);
+        // The next one finds the queue over budget: the connection fails, once.
+        assert_eq!(
+            out.send_text(Bytes::from_static(b"x")),
+            Err(DeliveryError::Overflow)
+        );
+        for _ in 0..10 {
+            assert_eq!(
+                out.send_text(Bytes::from_static(b"x")),
+                Err(DeliveryError::Closed)
+            );
+        }
+        assert!(!out.fail_once(FailReason::WriteError));
+        assert_eq!(failed.now_or_never(), Some(()));
+        assert_eq!(out.queued_bytes(), 0);
+        assert_eq!(out.failure(), Some(FailReason::SlowReader));
+    }
+
+    #[test]
+    fn small_frames_are_charged_their_overhead() {
+        // 1000 bytes of budget hold three empty frames, not a thousand.
+        let out = OutboundPath::new(3 * ITEM_OVERHEAD);
+        for _ in 0..4 {
+            out.send_text(Bytes::new()).unwrap();
+        }
+        assert_eq!(out.send_text(Bytes::new()), Err(DeliveryError::Overflow));
+    }
+
+    #[test]
+    fn pongs_keep_their_place_and_past_the_limit_the_newest_answers_the_latest_ping() {
+        let out = OutboundPath::new(100 * ITEM_OVERHEAD);
+        out.send_text(Bytes::from_static(b"before")).unwrap();
+        for i in 0..1000u32 {
+            out.pong(Bytes::from(i.to_be_bytes().to_vec()));
+        }
+        out.send_text(Bytes::from_static(b"after")).unwrap();
+        assert_eq!(
+            out.queued_bytes(),
+            2 * ITEM_OVERHEAD + 11 + MAX_PENDING_PONGS * (ITEM_OVERHEAD + 4)
+        );
+        let (mut batch, mut drops) = (Vec::new(), Vec::new());
+        futures_util::FutureExt::now_or_never(out.next_batch(&mut batch, &mut drops)).unwrap();
+        let pongs: Vec<u32> = batch
+            .iter()
+            .filter_map(|i| match i {
+                OutItem::Pong(p) => Some(u32::from_be_bytes(p[..].try_into().unwrap())),
+                _ => None,
+            })
+            .collect();
+        // The first fifteen pings each get their pong; the sixteenth answers the latest.
+        let mut expected: Vec<u32> = (0..MAX_PENDING_PONGS as u32 - 1).collect();
+        expected.push(999);
+        assert_eq!(pongs, expected);
+        assert!(matches!(&batch[0], OutItem::Message { head, .. } if &head[..] == b"before"));
+        assert!(
+            matches!(batch.last(), Some(OutItem::Message { head, .. }) if &head[..] == b"after")
+        );
+        // Once the writer took them, pings are answered one by one again.
+        out.pong(Bytes::from_static(b"x"));
+        out.pong(Bytes::from_static(b"y"));
+        batch.clear();
+        futures_util::FutureExt::now_or_never(out.next_batch(&mut batch, &mut drops)).unwrap();
+        assert_eq!(batch.len(), 2);
+        assert_eq!(out.failure(), None);
+    }
+
+    #[test]
+    fn lossy_drops_oldest_of_its_channel_only() {
+        let out = OutboundPath::new(1 << 20);
+        let mic: Arc<str> = Arc::from("mic");
+        out.send_text(Bytes::from_static(b"reliable")).unwrap();
+        let frame = 10 + ITEM_OVERHEAD;
+        for i in 0..5u8 {
+            out.send_lossy(&mic, 3 * frame, Bytes::new(), Bytes::from(vec![i; 10]))
+                .unwrap();
+        }
+        // 5 frames with room for 3: the two oldest were dropped.
+        assert_eq!(out.queued_bytes(), 8 + ITEM_OVERHEAD + 3 * frame);
+        let mut batch = Vec::new();
+        let mut drops = Vec::new();
+        futures_util::FutureExt::now_or_never(out.next_batch(&mut batch, &mut drops)).unwrap();
+        assert_eq!(batch.len(), 4);
+        assert_eq!(drops, vec![(mic.clone(), 2)]);
+        match &batch[1] {
+            OutItem::Message { body, .. } => assert_eq!(body[0], 2),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn concurrent_sends_and_writes_never_fail_a_reader_that_keeps_up() {
+        // The writer releases bytes as fast as they are queued, so at most a few sends are
+        // ever outstanding: a spurious overflow can only come from a miscount.
+        let out = OutboundPath::new(1000 + 10 * ITEM_OVERHEAD);
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (out, stop) = (out.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let (mut batch, mut drops) = (Vec::new(), Vec::new());
+                while !stop.load(Ordering::Acquire) {
+                    let _ = futures_util::FutureExt::now_or_never(
+                        out.next_batch(&mut batch, &mut drops),
+                    );
+                    for item in batch.drain(..) {
+                        out.written(&item);
+                    }
+                }
+            })
+        };
+        let senders: Vec<_> = (0..2)
+            .map(|_| {
+                let out = out.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..100_000 {
+                        if out.send_text(Bytes::from_static(b"0123456789")).is_err() {
+                            return false;
+                        }
+                        // Keep the queue short: wait for the writer to catch up.
+                        while out.queued_bytes() > 2 * ITEM_OVERHEAD && out.failure().is_none() {
+                            std::thread::yield_now();
+                        }
+                    }
+                    true
+                })
+            })
+            .collect();
+        let ok = senders.into_iter().all(|s| s.join().unwrap());
+        stop.store(true, Ordering::Release);
+        writer.join().unwrap();
+        assert!(ok, "a healthy connection failed: {:?}", out.failure());
+        assert_eq!(out.failure(), None);
+    }
+
+    #[test]
+    fn close_stops_further_sends() {
+        let out = OutboundPath::new(1000);
+        out.close(CloseCode::NORMAL, "bye");
+        assert_eq!(
+            out.send_text(Bytes::from_static(b"late")),
+            Err(DeliveryError::Closed)
+        );
+        assert!(!out.is_open());
+    }
+
+    #[test]
+    fn the_frame_owed_to_bulk_never_goes_ahead_of_a_frame_queued_before_it() {
+        // 20 agent frames, then one bulk frame: the bulk frame comes last (it used to go after
+        // the 15th, overtaking five frames queued before it).
+        let out = OutboundPath::new(1 << 20);
+        let file: Arc<str> = Arc::from("file");
+        for i in 0..20u8 {
+            out.send_text(Bytes::from(vec![i])).unwrap();
+        }
+        let bulk = BulkFrame {
+            channel: file.clone(),
+            head: Bytes::new(),
+            body: Bytes::from_static(b"B"),
+        };
+        out.send_bulk(bulk, 1 << 20).unwrap();
+        let mut order = Vec::new();
+        let (mut batch, mut drops) = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            take_batch(&mut out.lock(), &mut batch, &mut drops);
+            for item in batch.drain(..) {
+                order.push(match &item {
+                    OutItem::Bulk(_) => 255,
+                    OutItem::Message { head, .. } => head[0],
+                    other => panic!("unexpected {other:?}"),
+                });
+                out.written(&item);
+            }
+        }
+        let expected: Vec<u8> = (0..20).chain([255]).collect();
+        assert_eq!(order, expected);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_synchronous_look_for_bulk_room_lets_a_stalled_receiver_go() {
+        let out = OutboundPath::new(1 << 20);
+        let file: Arc<str> = Arc::from("file");
+        let frame = || BulkFrame {
+            channel: file.clone(),
+            head: Bytes::new(),
+            body: Bytes::from_static(b"chunk"),
+        };
+        assert_eq!(out.try_bulk_room("file", 1), Ok(true), "an empty window");
+        out.send_bulk(frame(), 1).unwrap();
+        assert_eq!(
+            out.try_bulk_room("file", 1),
+            Ok(false),
+            "full, not yet stalled"
+        );
+        tokio::time::advance(bulk::BULK_STALL - std::time::Duration::from_millis(1)).await;
+        assert_eq!(out.try_bulk_room("file", 1), Ok(false));
+        assert_eq!(out.failure(), None);
+        tokio::time::advance(std::time::Duration::from_millis(1)).await;
+        assert_eq!(
+            out.try_bulk_room("file", 1),
+            Err(DeliveryError::Closed),
+            "full for the stall time with nothing written"
+        );
+        assert_eq!(out.failure(), Some(FailReason::BulkStalled));
+        assert_eq!(out.try_bulk_room("other", 1), Err(DeliveryError::Closed));
+    }
+
+    mod lanes {
+        //! For any interleaving of sends on the agent protocol, a reliable, a lossy and a bulk channel
+        //! with the writer taking batches in between, every lane reaches the socket in its send order,
+        //! and only bulk frames are ever overtaken (docs/protocol.md, "Channels", numbering).
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        enum Lane {
+            Agent,
+            Reliable,
+            Lossy,
+            Bulk,
+        }
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Send(Lane),
+            /// The writer takes one batch and writes it.
+            Take,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                3 => Just(Op::Send(Lane::Agent)),
+                2 => Just(Op::Send(Lane::Reliable)),
+                2 => Just(Op::Send(Lane::Lossy)),
+                4 => Just(Op::Send(Lane::Bulk)),
+                2 => Just(Op::Take),
+            ]
+        }
+
+        fn id_of(item: &OutItem) -> (Lane, u32) {
+            let (lane, body) = match item {
+                OutItem::Bulk(f) => (Lane::Bulk, &f.body),
+                OutItem::Message {
+                    head, body, lossy, ..
+                } => {
+                    let lane = match (lossy.is_some(), &head[..]) {
+                        (true, _) => Lane::Lossy,
+                        (false, b"r") => Lane::Reliable,
+                        _ => Lane::Agent,
+                    };
+                    (lane, body)
+                }
+                other => panic!("unexpected item {other:?}"),
+            };
+            (lane, u32::from_be_bytes(body[..4].try_into().unwrap()))
+        }
+
+        fn take_and_write(out: &OutboundPath, written: &mut Vec<(Lane, u32)>) {
+            let (mut batch, mut drops) = (Vec::new(), Vec::new());
+            take_batch(&mut out.lock(), &mut batch, &mut drops);
+            for item in &batch {
+                written.push(id_of(item));
+                out.written(item);
+            }
+        }
+
+        proptest! {
+            #[test]
+            fn every_lane_keeps_its_order_and_only_bulk_is_overtaken(
+                ops in proptest::collection::vec(op(), 1..400),
+                bulk_window_frames in 1usize..8,
+                lossy_frames in 1usize..4,
+            ) {
+                let out = OutboundPath::new(1 << 30);
+                let lossy: Arc<str> = Arc::from("live");
+                let bulk: Arc<str> = Arc::from("file");
+                let frame_cost = ITEM_OVERHEAD + 4;
+                let mut sent: Vec<(Lane, u32)> = Vec::new();
+                let mut written = Vec::new();
+                for (n, op) in ops.iter().enumerate() {
+                    let body = Bytes::from((n as u32).to_be_bytes().to_vec());
+                    match op {
+                        Op::Take => take_and_write(&out, &mut written),
+                        Op::Send(lane) => {
+                            let accepted = match lane {
+                                Lane::Agent => out.send_binary(Bytes::from_static(b"a"), body).is_ok(),
+                                Lane::Reliable => out.send_binary(Bytes::from_static(b"r"), body).is_ok(),
+                                Lane::Lossy => out
+                                    .send_lossy(&lossy, lossy_frames * frame_cost, Bytes::new(), body)
+                                    .is_ok(),
+                                Lane::Bulk => out
+                                    .send_bulk(
+                                        BulkFrame { channel: bulk.clone(), head: Bytes::new(), body },
+                                        bulk_window_frames * frame_cost,
+                                    )
+                                    .is_ok(),
+                            };
+                            if accepted {
+                                sent.push((*lane, n as u32));
+                            }
+                        }
+                    }
+                }
+                // The writer drains what is left.
+                for _ in 0..ops.len() + 1 {
+                    take_and_write(&out, &mut written);
+                }
+                prop_assert_eq!(out.queued_bytes(), 0);
+                prop_assert_eq!(out.bulk_queued_bytes("file"), 0);
+                for lane in [Lane::Agent, Lane::Reliable, Lane::Lossy, Lane::Bulk] {
+                    let of = |v: &[(Lane, u32)]| -> Vec<u32> {
+                        v.iter().filter(|(l, _)| *l == lane).map(|(_, n)| *n).collect()
+                    };
+                    let (s, w) = (of(&sent), of(&written));
+                    prop_assert!(w.windows(2).all(|p| p[0] < p[1]), "{:?} out of order: {:?}", lane, w);
+                    if lane == Lane::Lossy {
+                        prop_assert!(w.iter().all(|n| s.contains(n)));
+                    } else {
+                        prop_assert_eq!(s, w, "{:?} lost frames", lane);
+                    }
+                }
+                // Across lanes, frames other than bulk keep the connection's order: none of them
+                // is ever overtaken.
+                let others: Vec<u32> = written
+                    .iter()
+                    .filter(|(l, _)| *l != Lane::Bulk)
+                    .map(|(_, n)| *n)
+                    .collect();
+                prop_assert!(others.windows(2).all(|p| p[0] < p[1]), "{:?}", written);
+                // And no bulk frame goes ahead of a frame queued before it.
+                for (at, (lane, n)) in written.iter().enumerate() {
+                    if *lane == Lane::Bulk {
+                        let older_after = written[at..]
+                            .iter()
+                            .find(|(l, m)| *l != Lane::Bulk && m < n);
+                        prop_assert!(older_after.is_none(), "bulk {} overtook {:?}: {:?}", n, older_after, written);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -143,8 +143,8 @@ impl ChannelRegistry {
         let mut sinks = self.inner.sinks.write().unwrap_or_else(|e| e.into_inner());
         // Copy-on-write: the list is copied only while a broadcast holds the current snapshot;
         // otherwise it grows in place. Rebuilding it on every attach cost O(n) per connection
-        // and left a trail of freed lists in the heap (issue 7: ~0.8 KiB resident per
-        // connection at 1,000 connections).
+        // and left a trail of freed lists in the heap (~0.8 KiB resident per connection at
+        // 1,000 connections; BENCHMARKS.md, "Server changes").
         let list = Arc::make_mut(&mut *sinks);
         list.retain(|c| c.id() != conn.id());
         list.push(conn.clone());

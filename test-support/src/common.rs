@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 
 /// The repository's root, for the committed files tests read (`schemas/`, `js/`,
-/// `cli/tests/agents/`, …): the tests belong to different packages, so their own
+/// `agent/tests/agents/`, …): the tests belong to different packages, so their own
 /// `CARGO_MANIFEST_DIR` is not it.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

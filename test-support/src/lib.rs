@@ -3,6 +3,7 @@
 //!
 //! - [`Server`] starts a [`WsTransport`] on port 0 with the embedded agent, the seed
 //!   system's wire at `/robota` and ACP at `/acp` ([`Server::start`], [`Server::with`]) or with the payload-agnostic [`TestProfile`] ([`Server::core`]).
+//! - [`AgentServer`]: a [`Server`] hosting an agent process, as `carrier serve --agent-cmd` does.
 //! - The agent-protocol client ([`Client`]: handshake, requests, waiting for events) and the
 //!   carrier-core helpers (a `tokio-tungstenite` connector, the byte-exact [`Raw`] client).
 //! - [`bulk`]: a bulk-channel client that counts inbound credit (or announces 1.0).
@@ -10,8 +11,15 @@
 //! - [`node`]: Node.js and npm commands with a deadline, and the JS package's dev dependencies.
 //! - [`robota`]: a client of the seed system's own wire (the Robota profile).
 //! - [`acp`]: a client of the `/acp` profile (JSON-RPC 2.0), which can record what it hears.
-//! - [`serve_process`] runs the real `carrier serve` binary as a child (only for the tests of
-//!   `carrier-cli`, the binary's package).
+//! - [`rogue`]: a rogue server's pieces (frames masked as no server may send them, spoiled
+//!   upgrade answers).
+//! - [`runtime_file`]: runtime files as a carrier writes them, and the processes they name.
+//! - [`squatter`]: another user's listener that records what it receives.
+//! - [`serve_process`] runs a carrier as a child process: the real `carrier serve` binary (only
+//!   for the tests of `carrier-cli`, the binary's package), or a crate's test host example.
+//! - [`host`]: that test host, a carrier process for the tests that watch a process (its memory,
+//!   its log, its children); `server/examples/server_host.rs` and `agent/examples/agent_host.rs`
+//!   run it.
 //!
 //! A crate rather than a `mod` in each test, so every test uses what it needs and nothing is
 //! dead code for the others.
@@ -21,15 +29,20 @@ mod agent;
 pub mod bulk;
 mod common;
 pub mod figure;
+pub mod host;
 pub mod node;
 pub mod robota;
+pub mod rogue;
+pub mod runtime_file;
 pub mod serve_process;
+pub mod squatter;
 mod wire;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use carrier::acp::{AcpProfile, ACP_PATH};
+use carrier::agent::process::{AgentProcess, AgentProcessConfig};
 use carrier::agent::AgentProfile;
 use carrier::robota::{RobotaProfile, ROBOTA_PATH};
 use carrier::server::{Attachment, CarrierConfig, WsTransport};
@@ -159,5 +172,72 @@ impl Server {
         let mut c = self.connect(extra_query).await;
         let result = c.handshake(serde_json::json!({})).await;
         (c, result)
+    }
+}
+
+/// An agent process hosted by an in-process carrier, as `carrier serve --agent-cmd CMD` hosts
+/// it: the identity `carrier serve` stamps by default (driver `local`, surface `carrier`), its
+/// 30 s agent timeout, the seed system's wire at `/robota`.
+pub struct AgentServer {
+    /// The carrier.
+    pub server: Server,
+    /// The agent process its profile talks to.
+    pub agent: AgentProcess,
+}
+
+impl AgentServer {
+    /// `command_line` (split as `--agent-cmd` splits it) on [`config()`] with the identity of
+    /// `carrier serve`.
+    pub async fn start(command_line: &str) -> AgentServer {
+        AgentServer::start_with(command_line, config()).await
+    }
+
+    /// `command_line` on `config` with the identity of `carrier serve`.
+    pub async fn start_with(command_line: &str, config: CarrierConfig) -> AgentServer {
+        let process = AgentProcessConfig::from_command_line(command_line)
+            .expect("a command line")
+            .request_timeout(Duration::from_secs(30));
+        AgentServer::spawn(process, config).await
+    }
+
+    /// `process` on `config` with the identity of `carrier serve`.
+    pub async fn spawn(process: AgentProcessConfig, config: CarrierConfig) -> AgentServer {
+        let agent = AgentProcess::start(process)
+            .await
+            .expect("the agent process starts");
+        let config = config
+            .with_driver_id(carrier::server::DEFAULT_DRIVER_ID.into())
+            .with_surface("carrier".into());
+        let server = Server::with(config, agent.profile()).await;
+        AgentServer { server, agent }
+    }
+
+    /// The WebSocket URL with the token.
+    pub fn url(&self) -> String {
+        self.server.url("")
+    }
+
+    /// A handshaken drive client and its handshake result.
+    pub async fn client(&self) -> (Client, serde_json::Value) {
+        self.server.drive().await
+    }
+
+    /// The agent process running now.
+    pub fn agent_pid(&self) -> u32 {
+        self.agent.pid().expect("a running agent process")
+    }
+
+    /// Stops the carrier, then its agent process (as `carrier serve` does at SIGTERM), and
+    /// checks that the agent process did not outlive it.
+    pub async fn finish(self) {
+        let pid = self.agent.pid();
+        self.server.transport.stop().await;
+        self.agent.stop().await;
+        if let Some(pid) = pid {
+            assert!(
+                !serve_process::alive(pid),
+                "agent process {pid} outlived the carrier"
+            );
+        }
     }
 }

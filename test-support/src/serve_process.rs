@@ -1,6 +1,8 @@
-//! Runs the real `carrier serve` binary (`--port 0`) as a child of the test, reads its
-//! `listening` line, and finds the agent processes it runs through `/proc`. Every wait has a
-//! timeout; nothing sleeps and hopes.
+//! Runs a carrier as a child of the test (`--port 0`): the real `carrier serve` binary for the
+//! CLI's tests, or a test host example of the crate under test ([`Program::Example`], the
+//! [`host`](crate::host) a test that watches a process runs). Reads its `listening` line, and
+//! finds the agent processes it runs through `/proc`. Every wait has a timeout; nothing sleeps
+//! and hopes.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -17,29 +19,41 @@ use crate::common::WAIT;
 /// The token every `carrier serve` of these tests is started with.
 pub const TOKEN: &str = "test-token";
 
-/// `CMD` of `--agent-cmd` for a Python agent of `cli/tests/agents/`, the path quoted as a shell
+/// `CMD` of `--agent-cmd` for a Python agent of `agent/tests/agents/`, the path quoted as a shell
 /// would need it (the carrier splits it with POSIX rules). `-S` skips `site`: the agents use
 /// the standard library only, and start several times faster.
 pub fn python_agent(script: &str, args: &str) -> String {
-    let path = crate::common::repo().join("cli/tests/agents").join(script);
+    let path = crate::common::repo()
+        .join("agent/tests/agents")
+        .join(script);
     format!("python3 -S '{}' {args}", path.display())
 }
 
 /// `CMD` of `--agent-cmd` for `examples/reverse_agent.rs` (built by `cargo test`).
 pub fn reverse_agent(delay_ms: u64) -> String {
-    let path = examples_dir().join("reverse_agent");
+    format!("'{}' --delay-ms {delay_ms}", reverse_agent_bin().display())
+}
+
+/// `examples/reverse_agent.rs`, the façade's example agent, as built (by the whole `cargo
+/// test`, or `cargo build --example reverse_agent`).
+pub fn reverse_agent_bin() -> PathBuf {
+    let path = profile_dir().join("examples/reverse_agent");
     assert!(
         path.exists(),
         "{} is missing: run the whole `cargo test` (it builds the examples) or `cargo build --examples`",
         path.display()
     );
-    format!("'{}' --delay-ms {delay_ms}", path.display())
+    path
 }
 
-fn examples_dir() -> PathBuf {
-    carrier_bin()
-        .parent()
-        .map(|p| p.join("examples"))
+/// The directory of the build profile the running test belongs to: Cargo puts a test at
+/// `target/PROFILE/deps/NAME-HASH`, binaries at `target/PROFILE/` and examples at
+/// `target/PROFILE/examples/`.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    exe.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
         .unwrap_or_default()
 }
 
@@ -48,12 +62,7 @@ fn examples_dir() -> PathBuf {
 /// `CARGO_BIN_EXE_carrier` names, which only the binary's own package's tests see, and this
 /// crate is not that package). Only `carrier-cli`'s tests call this; for them Cargo builds it.
 pub fn carrier_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|profile| profile.join("carrier"))
-        .unwrap_or_default();
+    let bin = profile_dir().join("carrier");
     assert!(
         bin.exists(),
         "{} is missing: Serve runs the binary that `cargo test -p carrier-cli` builds",
@@ -62,7 +71,7 @@ pub fn carrier_bin() -> PathBuf {
     bin
 }
 
-/// A running `carrier serve`.
+/// A running carrier process (`carrier serve` or a test host).
 pub struct Serve {
     /// The process.
     pub child: Child,
@@ -84,28 +93,62 @@ pub struct Refused {
     pub stderr: String,
 }
 
-impl Serve {
-    /// `carrier serve --port 0 --token test-token ARGS…`, up to its `listening` line.
-    pub async fn start(args: &[&str]) -> Result<Serve, Refused> {
-        Serve::start_with_fd_limit(None, args).await
+/// What a [`Serve`] runs.
+#[derive(Debug, Clone, Copy)]
+pub enum Program {
+    /// `carrier serve`, the CLI's (only `carrier-cli`'s tests: Cargo builds the binary for them).
+    CarrierServe,
+    /// An example of the crate under test that runs [`crate::host::main`] (`server_host`,
+    /// `agent_host`): Cargo builds a package's examples for its `cargo test`.
+    Example(&'static str),
+}
+
+impl Program {
+    /// The program and the arguments it takes before the caller's: port 0 and [`TOKEN`].
+    fn command(self) -> (PathBuf, &'static [&'static str]) {
+        const LISTEN: &[&str] = &["--port", "0", "--token", TOKEN];
+        const SERVE: &[&str] = &["serve", "--port", "0", "--token", TOKEN];
+        match self {
+            Program::CarrierServe => (carrier_bin(), SERVE),
+            Program::Example(name) => {
+                let path = profile_dir().join("examples").join(name);
+                assert!(
+                    path.exists(),
+                    "{} is missing: `cargo test -p PACKAGE` builds the package's examples, \
+                     `--test NAME` alone does not (`cargo build -p PACKAGE --examples`)",
+                    path.display()
+                );
+                (path, LISTEN)
+            }
+        }
     }
 
-    /// [`Serve::start`] with the process's open-file limit lowered to `fds` (through the
-    /// shell's `ulimit`, which then `exec`s the carrier: the pid stays the carrier's).
-    pub async fn start_with_fd_limit(fds: Option<u32>, args: &[&str]) -> Result<Serve, Refused> {
+    /// The program with `ARGS…`, up to its `listening` line.
+    pub async fn start(self, args: &[&str]) -> Result<Serve, Refused> {
+        self.start_with_fd_limit(None, args).await
+    }
+
+    /// [`Program::start`] with the process's open-file limit lowered to `fds` (through the
+    /// shell's `ulimit`, which then `exec`s the program: the pid stays the carrier's).
+    pub async fn start_with_fd_limit(
+        self,
+        fds: Option<u32>,
+        args: &[&str],
+    ) -> Result<Serve, Refused> {
+        let (program, leading) = self.command();
         let stderr = tempfile::NamedTempFile::new().expect("temp file");
         let runtime = tempfile::tempdir().expect("runtime dir");
         let mut command = match fds {
-            None => Command::new(carrier_bin()),
+            None => Command::new(program),
             Some(n) => {
                 let mut c = Command::new("sh");
                 c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\"")])
-                    .arg(carrier_bin());
+                    .arg(program);
                 c
             }
         };
         let mut child = command
-            .args(["serve", "--port", "0", "--token", TOKEN])
+            .args(leading)
             .args(args)
             .env("RUST_LOG", "info")
             .env("XDG_RUNTIME_DIR", runtime.path())
@@ -141,14 +184,31 @@ impl Serve {
         })
     }
 
-    /// [`Serve::start`] that must succeed.
-    pub async fn with_agent(agent_cmd: &str, extra: &[&str]) -> Serve {
+    /// The program with `--agent-cmd AGENT_CMD EXTRA…`, which must start.
+    pub async fn with_agent(self, agent_cmd: &str, extra: &[&str]) -> Serve {
         let mut args = vec!["--agent-cmd", agent_cmd];
         args.extend_from_slice(extra);
-        match Serve::start(&args).await {
+        match self.start(&args).await {
             Ok(serve) => serve,
             Err(refused) => panic!("serve refused to start: {refused:?}"),
         }
+    }
+}
+
+impl Serve {
+    /// `carrier serve --port 0 --token test-token ARGS…`, up to its `listening` line.
+    pub async fn start(args: &[&str]) -> Result<Serve, Refused> {
+        Program::CarrierServe.start(args).await
+    }
+
+    /// [`Serve::start`] with the process's open-file limit lowered to `fds`.
+    pub async fn start_with_fd_limit(fds: Option<u32>, args: &[&str]) -> Result<Serve, Refused> {
+        Program::CarrierServe.start_with_fd_limit(fds, args).await
+    }
+
+    /// `carrier serve --agent-cmd AGENT_CMD EXTRA…`, which must start.
+    pub async fn with_agent(agent_cmd: &str, extra: &[&str]) -> Serve {
+        Program::CarrierServe.with_agent(agent_cmd, extra).await
     }
 
     /// The WebSocket URL of this carrier, token included.

@@ -1,5 +1,5 @@
-//! The carrier-core side: a payload-agnostic test profile, a `tokio-tungstenite` connector and a
-//! raw WebSocket client for byte-exact frame tests.
+//! The carrier-core side: a payload-agnostic test profile, a `tokio-tungstenite` connector, a
+//! raw WebSocket client for byte-exact frame tests, and raw HTTP requests.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -363,4 +363,65 @@ pub async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
 /// Reads a counter of [`Stats`].
 pub fn count(a: &AtomicUsize) -> usize {
     a.load(Ordering::SeqCst)
+}
+
+/// Sends one raw HTTP request and returns the status code, or `None` if the server closed the
+/// connection without answering. Panics if nothing happens within [`WAIT`] (a hang).
+pub async fn http_status(port: u16, request: &[u8]) -> Option<u16> {
+    let head = http_head(port, request).await;
+    head.split_whitespace().nth(1).and_then(|s| s.parse().ok())
+}
+
+/// Sends one raw HTTP request and returns the response head as text (empty if the server
+/// closed the connection without answering).
+pub async fn http_head(port: u16, request: &[u8]) -> String {
+    let mut tcp = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    // The server may refuse before reading everything; a failed write is not the verdict.
+    let _ = tcp.write_all(request).await;
+    let mut buf = Vec::new();
+    let read = async {
+        let mut chunk = [0u8; 4096];
+        loop {
+            match tcp.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    if buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        return;
+                    }
+                }
+            }
+        }
+    };
+    tokio::time::timeout(WAIT, read)
+        .await
+        .expect("the server neither answered nor closed: a hang");
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// An upgrade request for `path` with `Host: host` (none if `None`), a valid key and version,
+/// and the `extra` header lines.
+pub fn upgrade_request(path: &str, host: Option<&str>, extra: &[&str]) -> Vec<u8> {
+    let mut req = format!("GET {path} HTTP/1.1\r\n");
+    if let Some(h) = host {
+        req.push_str(&format!("Host: {h}\r\n"));
+    }
+    req.push_str("Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n");
+    for line in extra {
+        req.push_str(line);
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n");
+    req.into_bytes()
+}
+
+/// Upgrades with `path` and returns the first frame the server sends unprompted, or
+/// after a handshake attempt.
+pub async fn first_answer(port: u16, path: &str, extra: &[&str]) -> RawFrame {
+    let (status, mut raw) = Raw::upgrade(port, path, extra).await;
+    assert_eq!(status, 101, "{path}");
+    raw.send(true, 1, b"hs").await;
+    raw.recv_data().await.expect("a frame")
 }

@@ -1,5 +1,5 @@
 // The JavaScript package (js/) against the host of examples/embedded_agent.rs, which the Rust
-// test tests/example_embedded_agent.rs starts and names in CARRIER_URL and CARRIER_TOKEN:
+// test tests/it/example_embedded_agent.rs starts and names in CARRIER_URL and CARRIER_TOKEN:
 // a turn whose permission prompt is answered, a `cpu` event of `telemetry`, and the `ack`s of
 // `audio`. Without those variables every test fails: it is only meant to run from that test.
 import { describe, test } from "node:test";

@@ -65,8 +65,8 @@ pub(super) async fn serve_admitted<'a>(
     // as soon as it sees the handshake done) until it fails or ends.
     let mut attached = false;
     // The handshake deadline is a branch of the read loop rather than a task of its own: a
-    // task (and its timer) per connection stayed allocated for the connection's life
-    // (issue 7: idle memory per connection).
+    // task (and its timer) per connection stayed allocated for the connection's life (idle
+    // memory per connection).
     let handshake_deadline = tokio::time::sleep(shared.limits.handshake_timeout);
     tokio::pin!(handshake_deadline);
 

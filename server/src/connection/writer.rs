@@ -24,7 +24,7 @@ pub(super) type Writer = Box<dyn SocketWrite>;
 /// frames of 64 KiB. With the unsent part capped, the reply waits behind at most this much,
 /// the bulk frame being written and what the network holds in flight.
 ///
-/// Why 128 KiB, measured with `tests/bulk_credit_wire.rs` (a 64 MiB stream of 64 KiB frames to
+/// Why 128 KiB, measured with `server/tests/it/bulk_priority.rs` (a 64 MiB stream of 64 KiB frames to
 /// a client with a 64 KiB receive buffer that pings after every 64 frames; debug build): bulk
 /// frames between a ping and its answer were 45–66 with the kernel's default, 2–5 at 64 KiB,
 /// 2–5 at 128 KiB, 3–8 at 256 KiB, 6–11 at 512 KiB and 11–20 at 1 MiB. 128 KiB keeps two frames of the size `carrier pipe` sends ready
@@ -43,7 +43,8 @@ pub(super) const UNSENT_LOWAT: u32 = 128 * 1024;
 /// ping p99 during the transfer ÷ idle went from 3.9 to 0.97 (medians of 5). 128 KiB and more
 /// let it back above 1.3; under cubic, 64 KiB costs the transfer a quarter of its rate (under
 /// BBR it gains). Set with [`UNSENT_LOWAT`], when the writer first sends a bulk frame: set when
-/// the reader first took one, it did not help under BBR. The runs: BENCHMARKS.md, issue 25.
+/// the reader first took one, it did not help under BBR. The runs: BENCHMARKS.md, "Bulk without head-of-line
+/// blocking".
 pub(super) const BULK_RCVBUF: usize = 64 * 1024;
 
 /// The write half of a connection's stream, and what the writer may ask of its socket.
@@ -190,7 +191,7 @@ pub(super) async fn write_loop(
             }
         }
         // Release the batch's buffer rather than keep it for the next batch: an idle
-        // connection then holds no outbound buffers (issue 7).
+        // connection then holds no outbound buffers.
         batch = Vec::new();
         if closing {
             break 'run w.shutdown().await.is_ok();

@@ -62,7 +62,7 @@ pub(super) fn take_batch(
         if batch.is_empty() {
             // Hand the queue's own buffer to the writer (O(1) when contiguous, which it is
             // after the first batch) and leave the queue unallocated, so an idle connection
-            // holds no queue memory (issue 7). The next push allocates a small buffer again.
+            // holds no queue memory. The next push allocates a small buffer again.
             *batch = Vec::from(std::mem::take(&mut q.items));
         } else {
             batch.extend(q.items.drain(..));

@@ -40,7 +40,7 @@ pub(crate) enum OutItem {
 /// up to twice the item's size, since the queue grows by doubling), the reference-counting
 /// headers of its shared buffers and the allocator's own bookkeeping. A frame's payload is
 /// allocated to its exact size where the carrier makes it, so payload plus this is what the
-/// item really costs in memory; `tests/core_bounds.rs` measures it with a counting allocator.
+/// item really costs in memory; `server/tests/outbound_memory.rs` measures it with a counting allocator.
 pub const ITEM_OVERHEAD: usize = 256;
 
 impl OutItem {

@@ -45,7 +45,7 @@ use carrier_protocol::events::ChannelCredit;
 
 /// What a frame waiting in a ledger holds besides its buffer and its event name: its place in
 /// the queue (which keeps up to twice the slots in use), the message's owner and payment
-/// handle, and the allocator's headers and granules. `tests/bulk_credit_memory.rs` checks it
+/// handle, and the allocator's headers and granules. `server/tests/bulk_credit_memory.rs` checks it
 /// against a counting allocator (a waiting empty frame held about 250 bytes there).
 pub(crate) const FRAME_OVERHEAD: usize = 512;
 
