@@ -34,7 +34,15 @@ impl Carrier {
         let runtime = tempfile::tempdir().expect("a runtime folder");
         let agent = format!("node '{}'", fixtures.join("bench-agent.mjs").display());
         let mut child = Command::new(env!("CARGO_BIN_EXE_carrier"))
-            .args(["serve", "--port", "0", "--token", TOKEN, "--agent-acp", &agent])
+            .args([
+                "serve",
+                "--port",
+                "0",
+                "--token",
+                TOKEN,
+                "--agent-acp",
+                &agent,
+            ])
             .env("XDG_RUNTIME_DIR", runtime.path())
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
@@ -99,8 +107,8 @@ fn main() {
     let out = run(node, "node bench-client.mjs");
     drop(carrier);
     assert!(out.success, "the bench client failed:\n{}", out.report());
-    let figures: Value = serde_json::from_str(out.stdout.trim())
-        .unwrap_or_else(|e| panic!("{e}: {}", out.report()));
+    let figures: Value =
+        serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.report()));
     if !timed {
         println!("acp_turn: smoke run, both paths answered ({figures})");
         return;
