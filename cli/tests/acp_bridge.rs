@@ -385,6 +385,94 @@ fn heard_hello(words: &str) -> (String, Vec<String>) {
     (format!("hello {words}"), vec!["plan".into()])
 }
 
+/// The project's JavaScript client under Node on `/` (`acp/tests/fixtures/js-wire-client.mjs`):
+/// each session event it receives is one stdout line.
+struct JsWire {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl JsWire {
+    /// Connected to `serve`'s `/` and bound to its default session.
+    async fn connect(serve: &Serve) -> JsWire {
+        use tokio::io::AsyncBufReadExt;
+        let fixtures = acp_fixtures();
+        let mut child = tokio::process::Command::new("node")
+            .arg("js-wire-client.mjs")
+            .current_dir(&fixtures)
+            .env("CARRIER_URL", format!("ws://127.0.0.1:{}/", serve.port))
+            .env("CARRIER_TOKEN", TOKEN)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node runs (Node.js 20+ is needed)");
+        let stdin = child.stdin.take().expect("stdin");
+        let lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut js = JsWire {
+            child,
+            stdin,
+            lines,
+        };
+        assert_eq!(js.next().await, json!({"ready": true}));
+        js
+    }
+
+    async fn next(&mut self) -> Value {
+        let line = tokio::time::timeout(support::WAIT, self.lines.next_line())
+            .await
+            .expect("a line from the JS client in time")
+            .expect("its stdout")
+            .expect("the JS client is running");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    async fn submit(&mut self, prompt: &str) {
+        use tokio::io::AsyncWriteExt;
+        let line = format!("{}\n", json!({ "submit": prompt }));
+        self.stdin.write_all(line.as_bytes()).await.expect("write");
+    }
+
+    /// The session events of the next turn, up to its `turn_completed`, as [`RustTurn`].
+    async fn turn(&mut self) -> RustTurn {
+        let mut prompt = None;
+        let mut updates = Vec::new();
+        loop {
+            let frame = self.next().await;
+            let payload = &frame["payload"];
+            match frame["event"].as_str() {
+                Some("session.turn_started") => {
+                    prompt = payload["prompt"].as_str().map(str::to_owned)
+                }
+                Some("session.agent_update") if payload["turn_id"].is_string() => updates.extend(
+                    payload["update"]["sessionUpdate"]
+                        .as_str()
+                        .map(str::to_owned),
+                ),
+                Some("session.turn_completed") => {
+                    return RustTurn {
+                        prompt: prompt.expect("turn_started first"),
+                        reply: payload["text"].as_str().unwrap_or_default().to_owned(),
+                        updates,
+                        stop_reason: payload["stop_reason"].as_str().map(str::to_owned),
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    async fn close(mut self) {
+        drop(self.stdin);
+        let status = tokio::time::timeout(support::WAIT, self.child.wait())
+            .await
+            .expect("the JS client exits")
+            .expect("wait");
+        assert!(status.success(), "{status}");
+    }
+}
+
 /// `--agent-acp`'s command for the TypeScript SDK's test agent of
 /// `acp/tests/fixtures/agents/` (its dependencies installed first).
 fn sdk_agent() -> String {
@@ -394,10 +482,11 @@ fn sdk_agent() -> String {
 }
 
 /// One session hosting an ACP agent (the TypeScript SDK's test agent, `--agent-acp`), four
-/// wires: a carrier client on `/` (the project's Rust client), a seed-system client on
-/// `/robota`, an editor through `carrier acp --session s1`, and another ACP client on `/acp`.
-/// Each runs a turn; the other three see it live: the prompt, the agent's streamed reply, and
-/// (on the wires that carry agent updates) its plan — the seed system's wire has no such event.
+/// wires: carrier clients on `/` (the project's Rust client, and its JavaScript client under
+/// Node), a seed-system client on `/robota`, an editor through `carrier acp --session s1`, and
+/// another ACP client on `/acp`. Each runs a turn; the others see it live: the prompt, the
+/// agent's streamed reply, and (on the wires that carry agent updates) its plan — the seed
+/// system's wire has no such event.
 #[tokio::test]
 async fn four_wires_share_one_session_and_each_sees_the_others_turns() {
     let serve = serve(&["--agent-acp", &sdk_agent()]).await;
@@ -407,6 +496,7 @@ async fn four_wires_share_one_session_and_each_sees_the_others_turns() {
     let rust = Client::new(Arc::new(transport));
     let mut events = rust.events();
     rust.connect().await.expect("the Rust client connects");
+    let mut js = JsWire::connect(&serve).await;
     let robota_url = format!("ws://127.0.0.1:{}/robota?token={TOKEN}", serve.port);
     let (mut robota, _, _) = RobotaClient::connect_greeted(&robota_url).await;
     let mut editor = launch(&serve, &["--session", "s1"]);
@@ -425,6 +515,7 @@ async fn four_wires_share_one_session_and_each_sees_the_others_turns() {
         rust_client_turn(&mut events).await,
         hello_turn("one from rust")
     );
+    assert_eq!(js.turn().await, hello_turn("one from rust"));
     let seen = robota.until_turn_ends().await;
     assert_eq!(seen[0]["content"], "hello one from rust");
     assert_eq!(support::robota::deltas(&seen), "hi one from rust");
@@ -447,6 +538,7 @@ async fn four_wires_share_one_session_and_each_sees_the_others_turns() {
         rust_client_turn(&mut events).await,
         hello_turn("two from robota")
     );
+    assert_eq!(js.turn().await, hello_turn("two from robota"));
     assert_eq!(
         acp_heard(async || editor.next().await, "hi two from robota").await,
         heard_hello("two from robota")
@@ -474,6 +566,7 @@ async fn four_wires_share_one_session_and_each_sees_the_others_turns() {
         rust_client_turn(&mut events).await,
         hello_turn("three from the editor")
     );
+    assert_eq!(js.turn().await, hello_turn("three from the editor"));
     let seen = robota.until_turn_ends().await;
     assert_eq!(seen[0]["content"], "hello three from the editor");
     assert_eq!(support::robota::deltas(&seen), "hi three from the editor");
@@ -492,6 +585,7 @@ async fn four_wires_share_one_session_and_each_sees_the_others_turns() {
         rust_client_turn(&mut events).await,
         hello_turn("four from acp")
     );
+    assert_eq!(js.turn().await, hello_turn("four from acp"));
     let seen = robota.until_turn_ends().await;
     assert_eq!(seen[0]["content"], "hello four from acp");
     assert_eq!(support::robota::deltas(&seen), "hi four from acp");
@@ -500,6 +594,26 @@ async fn four_wires_share_one_session_and_each_sees_the_others_turns() {
         heard_hello("four from acp")
     );
 
+    // 5. The JavaScript client's turn.
+    js.submit("hello five from js").await;
+    assert_eq!(js.turn().await, hello_turn("five from js"));
+    assert_eq!(
+        rust_client_turn(&mut events).await,
+        hello_turn("five from js")
+    );
+    let seen = robota.until_turn_ends().await;
+    assert_eq!(seen[0]["content"], "hello five from js");
+    assert_eq!(support::robota::deltas(&seen), "hi five from js");
+    assert_eq!(
+        acp_heard(async || editor.next().await, "hi five from js").await,
+        heard_hello("five from js")
+    );
+    assert_eq!(
+        acp_heard(async || acp.next().await, "hi five from js").await,
+        heard_hello("five from js")
+    );
+
+    js.close().await;
     rust.disconnect().await;
     editor.close_stdin();
     let (status, _) = editor.exit().await;
