@@ -242,6 +242,24 @@ async fn requests_carrier_does_not_offer_are_answered_method_not_found_and_junk_
 }
 
 #[tokio::test]
+async fn a_line_at_the_cap_is_carried_and_one_byte_longer_is_skipped() {
+    use carrier_agent::process::DEFAULT_MAX_LINE_BYTES;
+    let h = Hosted::start(|record| node_agent(record, &[])).await;
+    let mut c = h.drive().await;
+    // The session/update line of exactly the cap: its text arrives whole.
+    let events = turn(&mut c, &format!("line {DEFAULT_MAX_LINE_BYTES}")).await;
+    let text = concat_deltas(&events);
+    let pad = text.strip_suffix("after line").expect("the turn goes on");
+    assert!(pad.len() > DEFAULT_MAX_LINE_BYTES - 200, "{}", pad.len());
+    assert!(pad.bytes().all(|b| b == b'x'));
+    // One byte more: skipped, and the turn goes on.
+    let events = turn(&mut c, &format!("line {}", DEFAULT_MAX_LINE_BYTES + 1)).await;
+    assert_eq!(concat_deltas(&events), "after line");
+    assert_eq!(completed(&events)["aborted"], false);
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn one_agent_process_serves_every_session_each_as_its_own_acp_session() {
     let h = Hosted::start(|record| node_agent(record, &[])).await;
     let pid = h.agent.pid();
