@@ -28,7 +28,7 @@ use carrier_agent::{
 use carrier_protocol::events::{PermissionOption, PermissionOptionKind, RawObject};
 use carrier_protocol::ids::TurnId;
 
-use super::peer::{AgentPeer, SendError};
+use super::peer::{AgentPeer, PeerSession, SendError};
 use super::wire::{self, ContentHead, UpdateHead};
 use crate::rpc::{self, ErrorObject};
 
@@ -43,8 +43,11 @@ pub const MAX_OPTIONS: usize = 16;
 /// The longest `optionId` and `name` of an option carrier carries.
 pub const MAX_OPTION_BYTES: usize = 256;
 
+/// The peer of the hosted agent, serving [`AcpSession`]s.
+pub(crate) type Peer = AgentPeer<AcpSession>;
+
 pub(crate) struct AcpSession {
-    peer: Weak<AgentPeer>,
+    peer: Weak<Peer>,
     /// The carrier session id.
     id: String,
     state: Mutex<SessionState>,
@@ -86,7 +89,7 @@ struct ActiveTurn {
 }
 
 impl AcpSession {
-    pub(crate) fn new(peer: Weak<AgentPeer>, id: &str) -> Arc<Self> {
+    fn new(peer: Weak<Peer>, id: &str) -> Arc<Self> {
         Arc::new(AcpSession {
             peer,
             id: id.to_owned(),
@@ -103,7 +106,7 @@ impl AcpSession {
     }
 
     /// Records the ACP session `id` the child's run `generation` made for this session.
-    pub(crate) fn adopt(&self, generation: u64, id: &str) {
+    fn adopt(&self, generation: u64, id: &str) {
         self.lock().acp = Some((generation, id.to_owned()));
     }
 
@@ -111,7 +114,7 @@ impl AcpSession {
     /// none there yet.
     pub(crate) async fn ensure_acp(
         self: &Arc<Self>,
-        peer: &Arc<AgentPeer>,
+        peer: &Arc<Peer>,
         link: &ChildLink,
     ) -> Result<String, (&'static str, String)> {
         let _one_at_a_time = self.creating.lock().await;
@@ -166,7 +169,7 @@ impl AcpSession {
     }
 
     /// The child's run `generation` exited: a turn whose prompt it had ends `agent_exited`.
-    pub(crate) fn child_exited(&self, generation: u64, message: &str) {
+    fn child_exited(&self, generation: u64, message: &str) {
         let ended = {
             let mut st = self.lock();
             st.turn
@@ -180,7 +183,7 @@ impl AcpSession {
 
     /// A `session/update` of this session: text chunks of a turn as deltas, everything else
     /// (and anything outside a turn) as an agent update, byte for byte.
-    pub(crate) fn on_update(&self, update: Box<RawValue>) {
+    fn on_update(&self, update: Box<RawValue>) {
         self.heard.send_replace(());
         let Some(update) = RawObject::new(update) else {
             tracing::warn!(session = %self.id, "ACP agent update that is not an object dropped");
@@ -227,13 +230,9 @@ impl AcpSession {
 
     /// The agent's `session/request_permission`: asked as the session's running turn's prompt,
     /// answered when a client answers (or `cancelled` when the turn ends first).
-    pub(crate) fn on_permission_request(
-        peer: &Arc<AgentPeer>,
-        link: &Arc<ChildLink>,
-        request: rpc::Request,
-    ) {
+    fn on_permission_request(peer: &Arc<Peer>, link: &Arc<ChildLink>, request: rpc::Request) {
         let id = request.id.clone();
-        let cancelled = |peer: &AgentPeer| {
+        let cancelled = |peer: &Peer| {
             let outcome = wire::PermissionOutcome {
                 outcome: wire::Outcome::Cancelled,
             };
@@ -401,7 +400,7 @@ impl AcpSession {
     /// prompt waits for a person.
     async fn await_prompt(
         &self,
-        peer: &AgentPeer,
+        peer: &Peer,
         mut rx: tokio::sync::oneshot::Receiver<rpc::Response>,
     ) -> Outcome<rpc::Response> {
         let mut heard = self.heard.subscribe();
@@ -536,6 +535,30 @@ fn chosen_option(options: &[PermissionOption], choice: &PermissionChoice) -> Opt
             .find(|o| o.kind == *kind)
             .map(|o| o.option_id.clone())
     })
+}
+
+/// The peer reaches a session only through [`PeerSession`]; each is the inherent method of the
+/// same name.
+impl PeerSession for AcpSession {
+    fn new(peer: Weak<Peer>, id: &str) -> Arc<Self> {
+        AcpSession::new(peer, id)
+    }
+
+    fn adopt(&self, generation: u64, acp_id: &str) {
+        AcpSession::adopt(self, generation, acp_id);
+    }
+
+    fn on_update(&self, update: Box<RawValue>) {
+        AcpSession::on_update(self, update);
+    }
+
+    fn on_permission_request(peer: &Arc<Peer>, link: &Arc<ChildLink>, request: rpc::Request) {
+        AcpSession::on_permission_request(peer, link, request);
+    }
+
+    fn child_exited(&self, generation: u64, message: &str) {
+        AcpSession::child_exited(self, generation, message);
+    }
 }
 
 #[cfg(test)]
