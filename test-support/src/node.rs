@@ -125,10 +125,11 @@ pub fn npm_ci(dir: &Path) {
 pub fn acp_python_sdk() -> std::path::PathBuf {
     static INSTALLED: Mutex<bool> = Mutex::new(false);
     let requirements = crate::common::repo().join("acp/tests/fixtures/requirements.txt");
-    let target = crate::serve_process::carrier_bin()
-        .parent()
-        .and_then(Path::parent)
-        .map(|t| t.join("acp-python"))
+    // The target folder, found from the test binary (`target/<profile>/deps/…`): a crate's
+    // tests may run before (or without) the `carrier` binary is built.
+    let target = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.join("acp-python")))
         .expect("the target folder");
     let mut installed = INSTALLED.lock().unwrap_or_else(|p| p.into_inner());
     if *installed {

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde::Serialize;
+use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 
 use carrier_agent::process::{
@@ -48,22 +49,22 @@ pub(crate) enum SendError {
     InFlight(String),
 }
 
-/// What the dispatcher hands a carrier session: the peer knows its sessions only through this,
-/// so the session module (which sends through the peer) sits above this one.
+/// What the peer asks of the carrier sessions it serves (the session module's `AcpSession`):
+/// it knows them only through this, so the modules depend one way (the session on the peer).
 pub(crate) trait PeerSession: Send + Sync + Sized + 'static {
-    /// The session `id`, sending through `peer`.
+    /// The session `id`, served by `peer`.
     fn new(peer: Weak<AgentPeer<Self>>, id: &str) -> Arc<Self>;
-    /// The agent made ACP session `id` for it, in the child's run `generation`.
-    fn adopt(&self, generation: u64, id: &str);
-    /// One of the agent's `session/update`s for it (the update object as the agent sent it).
-    fn on_update(&self, update: Box<serde_json::value::RawValue>);
-    /// The agent's `session/request_permission`, for the session it names.
+    /// The agent made the ACP session `acp_id` for it in the child's run `generation`.
+    fn adopt(&self, generation: u64, acp_id: &str);
+    /// A `session/update` of its ACP session: the `update` object as the agent sent it.
+    fn on_update(&self, update: Box<RawValue>);
+    /// The agent's `session/request_permission` (its session named in the params).
     fn on_permission_request(
         peer: &Arc<AgentPeer<Self>>,
         link: &Arc<ChildLink>,
         request: rpc::Request,
     );
-    /// The child of run `generation` is gone (`message` says how).
+    /// The child of run `generation` exited; `message` says how.
     fn child_exited(&self, generation: u64, message: &str);
 }
 

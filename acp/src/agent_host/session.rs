@@ -29,9 +29,6 @@ use carrier_protocol::events::{PermissionOption, PermissionOptionKind, RawObject
 use carrier_protocol::ids::TurnId;
 
 use super::peer::{AgentPeer, PeerSession, SendError};
-
-/// The peer of an ACP agent's carrier sessions.
-pub(crate) type Peer = AgentPeer<AcpSession>;
 use super::wire::{self, ContentHead, UpdateHead};
 use crate::rpc::{self, ErrorObject};
 
@@ -45,6 +42,9 @@ pub const MAX_OPTIONS: usize = 16;
 
 /// The longest `optionId` and `name` of an option carrier carries.
 pub const MAX_OPTION_BYTES: usize = 256;
+
+/// The peer of the hosted agent, serving [`AcpSession`]s.
+pub(crate) type Peer = AgentPeer<AcpSession>;
 
 pub(crate) struct AcpSession {
     peer: Weak<Peer>,
@@ -89,7 +89,7 @@ struct ActiveTurn {
 }
 
 impl AcpSession {
-    pub(crate) fn new(peer: Weak<Peer>, id: &str) -> Arc<Self> {
+    fn new(peer: Weak<Peer>, id: &str) -> Arc<Self> {
         Arc::new(AcpSession {
             peer,
             id: id.to_owned(),
@@ -106,7 +106,7 @@ impl AcpSession {
     }
 
     /// Records the ACP session `id` the child's run `generation` made for this session.
-    pub(crate) fn adopt(&self, generation: u64, id: &str) {
+    fn adopt(&self, generation: u64, id: &str) {
         self.lock().acp = Some((generation, id.to_owned()));
     }
 
@@ -169,7 +169,7 @@ impl AcpSession {
     }
 
     /// The child's run `generation` exited: a turn whose prompt it had ends `agent_exited`.
-    pub(crate) fn child_exited(&self, generation: u64, message: &str) {
+    fn child_exited(&self, generation: u64, message: &str) {
         let ended = {
             let mut st = self.lock();
             st.turn
@@ -183,7 +183,7 @@ impl AcpSession {
 
     /// A `session/update` of this session: text chunks of a turn as deltas, everything else
     /// (and anything outside a turn) as an agent update, byte for byte.
-    pub(crate) fn on_update(&self, update: Box<RawValue>) {
+    fn on_update(&self, update: Box<RawValue>) {
         self.heard.send_replace(());
         let Some(update) = RawObject::new(update) else {
             tracing::warn!(session = %self.id, "ACP agent update that is not an object dropped");
@@ -230,11 +230,7 @@ impl AcpSession {
 
     /// The agent's `session/request_permission`: asked as the session's running turn's prompt,
     /// answered when a client answers (or `cancelled` when the turn ends first).
-    pub(crate) fn on_permission_request(
-        peer: &Arc<Peer>,
-        link: &Arc<ChildLink>,
-        request: rpc::Request,
-    ) {
+    fn on_permission_request(peer: &Arc<Peer>, link: &Arc<ChildLink>, request: rpc::Request) {
         let id = request.id.clone();
         let cancelled = |peer: &Peer| {
             let outcome = wire::PermissionOutcome {
@@ -431,28 +427,6 @@ impl AcpSession {
     }
 }
 
-impl PeerSession for AcpSession {
-    fn new(peer: Weak<Peer>, id: &str) -> Arc<Self> {
-        AcpSession::new(peer, id)
-    }
-
-    fn adopt(&self, generation: u64, id: &str) {
-        AcpSession::adopt(self, generation, id);
-    }
-
-    fn on_update(&self, update: Box<RawValue>) {
-        AcpSession::on_update(self, update);
-    }
-
-    fn on_permission_request(peer: &Arc<Peer>, link: &Arc<ChildLink>, request: rpc::Request) {
-        AcpSession::on_permission_request(peer, link, request);
-    }
-
-    fn child_exited(&self, generation: u64, message: &str) {
-        AcpSession::child_exited(self, generation, message);
-    }
-}
-
 impl ProtocolSession for AcpSession {
     fn start_turn(&self, turn: TurnStart) -> Result<(), HostError> {
         if tokio::runtime::Handle::try_current().is_err() {
@@ -561,6 +535,30 @@ fn chosen_option(options: &[PermissionOption], choice: &PermissionChoice) -> Opt
             .find(|o| o.kind == *kind)
             .map(|o| o.option_id.clone())
     })
+}
+
+/// The peer reaches a session only through [`PeerSession`]; each is the inherent method of the
+/// same name.
+impl PeerSession for AcpSession {
+    fn new(peer: Weak<Peer>, id: &str) -> Arc<Self> {
+        AcpSession::new(peer, id)
+    }
+
+    fn adopt(&self, generation: u64, acp_id: &str) {
+        AcpSession::adopt(self, generation, acp_id);
+    }
+
+    fn on_update(&self, update: Box<RawValue>) {
+        AcpSession::on_update(self, update);
+    }
+
+    fn on_permission_request(peer: &Arc<Peer>, link: &Arc<ChildLink>, request: rpc::Request) {
+        AcpSession::on_permission_request(peer, link, request);
+    }
+
+    fn child_exited(&self, generation: u64, message: &str) {
+        AcpSession::child_exited(self, generation, message);
+    }
 }
 
 #[cfg(test)]

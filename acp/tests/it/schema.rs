@@ -1,25 +1,22 @@
-//! Every JSON-RPC message carrier sends on `/acp` validates against ACP v1's own JSON Schema
+//! Every JSON-RPC message carrier sends validates against ACP v1's own JSON Schema
 //! (`schema/v1/schema.json` of the npm SDK package, checked with ajv by
-//! `acp/tests/fixtures/validate.mjs`): a recorded session that exercises every method carrier
-//! answers, every update kind, request and notification it sends, and each error it answers
-//! with. (What `carrier acp` writes on stdout: the CLI's `acp_bridge` tests.)
+//! `acp/tests/fixtures/validate.mjs`), on both of its sides: on `/acp`, carrier as the agent, a
+//! recorded session that exercises every method carrier answers, every update kind, request
+//! and notification it sends, and each error it answers with; and to an ACP agent it hosts,
+//! carrier as the client, the transcript the TypeScript SDK's test agent keeps of a session
+//! that exercises every request, notification, answer and error carrier sends an agent. (What
+//! `carrier acp` writes on stdout: the CLI's `acp_bridge` tests.)
+
+use crate::hosted;
 
 use carrier_test_support as support;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use futures_util::SinkExt;
 use serde_json::{json, Value};
 use support::acp::{test_agent, validate_recordings, write_recording, AcpClient};
 use support::Server;
-
-/// The recordings of what carrier sends to an ACP agent it hosts (`--agent-acp`, carrier as the
-/// ACP client), checked the same way with `--carrier-is client`. The agent side lands
-/// separately: record what carrier writes to its test agents' stdin and list the files here.
-fn hosted_agent_recordings() -> Vec<PathBuf> {
-    Vec::new()
-}
 
 /// A bound carrier's `/acp` with a one-channel registry (for a refused channel frame) and a
 /// small session limit (for `limit_exceeded`).
@@ -181,10 +178,99 @@ async fn every_message_carrier_sends_on_acp_validates_against_acp_v1_s_schema() 
     }
     let summary = validate_recordings("agent", &files);
     assert_covers(&summary);
+}
 
-    let hosted = hosted_agent_recordings();
-    if !hosted.is_empty() {
-        validate_recordings("client", &hosted);
+/// Runs `prompt` as a turn of `c` and returns its events.
+async fn hosted_turn(c: &mut support::Client, prompt: &str) -> Vec<Value> {
+    let turn = c.submit(prompt).await;
+    c.turn_events(&turn).await
+}
+
+/// Answers the next permission prompt of `c` with `answer` (`decision` or `option_id`).
+async fn answer_permission(c: &mut support::Client, answer: Value) {
+    let asked = c.event("session.permission_request").await;
+    let mut params = answer;
+    params["request_id"] = asked["payload"]["request_id"].clone();
+    c.ok("session.permission.respond", params).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_message_carrier_sends_to_a_hosted_agent_validates_against_acp_v1_s_schema() {
+    use carrier_acp::agent_host::{MAX_OPEN_PERMISSIONS, MAX_OPTIONS};
+    let dir = tempfile::tempdir().unwrap();
+    let transcript = dir.path().join("hosted.jsonl");
+    let path = transcript.display().to_string();
+    let h = hosted::Hosted::start(|record| {
+        hosted::node_agent(record, &[("ACP_TRANSCRIPT", path.as_str())])
+    })
+    .await;
+    let mut c = h.drive().await;
+
+    // initialize and session/new at launch; a prompt.
+    hosted_turn(&mut c, "hello schema").await;
+    // Permission answers: each decision as an option, an option named.
+    for answer in [
+        json!({"decision": "allow"}),
+        json!({"decision": "deny"}),
+        json!({"option_id": "always"}),
+    ] {
+        let turn = c.submit("tool").await;
+        answer_permission(&mut c, answer).await;
+        c.turn_events(&turn).await;
+    }
+    // Aborts: session/cancel, and an open permission request answered `cancelled`.
+    for prompt in ["wait", "tool"] {
+        let turn = c.submit(prompt).await;
+        let first = match prompt {
+            "wait" => "session.text_delta",
+            _ => "session.permission_request",
+        };
+        c.event(first).await;
+        c.ok("session.abort", json!({"turn_id": turn})).await;
+        c.turn_events(&turn).await;
+    }
+    // Requests carrier does not offer (-32601); a junk response with an id (-32600).
+    hosted_turn(&mut c, "fs").await;
+    hosted_turn(&mut c, "junk").await;
+    // Too many options (-32602); one permission request too many (-32603).
+    hosted_turn(&mut c, &format!("options {}", MAX_OPTIONS + 1)).await;
+    let turn = c
+        .submit(&format!("flood {}", MAX_OPEN_PERMISSIONS + 1))
+        .await;
+    c.event("session.text_delta").await;
+    c.ok("session.abort", json!({"turn_id": turn})).await;
+    c.turn_events(&turn).await;
+    // A second carrier session: session/new as it starts, its own prompt.
+    let mut other = h.drive().await;
+    other.ok("sessions.start", json!({"title": "second"})).await;
+    hosted_turn(&mut other, "hello two").await;
+    // The agent exits mid-turn: the next turn restarts it (initialize, session/new again).
+    hosted_turn(&mut c, "exit").await;
+    hosted_turn(&mut c, "hello again").await;
+    h.stop().await;
+
+    let summary = validate_recordings("client", &[transcript]);
+    for method in [
+        "initialize",
+        "session/new",
+        "session/prompt",
+        "session/cancel",
+        "session/request_permission (result)",
+    ] {
+        assert!(
+            summary["methods"][method].as_u64() > Some(0),
+            "the transcript has no {method}: {summary}"
+        );
+    }
+    assert!(
+        summary["methods"]["initialize"].as_u64() >= Some(2),
+        "no initialize after the restart: {summary}"
+    );
+    for code in ["-32600", "-32601", "-32602", "-32603"] {
+        assert!(
+            summary["errors"][code].as_u64() > Some(0),
+            "the transcript has no error {code}: {summary}"
+        );
     }
 }
 
@@ -229,12 +315,34 @@ fn assert_covers(summary: &Value) {
     }
 }
 
-/// The check itself: messages ACP does not allow are caught, each for its own reason.
-#[test]
-fn the_schema_check_refuses_what_acp_v1_does_not_allow() {
+/// Runs the schema check (carrier as `carrier_is`) over `lines`, which must fail; returns the
+/// line numbers it refused.
+fn refused_lines(carrier_is: &str, lines: &[Value]) -> Vec<u64> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.jsonl");
-    let lines = [
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, text).unwrap();
+    let fixtures = support::node::acp_fixtures();
+    let mut node = std::process::Command::new("node");
+    node.args(["validate.mjs", "--carrier-is", carrier_is])
+        .arg(&path)
+        .current_dir(&fixtures);
+    let out = support::node::run(node, "node validate.mjs (bad)");
+    assert!(!out.success, "{}", out.report());
+    let summary: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    summary["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["line"].as_u64().unwrap())
+        .collect()
+}
+
+/// The check itself: messages ACP does not allow are caught, each for its own reason, on
+/// either side.
+#[test]
+fn the_schema_check_refuses_what_acp_v1_does_not_allow() {
+    let as_agent = [
         json!({"from": "peer", "text": r#"{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}"#}),
         // A stop reason ACP does not have.
         json!({"from": "carrier", "text": r#"{"jsonrpc":"2.0","id":1,"result":{"stopReason":"done"}}"#}),
@@ -247,23 +355,24 @@ fn the_schema_check_refuses_what_acp_v1_does_not_allow() {
         // A result for nothing the peer asked.
         json!({"from": "carrier", "text": r#"{"jsonrpc":"2.0","id":9,"result":{}}"#}),
     ];
-    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(&path, text).unwrap();
-    let fixtures = support::node::acp_fixtures();
-    let mut node = std::process::Command::new("node");
-    node.args(["validate.mjs", "--carrier-is", "agent"])
-        .arg(&path)
-        .current_dir(&fixtures);
-    let out = support::node::run(node, "node validate.mjs (bad)");
-    assert!(!out.success, "{}", out.report());
-    let summary: Value = serde_json::from_str(out.stdout.trim()).unwrap();
-    let lines: Vec<u64> = summary["failures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["line"].as_u64().unwrap())
-        .collect();
+    let refused = refused_lines("agent", &as_agent);
     for line in [2, 3, 4, 5, 6] {
-        assert!(lines.contains(&line), "line {line} passed: {summary}");
+        assert!(refused.contains(&line), "line {line} passed: {refused:?}");
+    }
+
+    let as_client = [
+        json!({"from": "peer", "text": r#"{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{}}"#}),
+        // An outcome ACP does not have.
+        json!({"from": "carrier", "text": r#"{"jsonrpc":"2.0","id":0,"result":{"outcome":{"outcome":"maybe"}}}"#}),
+        // A prompt without its session.
+        json!({"from": "carrier", "text": r#"{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"prompt":[]}}"#}),
+        // A method ACP does not send to agents.
+        json!({"from": "carrier", "text": r#"{"jsonrpc":"2.0","method":"session/update","params":{}}"#}),
+        // An error under an id the agent never used.
+        json!({"from": "carrier", "text": r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}"#}),
+    ];
+    let refused = refused_lines("client", &as_client);
+    for line in [2, 3, 4, 5] {
+        assert!(refused.contains(&line), "line {line} passed: {refused:?}");
     }
 }

@@ -4,8 +4,10 @@
 //! `acp/tests/fixtures/sdk-client.mjs`: initialize, session/new, a prompt turn streamed to
 //! `end_turn`, a permission round trip, cancel → `cancelled` (while streaming, and while a
 //! permission is asked), session/load replaying a turn another client ran, and an observer
-//! refused a prompt with nothing run. (Over `carrier acp`, and with the Python SDK: the CLI's
-//! `acp_bridge` tests.)
+//! refused a prompt with nothing run. The Python SDK's client (PyPI `agent-client-protocol`,
+//! pinned in `acp/tests/fixtures/requirements.txt`, installed with `pip install --target` under
+//! the target folder) runs the same scenario (`acp/tests/fixtures/sdk_client.py`) over its own
+//! WebSocket transport. (Both over `carrier acp`: the CLI's `acp_bridge` tests.)
 
 use carrier_test_support as support;
 
@@ -13,15 +15,14 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::node::{acp_fixtures, run};
+use support::node::{acp_fixtures, acp_python_sdk, run};
 use support::Server;
 
 /// What the other client asked in s1 before the SDK's client loads it.
 const LOADED: &str = "asked by another client";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_typescript_sdk_client_drives_a_session_over_its_websocket() {
-    let fixtures = acp_fixtures();
+/// A carrier whose s1 holds a turn another client ran, and that client.
+async fn server_with_a_turn() -> (Server, support::Client) {
     // Slow enough that a cancel lands while the reply streams.
     let s = Server::with(
         support::config(),
@@ -31,6 +32,20 @@ async fn the_typescript_sdk_client_drives_a_session_over_its_websocket() {
     let (mut carrier, _) = s.drive().await;
     let turn_id = carrier.submit(LOADED).await;
     carrier.turn_events(&turn_id).await;
+    (s, carrier)
+}
+
+/// The observer's prompt ran nothing: s1 still holds only the other client's turn.
+async fn only_the_loaded_turn(carrier: &mut support::Client) {
+    let history = carrier.ok("session.history", json!({})).await;
+    assert_eq!(history["entries"].as_array().unwrap().len(), 2, "{history}");
+    assert_eq!(history["entries"][0]["text"], LOADED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_client_drives_a_session_over_its_websocket() {
+    let fixtures = acp_fixtures();
+    let (s, mut carrier) = server_with_a_turn().await;
 
     let mut node = Command::new("node");
     node.arg("sdk-client.mjs")
@@ -46,9 +61,28 @@ async fn the_typescript_sdk_client_drives_a_session_over_its_websocket() {
     let summary: Value =
         serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.report()));
     support::acp::check_sdk_summary(&summary, LOADED);
+    only_the_loaded_turn(&mut carrier).await;
+}
 
-    // The observer's prompt ran nothing: s1 still holds only the other client's turn.
-    let history = carrier.ok("session.history", json!({})).await;
-    assert_eq!(history["entries"].as_array().unwrap().len(), 2, "{history}");
-    assert_eq!(history["entries"][0]["text"], LOADED);
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_client_drives_a_session_over_its_websocket() {
+    let sdk = tokio::task::spawn_blocking(acp_python_sdk).await.unwrap();
+    let (s, mut carrier) = server_with_a_turn().await;
+    let mut python = Command::new("python3");
+    python
+        .arg("sdk_client.py")
+        .current_dir(support::repo().join("acp/tests/fixtures"))
+        .env("PYTHONPATH", &sdk)
+        .env("ACP_MODE", "ws")
+        .env("ACP_URL", format!("ws://127.0.0.1:{}/acp", s.port))
+        .env("ACP_TOKEN", &s.token)
+        .env("ACP_LOADED", LOADED);
+    let out = tokio::task::spawn_blocking(move || run(python, "python3 sdk_client.py (ws)"))
+        .await
+        .unwrap();
+    assert!(out.success, "the SDK client failed:\n{}", out.report());
+    let summary: Value =
+        serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.report()));
+    support::acp::check_sdk_summary(&summary, LOADED);
+    only_the_loaded_turn(&mut carrier).await;
 }

@@ -18,7 +18,9 @@ use carrier::client::{
 };
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use support::acp::{chunks, validate_recordings, write_recording, AcpClient, AcpStdio};
+use support::acp::{
+    chunks, update_kinds, validate_recordings, write_recording, AcpClient, AcpStdio,
+};
 use support::node::{acp_fixtures, acp_python_sdk, run};
 use support::robota::RobotaClient;
 use support::serve_process::{carrier_bin, Serve, TOKEN};
@@ -309,10 +311,20 @@ async fn the_python_sdk_client_drives_a_session_through_carrier_acp() {
     serve.finish().await;
 }
 
-/// The Rust client's session events up to the `turn_completed` of the next turn: its prompt
-/// and reply.
-async fn rust_client_turn(events: &mut carrier::client::EventStream) -> (String, String) {
+/// A turn as the Rust client saw it on `/`.
+#[derive(Debug, PartialEq)]
+struct RustTurn {
+    prompt: String,
+    reply: String,
+    /// The `sessionUpdate` kinds of the turn's `session.agent_update`s.
+    updates: Vec<String>,
+    stop_reason: Option<String>,
+}
+
+/// The Rust client's session events up to the `turn_completed` of the next turn.
+async fn rust_client_turn(events: &mut carrier::client::EventStream) -> RustTurn {
     let mut prompt = None;
+    let mut updates = Vec::new();
     loop {
         let event = tokio::time::timeout(support::WAIT, events.next())
             .await
@@ -323,36 +335,168 @@ async fn rust_client_turn(events: &mut carrier::client::EventStream) -> (String,
         };
         match event.kind {
             ReceivedSessionEventKind::TurnStarted { prompt: p, .. } => prompt = p,
-            ReceivedSessionEventKind::TurnCompleted { text, .. } => {
-                return (prompt.expect("turn_started first"), text)
+            ReceivedSessionEventKind::AgentUpdate {
+                turn_id: Some(_),
+                update,
+            } => updates.extend(update["sessionUpdate"].as_str().map(str::to_owned)),
+            ReceivedSessionEventKind::TurnCompleted {
+                text, stop_reason, ..
+            } => {
+                return RustTurn {
+                    prompt: prompt.expect("turn_started first"),
+                    reply: text,
+                    updates,
+                    stop_reason,
+                }
             }
             _ => {}
         }
     }
 }
 
-/// What an ACP client heard up to the end of the next turn's reply `reply`: the prompt it saw.
-async fn acp_heard(next: impl AsyncFnMut() -> Value, reply: &str) -> String {
+/// The turn the SDK agent runs for `hello WORDS`, as the Rust client sees it: its plan, then
+/// "hi WORDS".
+fn hello_turn(words: &str) -> RustTurn {
+    RustTurn {
+        prompt: format!("hello {words}"),
+        reply: format!("hi {words}"),
+        updates: vec!["plan".into()],
+        stop_reason: Some("end_turn".into()),
+    }
+}
+
+/// What an ACP client heard up to the end of the next turn's reply `reply`: the prompt it saw
+/// and the kinds of the other updates (the agent's plan among them).
+async fn acp_heard(next: impl AsyncFnMut() -> Value, reply: &str) -> (String, Vec<String>) {
     let mut next = next;
     let mut heard = Vec::new();
     while chunks(&heard, "agent_message_chunk") != reply {
         heard.push(next().await);
     }
-    chunks(&heard, "user_message_chunk")
+    let others = update_kinds(&heard)
+        .into_iter()
+        .filter(|k| !k.ends_with("_message_chunk"))
+        .collect();
+    (chunks(&heard, "user_message_chunk"), others)
 }
 
-/// One session, four wires: a carrier client on `/` (the project's Rust client), a seed-system
-/// client on `/robota`, an editor through `carrier acp --session s1`, and another ACP client on
-/// `/acp`. Each runs a turn; the other three see it.
+/// `acp_heard`'s answer for the SDK agent's `hello WORDS` turn.
+fn heard_hello(words: &str) -> (String, Vec<String>) {
+    (format!("hello {words}"), vec!["plan".into()])
+}
+
+/// The project's JavaScript client under Node on `/` (`acp/tests/fixtures/js-wire-client.mjs`):
+/// each session event it receives is one stdout line.
+struct JsWire {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl JsWire {
+    /// Connected to `serve`'s `/` and bound to its default session.
+    async fn connect(serve: &Serve) -> JsWire {
+        use tokio::io::AsyncBufReadExt;
+        let fixtures = acp_fixtures();
+        let mut child = tokio::process::Command::new("node")
+            .arg("js-wire-client.mjs")
+            .current_dir(&fixtures)
+            .env("CARRIER_URL", format!("ws://127.0.0.1:{}/", serve.port))
+            .env("CARRIER_TOKEN", TOKEN)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node runs (Node.js 20+ is needed)");
+        let stdin = child.stdin.take().expect("stdin");
+        let lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut js = JsWire {
+            child,
+            stdin,
+            lines,
+        };
+        assert_eq!(js.next().await, json!({"ready": true}));
+        js
+    }
+
+    async fn next(&mut self) -> Value {
+        let line = tokio::time::timeout(support::WAIT, self.lines.next_line())
+            .await
+            .expect("a line from the JS client in time")
+            .expect("its stdout")
+            .expect("the JS client is running");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    async fn submit(&mut self, prompt: &str) {
+        use tokio::io::AsyncWriteExt;
+        let line = format!("{}\n", json!({ "submit": prompt }));
+        self.stdin.write_all(line.as_bytes()).await.expect("write");
+    }
+
+    /// The session events of the next turn, up to its `turn_completed`, as [`RustTurn`].
+    async fn turn(&mut self) -> RustTurn {
+        let mut prompt = None;
+        let mut updates = Vec::new();
+        loop {
+            let frame = self.next().await;
+            let payload = &frame["payload"];
+            match frame["event"].as_str() {
+                Some("session.turn_started") => {
+                    prompt = payload["prompt"].as_str().map(str::to_owned)
+                }
+                Some("session.agent_update") if payload["turn_id"].is_string() => updates.extend(
+                    payload["update"]["sessionUpdate"]
+                        .as_str()
+                        .map(str::to_owned),
+                ),
+                Some("session.turn_completed") => {
+                    return RustTurn {
+                        prompt: prompt.expect("turn_started first"),
+                        reply: payload["text"].as_str().unwrap_or_default().to_owned(),
+                        updates,
+                        stop_reason: payload["stop_reason"].as_str().map(str::to_owned),
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    async fn close(mut self) {
+        drop(self.stdin);
+        let status = tokio::time::timeout(support::WAIT, self.child.wait())
+            .await
+            .expect("the JS client exits")
+            .expect("wait");
+        assert!(status.success(), "{status}");
+    }
+}
+
+/// `--agent-acp`'s command for the TypeScript SDK's test agent of
+/// `acp/tests/fixtures/agents/` (its dependencies installed first).
+fn sdk_agent() -> String {
+    let agents = support::repo().join("acp/tests/fixtures/agents");
+    support::node::npm_ci(&agents);
+    format!("node '{}'", agents.join("sdk-agent.mjs").display())
+}
+
+/// One session hosting an ACP agent (the TypeScript SDK's test agent, `--agent-acp`), four
+/// wires: carrier clients on `/` (the project's Rust client, and its JavaScript client under
+/// Node), a seed-system client on `/robota`, an editor through `carrier acp --session s1`, and
+/// another ACP client on `/acp`. Each runs a turn; the others see it live: the prompt, the
+/// agent's streamed reply, and (on the wires that carry agent updates) its plan — the seed
+/// system's wire has no such event.
 #[tokio::test]
 async fn four_wires_share_one_session_and_each_sees_the_others_turns() {
-    let serve = serve(&[]).await;
+    let serve = serve(&["--agent-acp", &sdk_agent()]).await;
     let transport = WsClientTransport::new(
         WsOptions::new(format!("ws://127.0.0.1:{}/", serve.port)).token(TOKEN),
     );
     let rust = Client::new(Arc::new(transport));
     let mut events = rust.events();
     rust.connect().await.expect("the Rust client connects");
+    let mut js = JsWire::connect(&serve).await;
     let robota_url = format!("ws://127.0.0.1:{}/robota?token={TOKEN}", serve.port);
     let (mut robota, _, _) = RobotaClient::connect_greeted(&robota_url).await;
     let mut editor = launch(&serve, &["--session", "s1"]);
@@ -366,80 +510,110 @@ async fn four_wires_share_one_session_and_each_sees_the_others_turns() {
     let _ = acp.load_session("s1").await;
 
     // 1. The Rust client's turn.
-    rust.submit("one from rust").await.expect("submit");
+    rust.submit("hello one from rust").await.expect("submit");
     assert_eq!(
         rust_client_turn(&mut events).await,
-        ("one from rust".into(), "echo: one from rust".into())
+        hello_turn("one from rust")
     );
+    assert_eq!(js.turn().await, hello_turn("one from rust"));
     let seen = robota.until_turn_ends().await;
-    assert_eq!(seen[0]["content"], "one from rust");
-    assert_eq!(support::robota::deltas(&seen), "echo: one from rust");
+    assert_eq!(seen[0]["content"], "hello one from rust");
+    assert_eq!(support::robota::deltas(&seen), "hi one from rust");
     assert_eq!(
-        acp_heard(async || editor.next().await, "echo: one from rust").await,
-        "one from rust"
+        acp_heard(async || editor.next().await, "hi one from rust").await,
+        heard_hello("one from rust")
     );
     assert_eq!(
-        acp_heard(async || acp.next().await, "echo: one from rust").await,
-        "one from rust"
+        acp_heard(async || acp.next().await, "hi one from rust").await,
+        heard_hello("one from rust")
     );
 
     // 2. The seed system's client's turn.
     robota
-        .send(json!({"type": "submit", "prompt": "two from robota"}))
+        .send(json!({"type": "submit", "prompt": "hello two from robota"}))
         .await;
     let seen = robota.until_turn_ends().await;
-    assert_eq!(support::robota::deltas(&seen), "echo: two from robota");
+    assert_eq!(support::robota::deltas(&seen), "hi two from robota");
     assert_eq!(
         rust_client_turn(&mut events).await,
-        ("two from robota".into(), "echo: two from robota".into())
+        hello_turn("two from robota")
+    );
+    assert_eq!(js.turn().await, hello_turn("two from robota"));
+    assert_eq!(
+        acp_heard(async || editor.next().await, "hi two from robota").await,
+        heard_hello("two from robota")
     );
     assert_eq!(
-        acp_heard(async || editor.next().await, "echo: two from robota").await,
-        "two from robota"
-    );
-    assert_eq!(
-        acp_heard(async || acp.next().await, "echo: two from robota").await,
-        "two from robota"
+        acp_heard(async || acp.next().await, "hi two from robota").await,
+        heard_hello("two from robota")
     );
 
     // 3. The editor's turn, through `carrier acp`.
     let id = editor
         .send_request(
             "session/prompt",
-            json!({"sessionId": "s1", "prompt": [{"type": "text", "text": "three from the editor"}]}),
+            json!({"sessionId": "s1", "prompt": [{"type": "text", "text": "hello three from the editor"}]}),
         )
         .await;
     let seen = editor.until_response(id).await;
     assert_eq!(seen.last().unwrap()["result"]["stopReason"], "end_turn");
     assert_eq!(
-        rust_client_turn(&mut events).await,
-        (
-            "three from the editor".into(),
-            "echo: three from the editor".into()
-        )
+        chunks(&seen, "agent_message_chunk"),
+        "hi three from the editor"
     );
-    let seen = robota.until_turn_ends().await;
-    assert_eq!(seen[0]["content"], "three from the editor");
+    assert!(update_kinds(&seen).contains(&"plan".to_owned()), "{seen:?}");
     assert_eq!(
-        acp_heard(async || acp.next().await, "echo: three from the editor").await,
-        "three from the editor"
+        rust_client_turn(&mut events).await,
+        hello_turn("three from the editor")
+    );
+    assert_eq!(js.turn().await, hello_turn("three from the editor"));
+    let seen = robota.until_turn_ends().await;
+    assert_eq!(seen[0]["content"], "hello three from the editor");
+    assert_eq!(support::robota::deltas(&seen), "hi three from the editor");
+    assert_eq!(
+        acp_heard(async || acp.next().await, "hi three from the editor").await,
+        heard_hello("three from the editor")
     );
 
     // 4. The other ACP client's turn, on /acp.
-    let id = acp.prompt("s1", "four from acp").await;
+    let id = acp.prompt("s1", "hello four from acp").await;
     let seen = acp.until_response(id).await;
     assert_eq!(seen.last().unwrap()["result"]["stopReason"], "end_turn");
+    assert_eq!(chunks(&seen, "agent_message_chunk"), "hi four from acp");
+    assert!(update_kinds(&seen).contains(&"plan".to_owned()), "{seen:?}");
     assert_eq!(
         rust_client_turn(&mut events).await,
-        ("four from acp".into(), "echo: four from acp".into())
+        hello_turn("four from acp")
     );
+    assert_eq!(js.turn().await, hello_turn("four from acp"));
     let seen = robota.until_turn_ends().await;
-    assert_eq!(seen[0]["content"], "four from acp");
+    assert_eq!(seen[0]["content"], "hello four from acp");
+    assert_eq!(support::robota::deltas(&seen), "hi four from acp");
     assert_eq!(
-        acp_heard(async || editor.next().await, "echo: four from acp").await,
-        "four from acp"
+        acp_heard(async || editor.next().await, "hi four from acp").await,
+        heard_hello("four from acp")
     );
 
+    // 5. The JavaScript client's turn.
+    js.submit("hello five from js").await;
+    assert_eq!(js.turn().await, hello_turn("five from js"));
+    assert_eq!(
+        rust_client_turn(&mut events).await,
+        hello_turn("five from js")
+    );
+    let seen = robota.until_turn_ends().await;
+    assert_eq!(seen[0]["content"], "hello five from js");
+    assert_eq!(support::robota::deltas(&seen), "hi five from js");
+    assert_eq!(
+        acp_heard(async || editor.next().await, "hi five from js").await,
+        heard_hello("five from js")
+    );
+    assert_eq!(
+        acp_heard(async || acp.next().await, "hi five from js").await,
+        heard_hello("five from js")
+    );
+
+    js.close().await;
     rust.disconnect().await;
     editor.close_stdin();
     let (status, _) = editor.exit().await;
