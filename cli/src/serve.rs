@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use carrier::agent::process::{AgentProcess, AgentProcessConfig, AgentProcessError};
-use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory, DEFAULT_MAX_SESSION_BYTES};
+use carrier::agent::{
+    AgentProfile, EmbeddedAgent, InMemoryDirectory, SessionUsage, DEFAULT_MAX_SESSION_BYTES,
+};
 use carrier::protocol::Role;
 use carrier::robota::{RobotaProfile, ROBOTA_PATH};
 use carrier::server::{
@@ -336,6 +338,7 @@ async fn serve(
             let embedded =
                 EmbeddedAgent::default().with_demo_delay(Duration::from_millis(args.demo_delay_ms));
             AgentProfile::builder(InMemoryDirectory::new(move |_| embedded.session()))
+                .usage(SessionUsage::default())
         }
     };
     let profile = profile.max_session_bytes(args.max_session_bytes).build();

@@ -281,6 +281,11 @@ impl ConnectionMachine {
             channel: channel.to_owned(),
         };
         let descriptor = descriptor.ok_or_else(unknown)?;
+        if !descriptor.clients_send() {
+            Err(ChannelSendError::HostToClients {
+                channel: channel.to_owned(),
+            })?;
+        }
         match kind {
             SendKind::Binary if !descriptor.binary => Err(ChannelSendError::BinaryRefused {
                 channel: channel.to_owned(),

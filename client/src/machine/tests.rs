@@ -403,3 +403,29 @@ fn responses_are_read_and_everything_else_is_not() {
         );
     }
 }
+
+#[test]
+fn a_host_only_channel_is_refused_locally_and_takes_no_seq() {
+    let mut m = machine();
+    let channels = json!([
+        {"name": "diagnostics", "events": ["report"], "binary": false, "direction": "host_to_clients"},
+        {"name": "future", "events": ["*"], "binary": true, "direction": "sideways"},
+        {"name": "m", "events": ["say"], "binary": false},
+    ]);
+    ready(&mut m, result("s1", "e1", json!({"outcome": "new"}), channels));
+    for channel in ["diagnostics", "future"] {
+        let refused = m
+            .channel_frame(channel, SendKind::Event("report"), 2)
+            .expect_err("host → clients only");
+        assert_eq!(
+            refused,
+            ClientError::Channel(ChannelSendError::HostToClients {
+                channel: channel.into()
+            })
+        );
+    }
+    assert_eq!(
+        send(&mut m, "m", SendKind::Event("say"), 2),
+        ChannelGo::Send { seq: 0 }
+    );
+}
