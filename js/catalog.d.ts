@@ -7,7 +7,7 @@
 import type { FeatureName, MethodName, Methods } from "./wire.js";
 
 /** Protocol version this client speaks. */
-export declare const PROTOCOL_VERSION: "1.1";
+export declare const PROTOCOL_VERSION: "1.2";
 /** Oldest server protocol this client still works with. */
 export declare const MIN_COMPATIBLE_PROTOCOL: "1.0";
 /** Version reported in the handshake's `client` field (the package's version). */

@@ -6,7 +6,7 @@
 // public ones.
 
 /** Protocol version this client speaks. */
-export const PROTOCOL_VERSION = "1.1";
+export const PROTOCOL_VERSION = "1.2";
 /** Oldest server protocol this client still works with. */
 export const MIN_COMPATIBLE_PROTOCOL = "1.0";
 /** Version reported in the handshake's `client` field (the package's version). */
@@ -44,6 +44,8 @@ export const METHOD_CATALOG = Object.freeze({
 export const PARAMS_FEATURES = Object.freeze({
   "system.handshake":
     Object.freeze({ param: "resume", absent: null, values: null, present: "resume" }),
+  "session.permission.respond":
+    Object.freeze({ param: "option_id", absent: null, values: null, present: "agent_updates" }),
   "usage.report":
     Object.freeze({ param: "scope", absent: "usage.session", values: Object.freeze({ session: "usage.session", personal: "usage.personal", stored: "usage.stored" }), present: null }),
 });
@@ -61,4 +63,5 @@ export const FEATURE_PROTOCOLS = Object.freeze({
   "usage.personal": "1.0",
   "usage.stored": "1.0",
   bulk_credit: "1.1",
+  agent_updates: "1.2",
 });

@@ -11,6 +11,21 @@ export interface AbortParams {
   turn_id?: string | null;
 }
 
+/**
+ * `session.agent_update` (protocol 1.2, feature `agent_updates`): something an agent reports
+ * beside its text — an ACP agent's tool call or its update, plan, thought, available
+ * commands, mode, usage, … — carried as the agent sent it.
+ */
+export interface AgentUpdate {
+  /** The turn it belongs to; absent for an update outside any turn. */
+  turn_id?: string | null;
+  /**
+   * The agent's update object, byte for byte as the agent sent it (for an ACP agent: the
+   * `update` of its `session/update`, `sessionUpdate` naming its kind).
+   */
+  update: RawObject;
+}
+
 /** A program's name and version (`client`, `server`). Never compared for compatibility. */
 export interface AppInfo {
   /** Program name. */
@@ -268,10 +283,37 @@ export interface LimitsInfo {
   resume_max_events: number;
 }
 
+/** One choice of a permission prompt, as an ACP agent offers it (ACP's `PermissionOption`). */
+export interface PermissionOption {
+  /** What choosing it means. */
+  kind: PermissionOptionKind;
+  /** The label to show. */
+  name: string;
+  /** What `session.permission.respond` names as `option_id`. */
+  optionId: string;
+}
+
+/** What choosing a [`PermissionOption`] means. */
+export type PermissionOptionKind =
+  /** Allow this once. */
+  | "allow_once"
+  /** Allow this and remember it. */
+  | "allow_always"
+  /** Refuse this once. */
+  | "reject_once"
+  /** Refuse this and remember it. */
+  | "reject_always";
+
 /** `session.permission_request`: the agent waits for `session.permission.respond`. */
 export interface PermissionRequest {
   /** The tool's input. */
   input: unknown;
+  /**
+   * The choices an ACP agent offers (protocol 1.2): answer with one of their `optionId`s
+   * (`option_id`) or with `allow`/`deny`, which pick the `allow_once`/`reject_once` option.
+   * Absent for other agents.
+   */
+  options?: PermissionOption[] | null;
   /** Answer with this id. */
   request_id: string;
   /** The tool that wants to run. */
@@ -288,10 +330,21 @@ export interface PermissionResolved {
   request_id: string;
 }
 
-/** `session.permission.respond` params. */
+/**
+ * `session.permission.respond` params: `decision`, or (protocol 1.2, feature
+ * `agent_updates`) `option_id` — exactly one of them.
+ */
 export interface PermissionRespondParams {
-  /** The answer. */
-  decision: Decision;
+  /**
+   * The answer: `allow` or `deny` (for an ACP agent's prompt, its `allow_once` or
+   * `reject_once` option).
+   */
+  decision?: Decision | null;
+  /**
+   * The `optionId` of one of the prompt's `options` (an ACP agent's prompt only; any
+   * other prompt refuses it as `invalid_params`).
+   */
+  option_id?: string | null;
   /** The `request_id` of the `session.permission_request` event. */
   request_id: string;
 }
@@ -338,6 +391,9 @@ export interface ProtocolErrorPayload {
 
 /** A protocol version "MAJOR.MINOR". */
 export type ProtocolVersion = string;
+
+/** A JSON object, carried byte for byte as its sender wrote it. */
+export type RawObject = { [key: string]: unknown };
 
 /** The typed outcome of a handshake's `resume` (docs/protocol.md, "Sessions and resume"). */
 export type ResumeOutcome =
@@ -491,6 +547,12 @@ export interface TextDelta {
 export interface TurnCompleted {
   /** Whether it was aborted. */
   aborted: boolean;
+  /**
+   * Why an ACP agent ended the turn (its `stopReason`: `end_turn`, `max_tokens`,
+   * `max_turn_requests`, `refusal`, `cancelled`); absent for other agents, and when the
+   * carrier ended the turn itself (an abort, a timeout, an exit).
+   */
+  stop_reason?: string | null;
   /** The whole reply (what was streamed, when aborted), at most `limits.max_reply_bytes`. */
   text: string;
   /**
@@ -585,6 +647,7 @@ export interface Events {
   "session.permission_resolved": PermissionResolved;
   "session.turn_completed": TurnCompleted;
   "session.error": SessionErrorEvent;
+  "session.agent_update": AgentUpdate;
   "protocol_error": ProtocolErrorPayload;
   "channel.dropped": ChannelDropped;
   "channel.credit": ChannelCredit;
@@ -593,6 +656,6 @@ export interface Events {
 /** An event's wire name. */
 export type EventName = keyof Events;
 /** The session events: numbered with `seq`, replayed on resume. */
-export type SessionEventName = "session.turn_started" | "session.text_delta" | "session.permission_request" | "session.permission_resolved" | "session.turn_completed" | "session.error";
+export type SessionEventName = "session.turn_started" | "session.text_delta" | "session.permission_request" | "session.permission_resolved" | "session.turn_completed" | "session.error" | "session.agent_update";
 /** The optional protocol features (`features` of the handshake result). */
-export type FeatureName = "sessions" | "resume" | "permissions" | "channels" | "usage.session" | "usage.personal" | "usage.stored" | "bulk_credit";
+export type FeatureName = "sessions" | "resume" | "permissions" | "channels" | "usage.session" | "usage.personal" | "usage.stored" | "bulk_credit" | "agent_updates";

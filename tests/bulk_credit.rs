@@ -67,7 +67,7 @@ async fn a_frame_past_the_credit_is_refused_with_channel_and_seq_and_the_connect
     let handle = bulk_channel(&s, "up", 64 * 1024);
     // The host takes one frame into its stream and then reads nothing until told.
     let mut inbound = handle.inbound(1);
-    let (ws, hs) = connect(&s, "1.1").await;
+    let (ws, hs) = connect(&s, "1.2").await;
     assert_eq!(hs["features"]["bulk_credit"], true, "{hs}");
     assert_eq!(descriptor_credit(&hs, "up"), Some(64 * 1024));
     assert_eq!(hs["version_skew"], false);
@@ -135,7 +135,7 @@ async fn a_1_0_client_gets_skew_no_credit_and_the_old_pacing() {
     let mut inbound = handle.inbound(1);
     let (ws, hs) = connect(&s, "1.0").await;
     assert_eq!(hs["version_skew"], true, "{hs}");
-    assert_eq!(hs["protocol_version"], "1.1");
+    assert_eq!(hs["protocol_version"], "1.2");
     assert_eq!(hs["features"]["bulk_credit"], false);
     assert_eq!(descriptor_credit(&hs, "up"), None);
     let (mut w, mut r, credit) = split_bulk(ws, &hs, "up");

@@ -47,7 +47,7 @@ async fn stub(channels: Value) -> (u16, oneshot::Receiver<Stub>) {
         };
         assert_eq!(request["method"], "system.handshake");
         let reply = json!({"id": request["id"], "result": {
-            "protocol_version": "1.1",
+            "protocol_version": "1.2",
             "min_compatible_protocol": "1.0",
             "server": {"name": "stub", "version": "0"},
             "role": "drive",

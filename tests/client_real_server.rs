@@ -510,7 +510,7 @@ async fn a_connection_dropped_mid_turn_resumes_without_losing_or_repeating_an_ev
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_with_a_newer_minor_is_version_skew_and_requests_still_work() {
-    let server = carrier(0, announcing("1.2", "1.0")).await;
+    let server = carrier(0, announcing("1.3", "1.0")).await;
     let mut c = Observed::new(port_of(&server));
     let info = c.connect().await.expect("a skewed server still handshakes");
     assert!(info.version_skew);
@@ -519,7 +519,7 @@ async fn a_server_with_a_newer_minor_is_version_skew_and_requests_still_work() {
             info.protocol_version.to_string(),
             info.min_compatible_protocol.to_string()
         ),
-        ("1.2".to_owned(), "1.0".to_owned())
+        ("1.3".to_owned(), "1.0".to_owned())
     );
     assert_eq!(c.client.state(), ConnectionState::VersionSkew);
     assert_eq!(c.ready().await, (ResumeOutcome::New, true));
@@ -543,7 +543,7 @@ async fn a_server_with_a_newer_minor_is_version_skew_and_requests_still_work() {
         .request_with_timeout("system.status", json!({}), WAIT)
         .await
         .expect("system.status");
-    assert_eq!(system["protocol_version"], "1.2");
+    assert_eq!(system["protocol_version"], "1.3");
     let turn = c.submit("skewed but fine").await;
     c.turn_completed(&turn).await;
     assert_eq!(
@@ -568,7 +568,7 @@ fn assert_incompatible(error: &ClientError) {
             assert_eq!(error.code, ErrorCode::VersionIncompatible);
             assert!(
                 error.message.contains("server speaks 2.0")
-                    && error.message.contains("client speaks 1.1"),
+                    && error.message.contains("client speaks 1.2"),
                 "{}",
                 error.message
             );

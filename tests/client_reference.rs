@@ -402,7 +402,7 @@ async fn dropping_the_transport_stops_reconnecting() {
 
 fn handshake_result(overrides: Value) -> Value {
     let mut result = json!({
-        "protocol_version": "1.1",
+        "protocol_version": "1.2",
         "min_compatible_protocol": "1.0",
         "server": {"name": "carrier", "version": "0.1.0"},
         "role": "drive",
@@ -500,7 +500,7 @@ fn delta(seq: u64, text: &str) -> Value {
 async fn the_handshake_is_the_first_frame_with_versions_and_client_name() {
     let mut h = Harness::new();
     let (_peer, handshake) = h.connect(handshake_result(json!({}))).await;
-    assert_eq!(handshake["params"]["protocol_version"], "1.1");
+    assert_eq!(handshake["params"]["protocol_version"], "1.2");
     assert_eq!(handshake["params"]["min_compatible_protocol"], "1.0");
     assert_eq!(handshake["params"]["client"]["name"], "carrier-cli");
     assert_eq!(
@@ -607,7 +607,7 @@ async fn preflight_refuses_an_unsupported_feature_and_sends_nothing() {
     let data = wire.data.as_ref().expect("data");
     assert_eq!(data["feature"], "sessions");
     assert_eq!(data["component"], "server");
-    assert_eq!(data["actual_protocol"], "1.1");
+    assert_eq!(data["actual_protocol"], "1.2");
 
     // The next frame the server sees is the one sent after the refusal.
     let server_side = async move {
@@ -708,7 +708,7 @@ async fn the_client_judges_version_skew_itself_whatever_the_results_flag_says() 
 
 #[tokio::test(start_paused = true)]
 async fn a_handshake_result_the_client_cannot_talk_to_is_refused_and_not_redialled() {
-    for (version, min) in [("2.0", "2.0"), ("1.2", "1.2"), ("0.9", "0.9")] {
+    for (version, min) in [("2.0", "2.0"), ("1.3", "1.3"), ("0.9", "0.9")] {
         let mut h = Harness::new();
         let answered = connect_answered(
             &mut h,
@@ -723,7 +723,7 @@ async fn a_handshake_result_the_client_cannot_talk_to_is_refused_and_not_rediall
         );
         let data = error.wire().and_then(|w| w.data.clone()).expect("data");
         assert_eq!(data["server"]["protocol_version"], version);
-        assert_eq!(data["client"]["protocol_version"], "1.1");
+        assert_eq!(data["client"]["protocol_version"], "1.2");
         tokio::time::sleep(Duration::from_secs(600)).await;
         assert_eq!(h.client.state(), ConnectionState::Disconnected, "{version}");
         assert_eq!(h.server.dial_times().len(), 1, "{version}: redialled");
@@ -992,7 +992,8 @@ async fn session_events_are_typed_and_other_events_are_notices() {
                     turn_id: "t1".into(),
                     request_id: "p1".into(),
                     tool: "demo.tool".into(),
-                    input: json!({"x": 1})
+                    input: json!({"x": 1}),
+                    options: None,
                 }
             );
         }

@@ -39,6 +39,45 @@ async fn subprotocol_token_is_admitted_and_echoed() {
 }
 
 #[tokio::test]
+async fn bearer_token_is_admitted_beside_a_subprotocol_of_the_client_s_own() {
+    let s = Server::core_default().await;
+    let url = format!("ws://127.0.0.1:{}/", s.port);
+    let (mut ws, _) = connect_with(&url, &[("Authorization", "Bearer test-token")])
+        .await
+        .expect("upgrade");
+    ws.send(Message::text("hs")).await.unwrap();
+    assert_eq!(next_text(&mut ws).await, "ok");
+    // The header decides; the client's own subprotocol is still echoed.
+    let (mut ws, resp) = connect_with(
+        &url,
+        &[
+            ("Authorization", "bearer test-token"),
+            ("Sec-WebSocket-Protocol", "acp"),
+        ],
+    )
+    .await
+    .expect("upgrade");
+    assert_eq!(
+        resp.headers()
+            .get("sec-websocket-protocol")
+            .and_then(|v| v.to_str().ok()),
+        Some("acp")
+    );
+    ws.send(Message::text("hs")).await.unwrap();
+    assert_eq!(next_text(&mut ws).await, "ok");
+}
+
+#[tokio::test]
+async fn wrong_bearer_token_is_closed_1008_before_any_data_frame() {
+    let s = Server::core_default().await;
+    let (status, mut raw) =
+        Raw::upgrade(s.port, "/", &["Authorization: Bearer not-the-token"]).await;
+    assert_eq!(status, 101);
+    let first = raw.recv_data().await.expect("a frame");
+    assert_eq!(first.close_code(), Some(1008), "{first:?}");
+}
+
+#[tokio::test]
 async fn missing_token_is_closed_1008_before_any_data_frame() {
     let s = Server::core_default().await;
     let (status, mut raw) = Raw::upgrade(s.port, "/", &[]).await;

@@ -19,7 +19,7 @@ async fn handshake_result_has_every_field() {
         .register_channel(ChannelDescriptor::new("mic", &["level"], Binary::Accepted))
         .unwrap();
     let (_c, r) = server.drive().await;
-    assert_eq!(r["protocol_version"], "1.1");
+    assert_eq!(r["protocol_version"], "1.2");
     assert_eq!(r["min_compatible_protocol"], "1.0");
     assert_eq!(r["server"]["name"], "carrier");
     assert!(r["server"]["version"].is_string());
@@ -32,7 +32,7 @@ async fn handshake_result_has_every_field() {
         json!({
             "sessions": true, "resume": true, "permissions": true, "channels": true,
             "usage.session": true, "usage.personal": false, "usage.stored": false,
-            "bulk_credit": true,
+            "bulk_credit": true, "agent_updates": true,
         })
     );
     assert_eq!(
@@ -104,7 +104,7 @@ async fn minor_skew_succeeds_with_version_skew_true() {
         .handshake(json!({"protocol_version": "1.7", "min_compatible_protocol": "1.0"}))
         .await;
     assert_eq!(r["version_skew"], true);
-    assert_eq!(r["protocol_version"], "1.1");
+    assert_eq!(r["protocol_version"], "1.2");
     assert_eq!(c.ok("system.ping", json!({})).await, json!({}));
 }
 
@@ -120,7 +120,7 @@ async fn incompatible_versions_get_version_incompatible_and_close_1002() {
             )
             .await;
         assert_eq!(e["code"], "version_incompatible", "{v}/{min}");
-        assert_eq!(e["data"]["server"]["protocol_version"], "1.1");
+        assert_eq!(e["data"]["server"]["protocol_version"], "1.2");
         assert_eq!(e["data"]["server"]["min_compatible_protocol"], "1.0");
         assert_eq!(e["data"]["client"]["protocol_version"], v);
         assert_eq!(e["data"]["client"]["min_compatible_protocol"], min);
@@ -188,27 +188,27 @@ async fn the_default_profile_announces_protocol_1_1_in_handshake_and_status() {
     assert_eq!(profile.protocol_version(), VersionPair::CURRENT);
     let server = Server::with(config(), profile).await;
     let (mut c, r) = server.drive().await;
-    assert_eq!(r["protocol_version"], "1.1");
+    assert_eq!(r["protocol_version"], "1.2");
     assert_eq!(r["min_compatible_protocol"], "1.0");
     let status = c.ok("system.status", json!({})).await;
-    assert_eq!(status["protocol_version"], "1.1");
+    assert_eq!(status["protocol_version"], "1.2");
     assert_eq!(status["min_compatible_protocol"], "1.0");
 }
 
 #[tokio::test]
-async fn a_configured_newer_minor_is_announced_and_a_1_1_client_gets_version_skew() {
-    let server = Server::with(config(), announcing("1.2", "1.0")).await;
+async fn a_configured_newer_minor_is_announced_and_a_1_2_client_gets_version_skew() {
+    let server = Server::with(config(), announcing("1.3", "1.0")).await;
     let (mut c, r) = server.drive().await;
-    assert_eq!(r["protocol_version"], "1.2");
+    assert_eq!(r["protocol_version"], "1.3");
     assert_eq!(r["min_compatible_protocol"], "1.0");
     assert_eq!(r["version_skew"], true);
     let status = c.ok("system.status", json!({})).await;
-    assert_eq!(status["protocol_version"], "1.2");
+    assert_eq!(status["protocol_version"], "1.3");
     assert_eq!(status["min_compatible_protocol"], "1.0");
     // Same minor as the server: no skew.
     let mut same = server.connect("").await;
     let r = same
-        .handshake(json!({"protocol_version": "1.2", "min_compatible_protocol": "1.0"}))
+        .handshake(json!({"protocol_version": "1.3", "min_compatible_protocol": "1.0"}))
         .await;
     assert_eq!(r["version_skew"], false);
 }
@@ -216,7 +216,7 @@ async fn a_configured_newer_minor_is_announced_and_a_1_1_client_gets_version_ske
 #[tokio::test]
 async fn clients_are_checked_against_the_configured_pair_not_the_build_default() {
     // A server whose minimum is 1.1 refuses a 1.0 client that the default server accepts.
-    let server = Server::with(config(), announcing("1.2", "1.1")).await;
+    let server = Server::with(config(), announcing("1.3", "1.1")).await;
     let mut c = server.connect("").await;
     let e = c
         .err(
@@ -225,7 +225,7 @@ async fn clients_are_checked_against_the_configured_pair_not_the_build_default()
         )
         .await;
     assert_eq!(e["code"], "version_incompatible");
-    assert_eq!(e["data"]["server"]["protocol_version"], "1.2");
+    assert_eq!(e["data"]["server"]["protocol_version"], "1.3");
     assert_eq!(e["data"]["server"]["min_compatible_protocol"], "1.1");
     assert_eq!(c.ended().await, Ended::Close(1002));
 

@@ -27,7 +27,7 @@ async fn every_read_method_succeeds() {
 
     let status = c.ok("system.status", json!({})).await;
     assert_eq!(status["server"]["name"], "carrier");
-    assert_eq!(status["protocol_version"], "1.1");
+    assert_eq!(status["protocol_version"], "1.2");
     assert_eq!(status["min_compatible_protocol"], "1.0");
     assert_eq!(status["epoch"], hs["epoch"]);
     assert_eq!(status["connections"], 1);
@@ -191,7 +191,7 @@ async fn every_error_code_is_reachable() {
             "feature": "usage.personal",
             "component": "server",
             "required_protocol": "1.0",
-            "actual_protocol": "1.1",
+            "actual_protocol": "1.2",
             "recovery": e["data"]["recovery"],
         })
     );

@@ -40,6 +40,8 @@ pub const INTERNAL_ERROR: i64 = -32603;
 pub const REQUEST_CANCELLED: i64 = -32800;
 /// ACP: the agent needs `authenticate` first.
 pub const AUTH_REQUIRED: i64 = -32000;
+/// ACP: a resource the request names (a session) does not exist.
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// Longest piece of a peer's text (a method name, a reason) quoted back in an error message.
 const QUOTED_BYTES: usize = 64;

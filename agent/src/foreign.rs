@@ -7,13 +7,15 @@
 //! beside the agent protocol ([`Attachment::with_route`](carrier_server::Attachment::with_route))
 //! or at `/`. Per connection it
 //!
-//! - binds to a session: the one the host's binder picks ([`Sessions::initial`]) or one by id
-//!   ([`Sessions::open`]), as a [`SessionHandle`];
+//! - binds to a session: the one the host's binder picks ([`Sessions::initial`]), one by id
+//!   ([`Sessions::open`]) or a new one ([`Sessions::start`]), as a [`SessionHandle`];
 //! - hears it: [`SessionHandle::listen`] hands it the history (each entry with its
 //!   [`EntryMeta`]), then every event as the session numbers it, to an [`EventListener`] that
 //!   sends them in its own wire — in order, with no gap between the history and the first live
 //!   event; a listener that [drives](EventListener::drives) is also handed the open permission
-//!   prompts, and answers them;
+//!   prompts, and answers them; one whose wire carries them
+//!   ([`EventListener::agent_updates`]) is also handed the agent's updates
+//!   (`session.agent_update`), in the history as [`Recorded::AgentUpdate`] entries;
 //! - drives it: [`SessionHandle::submit`], [`SessionHandle::abort`] and
 //!   [`SessionHandle::respond_permission`], the agent protocol's turn inputs, each answered
 //!   through an [`Answer`] ([`Quiet`] for none);
@@ -25,10 +27,12 @@
 
 use std::sync::Arc;
 
+use super::handlers::start_refusal;
 use super::host::AgentHost;
 use super::hub::SessionHub;
 use super::memory::SessionMemory;
 use super::profile::AgentProfile;
+use carrier_protocol::error::ErrorObject;
 use carrier_protocol::events::DriverInfo;
 use carrier_protocol::ids::{SessionId, TurnId};
 use carrier_protocol::methods::{
@@ -38,7 +42,7 @@ use carrier_server::{Connection, ConnectionId};
 
 pub use super::answer::{Answer, Quiet};
 pub use super::fit::{fit_back, ENVELOPE_BYTES};
-pub use super::history::EntryMeta;
+pub use super::history::{EntryMeta, Recorded};
 pub use super::hub::EventListener;
 
 /// The sessions of an [`AgentProfile`], for a foreign wire: cheap to clone; clones (and the
@@ -78,6 +82,21 @@ impl Sessions {
         self.host.hub(session_id).map(|hub| SessionHandle { hub })
     }
 
+    /// Starts a new session, as `sessions.start` does: refused with `limit_exceeded` when the
+    /// host's directory already holds `max_sessions`, `internal` when the directory fails.
+    /// The title is the host directory's to keep (`sessions.list` cuts it to
+    /// `limits.max_title_bytes`).
+    pub fn start(
+        &self,
+        title: Option<&str>,
+        max_sessions: usize,
+    ) -> Result<SessionHandle, ErrorObject> {
+        self.host
+            .start_and_open(title, max_sessions)
+            .map(|hub| SessionHandle { hub })
+            .map_err(|e| start_refusal(e, max_sessions))
+    }
+
     /// The budget the sessions keep their history and resume rings in (its gauges are what
     /// a profile reports at `/metrics`).
     pub fn memory(&self) -> &SessionMemory {
@@ -112,21 +131,22 @@ impl SessionHandle {
     }
 
     /// Makes `listener` receive this session's live events. First, under the session's lock,
-    /// `greet` gets the history (every entry held, up to `budget` bytes of text, each with its
-    /// [`EntryMeta`]) to send what the wire sends on binding; then a listener that drives is
-    /// handed each open permission prompt's `permission_request` event; then live events
-    /// follow, with nothing between them.
+    /// `greet` gets the history (every entry held — the agent's updates only when the
+    /// listener [takes them](EventListener::agent_updates) — up to `budget` bytes of text,
+    /// each with its [`EntryMeta`]) to send what the wire sends on binding; then a listener
+    /// that drives is handed each open permission prompt's `permission_request` event; then
+    /// live events follow, with nothing between them.
     pub fn listen(
         &self,
         listener: Arc<dyn EventListener>,
         budget: usize,
-        greet: impl FnOnce(Vec<(EntryMeta, HistoryEntry)>),
+        greet: impl FnOnce(Vec<(EntryMeta, Recorded)>),
     ) {
         self.hub.listen(listener, budget, greet);
     }
 
-    /// The history (every entry held, up to `budget` bytes of text), each entry with its
-    /// [`EntryMeta`], oldest first.
+    /// The prompts and replies of the history (every one held, up to `budget` bytes of
+    /// text), each with its [`EntryMeta`], oldest first.
     pub fn history_noted(&self, budget: usize) -> Vec<(EntryMeta, HistoryEntry)> {
         self.hub.history_noted(budget)
     }
@@ -152,7 +172,8 @@ impl SessionHandle {
     }
 
     /// Answers an open permission prompt, as `session.permission.respond` does; `not_found`
-    /// for a request that is not open (answered elsewhere, or its turn ended).
+    /// for a request that is not open (answered elsewhere, or its turn ended), `invalid_params`
+    /// for an `option_id` it does not offer.
     pub fn respond_permission(&self, answer: &impl Answer<Empty>, params: PermissionRespondParams) {
         self.hub.respond_permission(answer, params);
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::answer::Reply;
 use super::host::AgentHost;
-use super::hub::SessionHub;
+use super::hub::{EventScope, SessionHub};
 use carrier_protocol::catalog::MethodDef;
 use carrier_protocol::features::Peers;
 use carrier_server::{CarrierContext, Connection};
@@ -28,6 +28,13 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Which session events this connection is sent (those its protocol has).
+    pub(crate) fn scope(&self) -> EventScope {
+        self.peers
+            .as_ref()
+            .map_or(EventScope::WithoutAgentUpdates, EventScope::of)
+    }
+
     /// Stops receiving the current session's events (before binding to another, so no event
     /// of the old session follows the reply that confirms the new one).
     pub(crate) fn unbind(&mut self, io: &Io) {

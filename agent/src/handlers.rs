@@ -186,45 +186,33 @@ pub(crate) fn sessions_start(
     }
     let started = io
         .host
-        .start_session(p.title.as_deref(), limits.max_sessions);
-    let entry = match started {
-        Ok(entry) => entry,
-        Err(StartError::Full) => {
-            return reply.err(
-                ErrorObject::new(
-                    ErrorCode::LimitExceeded,
-                    format!(
-                        "the host already holds {} sessions (limits.max_sessions)",
-                        limits.max_sessions
-                    ),
-                )
-                .effect(EffectState::None)
-                .with_data(serde_json::json!({
-                    "limit": "max_sessions",
-                    "value": limits.max_sessions,
-                })),
-            )
-        }
-        Err(StartError::Host(e)) => {
-            return reply.err(internal(format!("could not start a session: {e}")))
-        }
-    };
-    let hub = (!entry.session_id.is_empty())
-        .then(|| io.host.hub(&entry.session_id))
-        .flatten();
-    let Some(hub) = hub else {
-        io.host.directory.release(&entry.session_id);
-        io.host.forget(&entry.session_id);
-        return reply.err(
-            ErrorObject::new(
-                ErrorCode::ProtocolError,
-                "the host's directory returned an invalid session; it was released",
-            )
-            .effect(EffectState::Unknown)
-            .with_data(serde_json::json!({ "reason": "invalid_result" })),
-        );
-    };
-    bind_to(io, st, reply, hub);
+        .start_and_open(p.title.as_deref(), limits.max_sessions);
+    match started {
+        Ok(hub) => bind_to(io, st, reply, hub),
+        Err(e) => reply.err(start_refusal(e, limits.max_sessions)),
+    }
+}
+
+/// What `sessions.start` (or a foreign wire's start) answers when no session was made.
+pub(crate) fn start_refusal(e: StartError, max_sessions: usize) -> ErrorObject {
+    match e {
+        StartError::Full => ErrorObject::new(
+            ErrorCode::LimitExceeded,
+            format!("the host already holds {max_sessions} sessions (limits.max_sessions)"),
+        )
+        .effect(EffectState::None)
+        .with_data(serde_json::json!({
+            "limit": "max_sessions",
+            "value": max_sessions,
+        })),
+        StartError::Host(e) => internal(format!("could not start a session: {e}")),
+        StartError::Invalid => ErrorObject::new(
+            ErrorCode::ProtocolError,
+            "the host's directory returned an invalid session; it was released",
+        )
+        .effect(EffectState::Unknown)
+        .with_data(serde_json::json!({ "reason": "invalid_result" })),
+    }
 }
 
 pub(crate) fn sessions_switch(
@@ -254,7 +242,7 @@ where
     M: MethodDef<Result = SessionIdResult>,
 {
     st.unbind(io);
-    hub.bind(&io.conn, None, |_| {
+    hub.bind(&io.conn, st.scope(), None, |_| {
         reply.ok(&SessionIdResult {
             session_id: hub.id().to_string(),
         })

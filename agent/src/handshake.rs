@@ -3,6 +3,7 @@
 
 use super::answer::{internal, Reply};
 use super::handler_context::{Io, State};
+use super::hub::EventScope;
 use carrier_protocol::catalog::def;
 use carrier_protocol::channel::DeliveryClass;
 use carrier_protocol::close::CloseCode;
@@ -132,7 +133,7 @@ pub(crate) fn handle(
         // Before the handshake is marked done: its first bulk frame already counts.
         io.conn.enable_bulk_credit();
     }
-    hub.bind(&io.conn, after_seq, |outcome| {
+    hub.bind(&io.conn, EventScope::of(&peers), after_seq, |outcome| {
         result.resume = if reset { ResumeOutcome::Reset } else { outcome };
         reply.ok(&result);
         // After the reply is queued, so no channel frame can overtake it.

@@ -2,9 +2,14 @@
 //! text bytes like the resume ring, so a session that runs for days holds a window of its
 //! conversation rather than all of it. All sessions' histories and rings also share one budget
 //! ([`super::memory`]), which takes the oldest entries from outside ([`History::pop_oldest`]).
+//!
+//! An entry is something said (a prompt, a reply: what `session.history` answers with) or an
+//! agent's update (protocol 1.2), which only a foreign wire's replay reads (an ACP client's
+//! `session/load`); both count against the same bounds.
 
 use std::collections::VecDeque;
 
+use carrier_protocol::events::AgentUpdate;
 use carrier_protocol::methods::HistoryEntry;
 
 /// Default entries held per session: 500 turns (a prompt and a reply each).
@@ -72,17 +77,40 @@ pub struct EntryMeta {
     pub interrupted: bool,
 }
 
+/// One entry of a session's history.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Recorded {
+    /// A prompt or a reply.
+    Said(HistoryEntry),
+    /// An agent's update, as its `session.agent_update` carried it.
+    AgentUpdate(AgentUpdate),
+}
+
+impl Recorded {
+    /// The prompt or reply, if it is one.
+    pub fn said(&self) -> Option<&HistoryEntry> {
+        match self {
+            Recorded::Said(entry) => Some(entry),
+            Recorded::AgentUpdate(_) => None,
+        }
+    }
+
+    /// Bytes it counts against the history's byte bound: its text (or update) and turn id.
+    pub(crate) fn size(&self) -> usize {
+        match self {
+            Recorded::Said(entry) => entry.text.len() + entry.turn_id.len(),
+            Recorded::AgentUpdate(u) => u.update.len() + u.turn_id.as_ref().map_or(0, String::len),
+        }
+    }
+}
+
 /// The newest entries within a [`HistoryConfig`], oldest first, each with the stamp its
 /// owner gave it (the order of everything the session recorded). The newest entry is always
 /// kept by [`History::push`], even when it alone is over the byte bound.
 pub(crate) struct History {
-    entries: VecDeque<(u64, EntryMeta, HistoryEntry)>,
+    entries: VecDeque<(u64, EntryMeta, Recorded)>,
     bytes: usize,
     bounds: HistoryConfig,
-}
-
-fn size_of(entry: &HistoryEntry) -> usize {
-    entry.text.len() + entry.turn_id.len()
 }
 
 impl History {
@@ -96,8 +124,8 @@ impl History {
 
     /// Appends `entry` (stamped `stamp`) with no note, as [`History::push_noted`].
     #[cfg(test)]
-    pub(crate) fn push(&mut self, stamp: u64, entry: HistoryEntry) -> Vec<HistoryEntry> {
-        self.push_noted(stamp, EntryMeta::default(), entry)
+    pub(crate) fn push(&mut self, stamp: u64, entry: HistoryEntry) -> Vec<Recorded> {
+        self.push_noted(stamp, EntryMeta::default(), Recorded::Said(entry))
     }
 
     /// Appends `entry` (stamped `stamp`, noted `meta`), then evicts the oldest entries past the
@@ -106,16 +134,16 @@ impl History {
         &mut self,
         stamp: u64,
         meta: EntryMeta,
-        entry: HistoryEntry,
-    ) -> Vec<HistoryEntry> {
-        self.bytes += size_of(&entry);
+        entry: Recorded,
+    ) -> Vec<Recorded> {
+        self.bytes += entry.size();
         self.entries.push_back((stamp, meta, entry));
         let mut evicted = Vec::new();
         while self.entries.len() > 1
             && (self.entries.len() > self.bounds.max_entries || self.bytes > self.bounds.max_bytes)
         {
             if let Some((_, _, old)) = self.entries.pop_front() {
-                self.bytes -= size_of(&old);
+                self.bytes -= old.size();
                 evicted.push(old);
             }
         }
@@ -123,9 +151,9 @@ impl History {
     }
 
     /// Evicts the oldest entry, whatever the bounds (see [`give_back_room`]).
-    pub(crate) fn pop_oldest(&mut self) -> Option<HistoryEntry> {
+    pub(crate) fn pop_oldest(&mut self) -> Option<Recorded> {
         let (_, _, oldest) = self.entries.pop_front()?;
-        self.bytes -= size_of(&oldest);
+        self.bytes -= oldest.size();
         give_back_room(&mut self.entries);
         Some(oldest)
     }
@@ -140,11 +168,11 @@ impl History {
         self.entries.len()
     }
 
-    /// The newest `limit` entries (all held when `None`), oldest first, stopping once their
-    /// text passes `budget` bytes (an answer is fitted to the connection's outbound budget
-    /// later; no entry past it is worth copying).
+    /// The newest `limit` prompts and replies (all held when `None`), oldest first, stopping
+    /// once their text passes `budget` bytes (an answer is fitted to the connection's outbound
+    /// budget later; no entry past it is worth copying).
     pub(crate) fn newest(&self, limit: Option<u32>, budget: usize) -> Vec<HistoryEntry> {
-        self.newest_as(limit, budget, |_, entry| entry.clone())
+        self.newest_as(limit, budget, |_, entry| entry.said().cloned())
     }
 
     /// [`History::newest`], each entry with its note.
@@ -153,24 +181,41 @@ impl History {
         limit: Option<u32>,
         budget: usize,
     ) -> Vec<(EntryMeta, HistoryEntry)> {
-        self.newest_as(limit, budget, |meta, entry| (*meta, entry.clone()))
+        self.newest_as(limit, budget, |meta, entry| {
+            entry.said().map(|said| (*meta, said.clone()))
+        })
     }
 
+    /// Every entry held, agent updates too when `updates`, each with its note, oldest first,
+    /// up to `budget` bytes as [`History::newest`] counts them.
+    pub(crate) fn newest_recorded(
+        &self,
+        budget: usize,
+        updates: bool,
+    ) -> Vec<(EntryMeta, Recorded)> {
+        self.newest_as(None, budget, |meta, entry| {
+            (updates || entry.said().is_some()).then(|| (*meta, entry.clone()))
+        })
+    }
+
+    /// The newest `limit` entries that `copy` keeps, oldest first, up to `budget` bytes.
     fn newest_as<T>(
         &self,
         limit: Option<u32>,
         budget: usize,
-        copy: impl Fn(&EntryMeta, &HistoryEntry) -> T,
+        copy: impl Fn(&EntryMeta, &Recorded) -> Option<T>,
     ) -> Vec<T> {
         let wanted = limit.map_or(self.entries.len(), |n| n as usize);
         let mut text = 0usize;
         let mut newest: Vec<T> = Vec::new();
-        for (_, meta, entry) in self.entries.iter().rev().take(wanted) {
-            if text > budget {
+        for (_, meta, entry) in self.entries.iter().rev() {
+            if newest.len() >= wanted || text > budget {
                 break;
             }
-            text += size_of(entry);
-            newest.push(copy(meta, entry));
+            if let Some(kept) = copy(meta, entry) {
+                text += entry.size();
+                newest.push(kept);
+            }
         }
         newest.reverse();
         newest
@@ -198,8 +243,11 @@ mod tests {
             .collect()
     }
 
-    fn evicted_texts(evicted: Vec<HistoryEntry>) -> Vec<String> {
-        evicted.into_iter().map(|e| e.text).collect()
+    fn evicted_texts(evicted: Vec<Recorded>) -> Vec<String> {
+        evicted
+            .into_iter()
+            .filter_map(|e| e.said().map(|e| e.text.clone()))
+            .collect()
     }
 
     #[test]
@@ -246,7 +294,11 @@ mod tests {
             h.push(u64::from(i) * 10, entry("e", i));
         }
         assert_eq!(h.oldest_stamp(), Some(10));
-        assert_eq!(h.pop_oldest().map(|e| e.turn_id), Some("t1".to_owned()));
+        assert_eq!(
+            h.pop_oldest()
+                .and_then(|e| e.said().map(|e| e.turn_id.clone())),
+            Some("t1".to_owned())
+        );
         assert_eq!(h.oldest_stamp(), Some(20));
         while h.len() > 1 {
             h.pop_oldest();
@@ -271,5 +323,34 @@ mod tests {
             "up to the entry that passes the budget"
         );
         assert_eq!(h.newest(Some(2), 0).len(), 1, "the newest entry at least");
+    }
+
+    #[test]
+    fn agent_updates_count_against_the_bounds_and_session_history_leaves_them_out() {
+        use carrier_protocol::events::RawObject;
+        let update = |text: &str| {
+            let raw = serde_json::from_str::<Box<serde_json::value::RawValue>>(text).unwrap();
+            Recorded::AgentUpdate(AgentUpdate {
+                turn_id: Some("t1".into()),
+                update: RawObject::new(raw).unwrap(),
+            })
+        };
+        let mut h = History::new(HistoryConfig {
+            max_entries: 3,
+            max_bytes: usize::MAX,
+        });
+        h.push(1, entry("ask", 1));
+        h.push_noted(2, EntryMeta::default(), update(r#"{"k":1}"#));
+        h.push_noted(3, EntryMeta::default(), update(r#"{"k":2}"#));
+        h.push(4, entry("reply", 1));
+        assert_eq!(texts(&h, None), ["reply"], "the prompt made room");
+        assert_eq!(h.bytes, 2 * (7 + 2) + (5 + 2));
+        assert_eq!(h.newest_recorded(usize::MAX, true).len(), 3);
+        assert_eq!(h.newest_recorded(usize::MAX, false).len(), 1);
+        assert_eq!(
+            texts(&h, Some(1)),
+            ["reply"],
+            "a limit counts prompts and replies"
+        );
     }
 }

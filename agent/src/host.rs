@@ -2,13 +2,14 @@
 //! and usage reporter, and the carrier's hubs (one per session opened so far).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use super::directory::{SessionBinder, SessionDirectory, SessionEntry};
 use super::history::HistoryConfig;
 use super::hub::{SessionHub, DEFAULT_UNATTENDED_PROMPT_TIMEOUT};
 use super::memory::SessionMemory;
+use super::outlet::{SessionOutlet, SessionOutput};
 use super::record::{RingConfig, SessionRecord};
 use super::session::HostError;
 use super::usage::UsageReporter;
@@ -43,6 +44,8 @@ pub(crate) enum StartError {
     Full,
     /// The host's directory failed.
     Host(HostError),
+    /// The host's directory returned a session it cannot open; it was released.
+    Invalid,
 }
 
 impl AgentHost {
@@ -95,6 +98,10 @@ impl AgentHost {
             SessionRecord::new(&self.memory, self.ring, self.history),
             self.unattended_prompt_timeout,
         );
+        // Before anyone else can find the hub, so before any turn of it starts.
+        let weak: Weak<SessionHub> = Arc::downgrade(&hub);
+        let output: Weak<dyn SessionOutput> = weak;
+        hub.agent.attached(SessionOutlet::new(output));
         hubs.insert(hub.id().clone(), hub.clone());
         Some(hub)
     }
@@ -116,6 +123,24 @@ impl AgentHost {
             return Err(StartError::Full);
         }
         self.directory.start(title).map_err(StartError::Host)
+    }
+
+    /// [`AgentHost::start_session`], then the new session's hub. A session the directory
+    /// returns but cannot open (an empty id, or one it does not know) is released.
+    pub(crate) fn start_and_open(
+        &self,
+        title: Option<&str>,
+        max_sessions: usize,
+    ) -> Result<Arc<SessionHub>, StartError> {
+        let entry = self.start_session(title, max_sessions)?;
+        let hub = (!entry.session_id.is_empty())
+            .then(|| self.hub(&entry.session_id))
+            .flatten();
+        hub.ok_or_else(|| {
+            self.directory.release(&entry.session_id);
+            self.forget(&entry.session_id);
+            StartError::Invalid
+        })
     }
 
     /// `sessions.list`: the directory's sessions with their hubs' states, each title cut to
@@ -151,7 +176,8 @@ impl AgentHost {
             .with(Feature::Resume)
             .with(Feature::Permissions)
             .with(Feature::Channels)
-            .with(Feature::BulkCredit);
+            .with(Feature::BulkCredit)
+            .with(Feature::AgentUpdates);
         for scope in [
             UsageScope::Session,
             UsageScope::Personal,

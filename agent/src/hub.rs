@@ -22,6 +22,13 @@
 //! No prompt outlives its drivers (`prompts`): the hub keeps the running turn's open
 //! permission prompts, sends them to each drive connection that binds (of any wire), and denies
 //! those that no drive connection is bound to answer for the unattended-prompt timeout.
+//!
+//! Agent updates (`session.agent_update`, protocol 1.2) are numbered in the session's one `seq`
+//! line like every session event, and sent only to the connections whose protocol has
+//! `agent_updates` ([`EventScope`]; a listener says so itself). A connection of an older
+//! protocol is neither sent them live nor replayed them, so its `seq` skips their numbers: it
+//! still only rises, resuming from any `seq` it saw is exact, and a skipped number is never an
+//! event of its protocol it lost (docs/protocol.md, "Agent updates").
 
 mod prompts;
 #[cfg(test)]
@@ -31,33 +38,64 @@ mod turns;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
-use carrier_protocol::events::{DriverInfo, SessionEvent};
+use carrier_protocol::events::{is_agent_update_frame, DriverInfo, RawObject, SessionEvent};
+use carrier_protocol::features::{Feature, Peers};
 use carrier_protocol::ids::{RequestId, SessionId, TurnId};
 use carrier_protocol::methods::{
-    Decision, Empty, HistoryEntry, HistoryResult, HistoryRole, PermissionRespondParams,
-    ResumeOutcome, SessionState, SessionStatusResult, SubmitParams, TurnIdResult,
+    Decision, Empty, HistoryResult, HistoryRole, PermissionRespondParams, ResumeOutcome,
+    SessionState, SessionStatusResult, SubmitParams, TurnIdResult,
 };
 use carrier_protocol::resume::Replay;
 use carrier_protocol::Role;
 use carrier_server::{Connection, ConnectionId};
 
 use super::answer::{Answer, Quiet};
-use super::history::EntryMeta;
+use super::history::{EntryMeta, Recorded};
+use super::outlet::SessionOutput;
 use super::record::SessionRecord;
 use super::session::{ProtocolSession, TurnStart};
-use super::turn_sink::{turn_life, Completion, TurnEnded, TurnOutput, TurnSink};
+use super::turn_sink::{turn_life, Ask, Ending, PermissionChoice, TurnEnded, TurnOutput, TurnSink};
 use super::usage::{TurnRecord, UsageReporter};
 pub(crate) use prompts::DEFAULT_UNATTENDED_PROMPT_TIMEOUT;
 use prompts::{OpenPrompts, Unattended};
 use turns::{Ended, ErrorScope, Step, Turns};
 
+/// Which session events a connection is sent: those its protocol has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventScope {
+    /// Every session event (protocol 1.2 and later: `agent_updates`).
+    WithAgentUpdates,
+    /// All but `session.agent_update` (a connection of an older protocol).
+    WithoutAgentUpdates,
+}
+
+impl EventScope {
+    /// What a connection with these peers is sent.
+    pub(crate) fn of(peers: &Peers) -> Self {
+        if peers.available(Feature::AgentUpdates) {
+            EventScope::WithAgentUpdates
+        } else {
+            EventScope::WithoutAgentUpdates
+        }
+    }
+
+    fn sends(self, agent_update: bool) -> bool {
+        !agent_update || self == EventScope::WithAgentUpdates
+    }
+}
+
+/// A connection of the agent protocol bound to the session.
+struct Subscriber {
+    conn: Connection,
+    scope: EventScope,
+}
+
 struct HubState {
     last_seq: u64,
-    subscribers: Vec<Connection>,
+    subscribers: Vec<Subscriber>,
     /// Connections that read the events in a wire of their own (another text profile).
     listeners: Vec<Arc<dyn EventListener>>,
     turns: Turns,
@@ -65,6 +103,9 @@ struct HubState {
     waits: Option<TurnWaits>,
     /// The running turn's unanswered prompts, and whether a driver is bound to answer them.
     prompts: OpenPrompts,
+    /// The reply cap of the latest turn (`max_reply_bytes`), which also bounds an agent
+    /// update outside any turn.
+    reply_cap: usize,
 }
 
 /// What the agent of the running turn awaits: the turn's end and its permission answers.
@@ -74,7 +115,7 @@ struct TurnWaits {
     turn_id: TurnId,
     _life: watch::Sender<()>,
     /// The permission prompts an agent awaits, by request id.
-    asked: Vec<(RequestId, oneshot::Sender<Decision>)>,
+    asked: Vec<(RequestId, oneshot::Sender<PermissionChoice>)>,
     /// How many request ids the carrier has allocated in this turn.
     allocated: u64,
 }
@@ -89,7 +130,9 @@ impl HubState {
 
     /// Whether a drive connection of any wire is bound (one that may answer a prompt).
     fn driven(&self) -> bool {
-        self.subscribers.iter().any(|c| c.role() == Role::Drive)
+        self.subscribers
+            .iter()
+            .any(|s| s.conn.role() == Role::Drive)
             || self.listeners.iter().any(|l| l.drives())
     }
 }
@@ -104,6 +147,12 @@ pub trait EventListener: Send + Sync {
 
     /// Whether the connection may drive the session (answer its prompts).
     fn drives(&self) -> bool;
+
+    /// Whether its wire carries `session.agent_update` (an ACP client's does); a listener
+    /// that does not is neither handed them nor their history entries. Default: no.
+    fn agent_updates(&self) -> bool {
+        false
+    }
 
     /// Sends `event` in the listener's wire; must not block. `false` when the connection can
     /// take nothing more: the hub drops it.
@@ -140,6 +189,7 @@ impl SessionHub {
                 turns: Turns::new(),
                 waits: None,
                 prompts: OpenPrompts::new(unattended_prompt_timeout),
+                reply_cap: carrier_server::Limits::default().max_reply_bytes,
             }),
             record,
             me: me.clone(),
@@ -162,15 +212,17 @@ impl SessionHub {
     fn record_and_emit(
         &self,
         st: &mut HubState,
-        history: Vec<HistoryEntry>,
+        history: Vec<Recorded>,
         events: Vec<SessionEvent>,
     ) {
         let aborted = events
             .iter()
             .any(|e| matches!(e, SessionEvent::TurnCompleted(done) if done.aborted));
         for entry in history {
-            let interrupted = aborted && entry.role == HistoryRole::Assistant;
-            self.record.push_history_noted(entry, interrupted);
+            let reply = entry
+                .said()
+                .is_some_and(|e| e.role == HistoryRole::Assistant);
+            self.record.push_history_noted(entry, aborted && reply);
         }
         for event in events {
             self.emit(st, event);
@@ -191,9 +243,11 @@ impl SessionHub {
         st.last_seq = seq;
         self.record.push_event(seq, frame.clone());
         let bound = st.subscribers.len() + st.listeners.len();
+        let update = matches!(event, SessionEvent::AgentUpdate(_));
         st.subscribers
-            .retain(|c| c.send_text(frame.clone()).is_ok());
-        st.listeners.retain(|l| l.on_event(&event));
+            .retain(|s| !s.scope.sends(update) || s.conn.send_text(frame.clone()).is_ok());
+        st.listeners
+            .retain(|l| (update && !l.agent_updates()) || l.on_event(&event));
         let left = st.subscribers.len() + st.listeners.len() < bound;
         let prompted = matches!(event, SessionEvent::PermissionRequest(_));
         if OpenPrompts::follows(&event) {
@@ -219,10 +273,10 @@ impl SessionHub {
         }
     }
 
-    /// Binds `conn` to this session. Under the lock: `respond` sends the reply (it gets the
-    /// resume outcome), then the replay of every held event after `after_seq` (when given)
-    /// is queued, then the connection receives live events. An `after_seq` beyond the last
-    /// assigned seq is a `reset`.
+    /// Binds `conn` to this session, to be sent the events of `scope`. Under the lock:
+    /// `respond` sends the reply (it gets the resume outcome), then the replay of every held
+    /// event of the scope after `after_seq` (when given) is queued, then the connection
+    /// receives live events. An `after_seq` beyond the last assigned seq is a `reset`.
     ///
     /// A drive connection is also sent each open prompt it would otherwise miss, as the
     /// `permission_request` event it was, under its own `seq`, in `seq` order before the
@@ -232,10 +286,15 @@ impl SessionHub {
     pub(crate) fn bind(
         &self,
         conn: &Connection,
+        scope: EventScope,
         after_seq: Option<u64>,
         respond: impl FnOnce(ResumeOutcome),
     ) {
         let mut st = self.lock();
+        let in_scope = |mut frames: Vec<bytes::Bytes>| {
+            frames.retain(|f| scope.sends(is_agent_update_frame(f)));
+            frames
+        };
         // What the connection has seen, and the first seq the replay holds.
         let everything = (0, u64::MAX);
         let (outcome, frames, (seen, held_from)) = match after_seq {
@@ -244,16 +303,21 @@ impl SessionHub {
             // somewhere else, so it must start over rather than drop live events as duplicates.
             Some(after) if after > st.last_seq => (ResumeOutcome::Reset, Vec::new(), everything),
             Some(after) => match self.record.replay_after(after, st.last_seq) {
-                Replay::Resumed { frames } => (
-                    ResumeOutcome::Resumed {
-                        replayed: frames.len() as u64,
-                    },
-                    frames,
-                    (after, after + 1),
-                ),
-                Replay::Gap { from, to, frames } => {
-                    (ResumeOutcome::Gap { from, to }, frames, (after, to + 1))
+                Replay::Resumed { frames } => {
+                    let frames = in_scope(frames);
+                    (
+                        ResumeOutcome::Resumed {
+                            replayed: frames.len() as u64,
+                        },
+                        frames,
+                        (after, after + 1),
+                    )
                 }
+                Replay::Gap { from, to, frames } => (
+                    ResumeOutcome::Gap { from, to },
+                    in_scope(frames),
+                    (after, to + 1),
+                ),
             },
         };
         // A connection bound or resumed to the session uses it.
@@ -273,25 +337,31 @@ impl SessionHub {
             }
         }
         if conn.is_open() {
-            st.subscribers.retain(|c| c.id() != conn.id());
-            st.subscribers.push(conn.clone());
+            st.subscribers.retain(|s| s.conn.id() != conn.id());
+            st.subscribers.push(Subscriber {
+                conn: conn.clone(),
+                scope,
+            });
             self.membership_changed(&mut st);
         }
     }
 
     /// Makes `listener` receive this session's live events. Under the lock, `greet` first gets
-    /// the history (every entry held, up to `budget` bytes of text, with its note) to send
-    /// what the listener's wire sends on binding; then a listener that drives is handed each
-    /// open prompt's `permission_request` event: no event falls between them and the first
-    /// live one.
+    /// the history (every entry held — agent updates only when the listener takes them — up
+    /// to `budget` bytes of text, with its note) to send what the listener's wire sends on
+    /// binding; then a listener that drives is handed each open prompt's `permission_request`
+    /// event: no event falls between them and the first live one.
     pub(crate) fn listen(
         &self,
         listener: Arc<dyn EventListener>,
         budget: usize,
-        greet: impl FnOnce(Vec<(EntryMeta, HistoryEntry)>),
+        greet: impl FnOnce(Vec<(EntryMeta, Recorded)>),
     ) {
         let mut st = self.lock();
-        greet(self.record.history_noted(budget));
+        greet(
+            self.record
+                .history_recorded(budget, listener.agent_updates()),
+        );
         if listener.drives() && !st.prompts.events().all(|event| listener.on_event(event)) {
             return;
         }
@@ -301,14 +371,17 @@ impl SessionHub {
     }
 
     /// The history with every entry's note (see [`SessionHub::listen`]).
-    pub(crate) fn history_noted(&self, budget: usize) -> Vec<(EntryMeta, HistoryEntry)> {
+    pub(crate) fn history_noted(
+        &self,
+        budget: usize,
+    ) -> Vec<(EntryMeta, carrier_protocol::methods::HistoryEntry)> {
         self.record.history_noted(budget)
     }
 
     /// Stops sending this session's events to `id`.
     pub(crate) fn unbind(&self, id: ConnectionId) {
         let mut st = self.lock();
-        st.subscribers.retain(|c| c.id() != id);
+        st.subscribers.retain(|s| s.conn.id() != id);
         st.listeners.retain(|l| l.id() != id);
         self.membership_changed(&mut st);
     }
@@ -344,7 +417,10 @@ impl SessionHub {
     pub(crate) fn shutdown(&self) {
         let running = self.lock().turns.running().cloned();
         if let Some(turn_id) = running {
-            if self.turn_finish(&turn_id, None, true).is_ok() {
+            if self
+                .turn_finish(&turn_id, Ending::carrier_aborted())
+                .is_ok()
+            {
                 self.agent.abort_turn(turn_id.as_str());
             }
         }
@@ -367,6 +443,7 @@ impl SessionHub {
     ) {
         let (turn_id, life) = {
             let mut st = self.lock();
+            st.reply_cap = max_reply_bytes;
             let Step {
                 answer,
                 history,
@@ -400,7 +477,7 @@ impl SessionHub {
         if let Err(e) = self.agent.start_turn(start) {
             tracing::warn!(session = %self.id(), turn = %turn_id, error = %e, "agent refused the turn");
             let _ = self.turn_error(&turn_id, "internal", &e.message);
-            let _ = self.turn_finish(&turn_id, None, true);
+            let _ = self.turn_finish(&turn_id, Ending::carrier_aborted());
         }
     }
 
@@ -431,24 +508,25 @@ impl SessionHub {
         self.record(&ended);
     }
 
-    /// `session.permission.respond`: `not_found` unless `request_id` is pending; otherwise
-    /// reply `{}`, emit `permission_resolved`, then tell the agent (the futures awaiting the
-    /// prompt resolve, then [`ProtocolSession::permission_decided`]).
+    /// `session.permission.respond`: `not_found` unless `request_id` is pending (and
+    /// `invalid_params` unless it gives one of `decision` and an offered `option_id`);
+    /// otherwise reply `{}`, emit `permission_resolved`, then tell the agent (the futures
+    /// awaiting the prompt resolve, then [`ProtocolSession::permission_decided`]).
     pub(crate) fn respond_permission(
         &self,
         reply: &impl Answer<Empty>,
         params: PermissionRespondParams,
     ) {
-        let request_id = RequestId::from(params.request_id);
-        let turn_id = {
+        let request_id = RequestId::from(params.request_id.as_str());
+        let (turn_id, decision) = {
             let mut st = self.lock();
             let Step {
                 answer,
                 history,
                 events,
-            } = st.turns.answer_permission(&request_id, params.decision);
+            } = st.turns.answer_permission(&params);
             match answer {
-                Ok(turn_id) => {
+                Ok((turn_id, choice)) => {
                     reply.ok(&Empty {});
                     self.record_and_emit(&mut st, history, events);
                     if let Some(waits) = st.waits.as_mut() {
@@ -456,19 +534,20 @@ impl SessionHub {
                             .into_iter()
                             .partition(|(id, _)| *id == request_id);
                         waits.asked = rest;
-                        let answered: Vec<(RequestId, oneshot::Sender<Decision>)> = answered;
+                        let answered: Vec<(RequestId, oneshot::Sender<PermissionChoice>)> =
+                            answered;
                         for (_, waiter) in answered {
                             // An agent that dropped its future no longer waits: nothing to do.
-                            let _ = waiter.send(params.decision);
+                            let _ = waiter.send(choice.clone());
                         }
                     }
-                    turn_id
+                    (turn_id, choice.decision)
                 }
                 Err(refusal) => return reply.err(refusal),
             }
         };
         self.agent
-            .permission_decided(turn_id.as_str(), request_id.as_str(), params.decision);
+            .permission_decided(turn_id.as_str(), request_id.as_str(), decision);
     }
 
     /// Runs one of the agent's inputs and emits what it caused.
@@ -515,10 +594,7 @@ impl Unattended for SessionHub {
                 request = %request_id,
                 "no driver bound for the unattended-prompt timeout: the prompt is denied"
             );
-            let answer = PermissionRespondParams {
-                request_id: request_id.to_string(),
-                decision: Decision::Deny,
-            };
+            let answer = PermissionRespondParams::decide(request_id.to_string(), Decision::Deny);
             // Answered in the meantime: nothing to do.
             self.respond_permission(&Quiet, answer);
             // Closed whatever happened, so a prompt the turn machine no longer knows cannot
@@ -541,16 +617,14 @@ impl TurnOutput for SessionHub {
     fn turn_ask_permission(
         &self,
         turn_id: &TurnId,
-        request_id: Option<&str>,
-        tool: &str,
-        input: Value,
-    ) -> Result<(RequestId, oneshot::Receiver<Decision>), TurnEnded> {
+        ask: Ask<'_>,
+    ) -> Result<(RequestId, oneshot::Receiver<PermissionChoice>), TurnEnded> {
         let mut st = self.lock();
         let st = &mut *st;
         let Some(waits) = st.waits.as_mut().filter(|w| w.turn_id == *turn_id) else {
             return Err(TurnEnded);
         };
-        let request_id = match request_id {
+        let request_id = match ask.request_id {
             Some(id) => RequestId::from(id),
             // `t1.p1`, `t1.p2`, …: unique in the session, since turn ids are.
             None => {
@@ -562,14 +636,17 @@ impl TurnOutput for SessionHub {
             answer,
             history,
             events,
-        } = st
-            .turns
-            .permission_request(turn_id, &request_id, tool, input);
+        } = st.turns.permission_request(turn_id, &request_id, ask);
         answer?;
         let (tx, rx) = oneshot::channel();
         waits.asked.push((request_id.clone(), tx));
         self.record_and_emit(st, history, events);
         Ok((request_id, rx))
+    }
+
+    /// See [`Turns::agent_update`].
+    fn turn_agent_update(&self, turn_id: &TurnId, update: RawObject) -> Result<(), TurnEnded> {
+        self.agent_input(|turns| turns.agent_update(turn_id, update))
     }
 
     /// `session.error` of the running turn `turn_id`.
@@ -582,19 +659,27 @@ impl TurnOutput for SessionHub {
         self.agent_input(|turns| turns.error(turn_id, ErrorScope::Session, code, message))
     }
 
-    /// Ends `turn_id` with `text` (or what was streamed, when `None`).
-    fn turn_finish(
-        &self,
-        turn_id: &TurnId,
-        text: Option<Completion<'_>>,
-        aborted: bool,
-    ) -> Result<(), TurnEnded> {
-        let ended = self.agent_input(|turns| turns.finish(turn_id, text, aborted))?;
+    /// Ends `turn_id`.
+    fn turn_finish(&self, turn_id: &TurnId, ending: Ending<'_>) -> Result<(), TurnEnded> {
+        let ended = self.agent_input(|turns| turns.finish(turn_id, ending))?;
         self.record(&ended);
         Ok(())
     }
 
     fn is_current_turn(&self, turn_id: &TurnId) -> bool {
         self.lock().turns.is_current(turn_id)
+    }
+}
+
+/// What the agent reports outside its turns, through its [`super::SessionOutlet`].
+impl SessionOutput for SessionHub {
+    /// An update of no turn: its `agent_update` (or the `session.error` of one too long),
+    /// recorded and sent like a turn's.
+    fn session_agent_update(&self, update: RawObject) {
+        let mut st = self.lock();
+        let Step {
+            history, events, ..
+        } = turns::agent_update(None, update, st.reply_cap);
+        self.record_and_emit(&mut st, history, events);
     }
 }

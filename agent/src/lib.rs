@@ -3,9 +3,10 @@
 //! - [`AgentProfile`] — the [`carrier_server::TextProfile`] a [`carrier_server::WsTransport`]
 //!   attaches: handshake, method dispatch through the catalog, session binding per connection.
 //! - [`ProtocolSession`] / [`TurnSink`] — the agent of one session: for each turn the prompt
-//!   and a sink on which it streams deltas, awaits permission decisions
-//!   ([`TurnSink::ask_permission`]) and awaits the turn's cancellation
-//!   ([`TurnSink::cancelled`]). The carrier allocates the ids and routes the answers.
+//!   and a sink on which it streams deltas and agent updates ([`TurnSink::agent_update`]),
+//!   awaits permission decisions ([`TurnSink::ask_permission`]) and awaits the turn's
+//!   cancellation ([`TurnSink::cancelled`]); a [`SessionOutlet`] for what it says between
+//!   turns. The carrier allocates the ids and routes the answers.
 //! - [`SessionDirectory`] / [`SessionBinder`] — the host's sessions (`sessions.list`,
 //!   `sessions.start`) and which one a new connection is bound to; [`InMemoryDirectory`] and
 //!   [`DefaultBinder`] are the defaults.
@@ -50,6 +51,7 @@ mod history;
 mod host;
 mod hub;
 mod memory;
+mod outlet;
 pub mod process;
 mod profile;
 mod record;
@@ -70,8 +72,9 @@ pub use directory::{
 pub use embedded::{EmbeddedAgent, EmbeddedSession};
 pub use history::HistoryConfig;
 pub use memory::{SessionMemory, DEFAULT_MAX_SESSION_BYTES, ENTRY_OVERHEAD};
+pub use outlet::SessionOutlet;
 pub use profile::{AgentProfile, AgentProfileBuilder};
 pub use record::RingConfig;
 pub use session::{AgentAnswer, AgentCallError, HostError, ProtocolSession, TurnStart};
-pub use turn_sink::{PendingPermission, TurnEnded, TurnSink};
+pub use turn_sink::{PendingPermission, PermissionChoice, TurnEnded, TurnSink};
 pub use usage::{NoUsage, SessionUsage, TurnRecord, UsageReporter};

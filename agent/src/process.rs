@@ -57,6 +57,13 @@
 //! single session `s1`; `sessions.start` is refused (`internal`) — run another carrier for
 //! another agent process.
 //!
+//! The pieces under it serve any line wire over a child's stdio (`carrier-acp` hosts an ACP
+//! agent with them, `--agent-acp`), so both keep the same bounds and rules: [`ChildLink`]
+//! (spawning, the capped line reader with its read-ahead, stderr to the log, stopping, and
+//! [`ChildLink::read_until_exit`]), [`Requests`] (the requests awaiting the child's answer,
+//! at most so many, each within the request timeout: [`answer_within`]) and
+//! [`RestartBudget`] (5 restarts a minute).
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use carrier_agent::process::{AgentProcess, AgentProcessConfig};
@@ -78,6 +85,8 @@ mod config;
 mod error;
 mod hello;
 mod lines;
+mod requests;
+mod restarts;
 mod session;
 mod submit;
 mod supervisor;
@@ -92,6 +101,12 @@ pub use config::{
     DEFAULT_MAX_RESTARTS_PER_MINUTE, DEFAULT_REQUEST_TIMEOUT,
 };
 pub use error::AgentProcessError;
+pub use lines::{Line, LineReader};
+// What any line wire over a child's stdio builds on (ACP's `--agent-acp` in `carrier-acp`):
+// the same line cap, read-ahead, stop and restart rules as `--agent-cmd`.
+pub use child::{ChildLines, ChildLink, SendLineError};
+pub use requests::{answer_within, Outcome, Requests, TooManyRequests};
+pub use restarts::RestartBudget;
 
 use super::directory::{SessionDirectory, SessionEntry};
 use super::profile::AgentProfile;

@@ -164,9 +164,10 @@ impl AgentProfileBuilder {
     /// The protocol version pair the carrier announces to its clients (`protocol_version` and
     /// `min_compatible_protocol` in the `system.handshake` result and in `system.status`), and the
     /// pair every client's handshake is checked against by the version rules (docs/protocol.md,
-    /// "Versions"). Defaults to [`VersionPair::CURRENT`] (1.1, oldest compatible 1.0), which is
+    /// "Versions"). Defaults to [`VersionPair::CURRENT`] (1.2, oldest compatible 1.0), which is
     /// what this build implements. A pair below 1.1 also turns inbound credit on bulk channels off
-    /// (no `credit` in the descriptors, no `channel.credit`), as a 1.0 server would.
+    /// (no `credit` in the descriptors, no `channel.credit`), as a 1.0 server would; one below
+    /// 1.2 sends no client `session.agent_update`, as a 1.1 server would.
     ///
     /// Announcing another pair does not change what the carrier does; it is for hosts that
     /// speak a newer minor on top of this build and for testing clients against a skewed or
@@ -178,11 +179,11 @@ impl AgentProfileBuilder {
     /// use carrier_protocol::version::VersionPair;
     ///
     /// let agent = EmbeddedAgent::default();
-    /// let skewed = VersionPair::parse("1.2", "1.0").expect("a consistent pair");
+    /// let skewed = VersionPair::parse("1.3", "1.0").expect("a consistent pair");
     /// let profile = AgentProfile::builder(InMemoryDirectory::new(move |_| agent.session()))
     ///     .protocol_version(skewed)
     ///     .build();
-    /// assert_eq!(profile.protocol_version().version.to_string(), "1.2");
+    /// assert_eq!(profile.protocol_version().version.to_string(), "1.3");
     /// ```
     pub fn protocol_version(mut self, pair: VersionPair) -> Self {
         self.protocol = pair;
@@ -272,13 +273,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_profile_announces_the_current_protocol_1_1_unless_configured() {
+    fn a_profile_announces_the_current_protocol_1_2_unless_configured() {
         let profile = AgentProfile::embedded(EmbeddedAgent::default());
         assert_eq!(profile.protocol_version(), VersionPair::CURRENT);
-        assert_eq!(VersionPair::CURRENT.version.to_string(), "1.1");
+        assert_eq!(VersionPair::CURRENT.version.to_string(), "1.2");
         assert_eq!(VersionPair::CURRENT.min_compatible.to_string(), "1.0");
 
-        let skewed = VersionPair::parse("1.2", "1.0").expect("a consistent pair");
+        let skewed = VersionPair::parse("1.3", "1.0").expect("a consistent pair");
         let agent = EmbeddedAgent::default();
         let profile = AgentProfile::builder(InMemoryDirectory::new(move |_| agent.session()))
             .protocol_version(skewed)

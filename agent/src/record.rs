@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use bytes::Bytes;
 
-use super::history::{give_back_room, EntryMeta, History, HistoryConfig};
+use super::history::{give_back_room, EntryMeta, History, HistoryConfig, Recorded};
 use super::memory::{Account, Change, SessionMemory, Spare, Store, ENTRY_OVERHEAD};
 use carrier_protocol::methods::HistoryEntry;
 use carrier_protocol::resume::{Replay, ResumeRing};
@@ -59,8 +59,15 @@ fn event_cost(frame: &Bytes) -> usize {
 }
 
 /// What a history entry is charged: the buffers it holds, not just their text.
-fn entry_cost(entry: &HistoryEntry) -> usize {
-    entry.text.capacity() + entry.turn_id.capacity() + ENTRY_OVERHEAD
+fn entry_cost(entry: &Recorded) -> usize {
+    ENTRY_OVERHEAD
+        + match entry {
+            Recorded::Said(said) => said.text.capacity() + said.turn_id.capacity(),
+            // The update is a boxed `str` of exactly its length.
+            Recorded::AgentUpdate(u) => {
+                u.update.len() + u.turn_id.as_ref().map_or(0, String::capacity)
+            }
+        }
 }
 
 /// One session's ring and history, charged to a [`SessionMemory`].
@@ -130,12 +137,12 @@ impl SessionRecord {
     /// Appends `entry` to the history, not interrupted.
     #[cfg(test)]
     pub(crate) fn push_history(&self, entry: HistoryEntry) {
-        self.push_history_noted(entry, false);
+        self.push_history_noted(Recorded::Said(entry), false);
     }
 
     /// Appends `entry` to the history, noted with the time now and whether it is the reply of
     /// an aborted turn.
-    pub(crate) fn push_history_noted(&self, entry: HistoryEntry, interrupted: bool) {
+    pub(crate) fn push_history_noted(&self, entry: Recorded, interrupted: bool) {
         let at_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
@@ -175,6 +182,18 @@ impl SessionRecord {
     /// bytes of text.
     pub(crate) fn history_noted(&self, budget: usize) -> Vec<(EntryMeta, HistoryEntry)> {
         let newest = self.lock().history.newest_noted(None, budget);
+        self.account.touch();
+        newest
+    }
+
+    /// Every entry held, the agent's updates too when `updates`, each with its note, up to
+    /// `budget` bytes.
+    pub(crate) fn history_recorded(
+        &self,
+        budget: usize,
+        updates: bool,
+    ) -> Vec<(EntryMeta, Recorded)> {
+        let newest = self.lock().history.newest_recorded(budget, updates);
         self.account.touch();
         newest
     }
@@ -359,8 +378,8 @@ mod tests {
                     + held
                         .history
                         .newest(None, usize::MAX)
-                        .iter()
-                        .map(entry_cost)
+                        .into_iter()
+                        .map(|e| entry_cost(&Recorded::Said(e)))
                         .sum::<usize>()
             })
             .sum();

@@ -14,6 +14,7 @@ use std::pin::Pin;
 
 use serde_json::{Map, Value};
 
+use super::outlet::SessionOutlet;
 #[cfg(doc)]
 use super::turn_sink::PendingPermission;
 use super::turn_sink::TurnSink;
@@ -135,6 +136,12 @@ pub trait ProtocolSession: Send + Sync + 'static {
     fn status(&self) -> Option<AgentAnswer> {
         None
     }
+
+    /// The carrier opened this agent's session: `outlet` reports what the agent says outside
+    /// its turns (see [`SessionOutlet`]). Called once, before any turn, under the lock of the
+    /// carrier's session table: keep the outlet and return (no blocking, no call into the
+    /// carrier). Default: nothing.
+    fn attached(&self, _outlet: SessionOutlet) {}
 
     /// The host is stopping: release tasks and processes. Called at most once per stop.
     fn shutdown(&self) {}

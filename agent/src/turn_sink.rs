@@ -10,6 +10,7 @@ use std::task::{Context, Poll};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 
+use carrier_protocol::events::{PermissionOption, RawObject};
 use carrier_protocol::ids::{RequestId, TurnId};
 use carrier_protocol::methods::Decision;
 
@@ -28,22 +29,65 @@ pub(crate) struct Completion<'a> {
     pub(crate) truncated: bool,
 }
 
+/// How a turn ends.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ending<'a> {
+    /// The reply; `None`: what was streamed.
+    pub(crate) text: Option<Completion<'a>>,
+    pub(crate) aborted: bool,
+    /// Why the agent ended it, in its own words (an ACP agent's `stopReason`).
+    pub(crate) stop_reason: Option<&'a str>,
+}
+
+impl Ending<'_> {
+    /// The carrier ends the turn aborted with what was streamed (an abort, a failure).
+    pub(crate) fn carrier_aborted() -> Self {
+        Ending {
+            text: None,
+            aborted: true,
+            stop_reason: None,
+        }
+    }
+}
+
+/// A client's answer to a permission prompt, in full: the decision, and the option it named
+/// when it answered an ACP agent's prompt with one of its `options` (`option_id`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionChoice {
+    /// `allow` or `deny` (for a named option, what its kind means).
+    pub decision: Decision,
+    /// The `optionId` the client named, if it named one.
+    pub option_id: Option<String>,
+}
+
+/// A permission prompt as the agent asks it.
+#[derive(Debug)]
+pub(crate) struct Ask<'a> {
+    /// The agent's own id for it; `None`: the session allocates one.
+    pub(crate) request_id: Option<&'a str>,
+    pub(crate) tool: &'a str,
+    pub(crate) input: Value,
+    /// The choices an ACP agent offers.
+    pub(crate) options: Option<Vec<PermissionOption>>,
+}
+
 /// What a [`TurnSink`] reports into: the session that runs the turn. Each call names the
 /// turn, and is refused with [`TurnEnded`] unless that turn is the session's running one.
 pub(crate) trait TurnOutput: Send + Sync {
     /// The next piece of the reply.
     fn turn_delta(&self, turn_id: &TurnId, delta: &str) -> Result<(), TurnEnded>;
 
-    /// A permission prompt of the turn, under `request_id` or (when `None`) under an id the
-    /// session allocates; the decision arrives on the receiver, which closes when the turn
-    /// ends first.
+    /// A permission prompt of the turn, under the agent's request id or (when `None`) under
+    /// an id the session allocates; the answer arrives on the receiver, which closes when the
+    /// turn ends first.
     fn turn_ask_permission(
         &self,
         turn_id: &TurnId,
-        request_id: Option<&str>,
-        tool: &str,
-        input: Value,
-    ) -> Result<(RequestId, oneshot::Receiver<Decision>), TurnEnded>;
+        ask: Ask<'_>,
+    ) -> Result<(RequestId, oneshot::Receiver<PermissionChoice>), TurnEnded>;
+
+    /// `session.agent_update` of the turn.
+    fn turn_agent_update(&self, turn_id: &TurnId, update: RawObject) -> Result<(), TurnEnded>;
 
     /// `session.error` of the turn.
     fn turn_error(&self, turn_id: &TurnId, code: &str, message: &str) -> Result<(), TurnEnded>;
@@ -51,13 +95,8 @@ pub(crate) trait TurnOutput: Send + Sync {
     /// `session.error` without a `turn_id`, while the turn runs.
     fn session_error(&self, turn_id: &TurnId, code: &str, message: &str) -> Result<(), TurnEnded>;
 
-    /// Ends the turn with `text` (or what was streamed, when `None`).
-    fn turn_finish(
-        &self,
-        turn_id: &TurnId,
-        text: Option<Completion<'_>>,
-        aborted: bool,
-    ) -> Result<(), TurnEnded>;
+    /// Ends the turn.
+    fn turn_finish(&self, turn_id: &TurnId, ending: Ending<'_>) -> Result<(), TurnEnded>;
 
     /// Whether the turn is the session's running one.
     fn is_current_turn(&self, turn_id: &TurnId) -> bool;
@@ -149,7 +188,12 @@ impl TurnSink {
     /// and routes the client's answer to the returned future, which yields the [`Decision`],
     /// or [`TurnEnded`] when the turn ends first (aborted, or the host stopping).
     pub fn ask_permission(&self, tool: &str, input: Value) -> PendingPermission {
-        self.ask(None, tool, input)
+        self.ask(Ask {
+            request_id: None,
+            tool,
+            input,
+            options: None,
+        })
     }
 
     /// [`TurnSink::ask_permission`] under the agent's own `request_id` (an agent that forwards
@@ -161,13 +205,37 @@ impl TurnSink {
         tool: &str,
         input: Value,
     ) -> PendingPermission {
-        self.ask(Some(request_id), tool, input)
+        self.ask(Ask {
+            request_id: Some(request_id),
+            tool,
+            input,
+            options: None,
+        })
     }
 
-    fn ask(&self, request_id: Option<&str>, tool: &str, input: Value) -> PendingPermission {
+    /// [`TurnSink::ask_permission`] offering `options` (an ACP agent's choices; protocol
+    /// 1.2), under the agent's own `request_id` when given. The event carries them; a client
+    /// answers with one of their ids or with `allow`/`deny`
+    /// ([`PendingPermission::choice`] tells which).
+    pub fn ask_permission_offering(
+        &self,
+        request_id: Option<&str>,
+        tool: &str,
+        input: Value,
+        options: Vec<PermissionOption>,
+    ) -> PendingPermission {
+        self.ask(Ask {
+            request_id,
+            tool,
+            input,
+            options: Some(options),
+        })
+    }
+
+    fn ask(&self, ask: Ask<'_>) -> PendingPermission {
         let asked = self
             .output()
-            .and_then(|o| o.turn_ask_permission(&self.turn_id, request_id, tool, input));
+            .and_then(|o| o.turn_ask_permission(&self.turn_id, ask));
         match asked {
             Ok((request_id, answer)) => PendingPermission {
                 request_id: Some(request_id),
@@ -188,6 +256,14 @@ impl TurnSink {
         let mut life = self.life.clone();
         // Nothing is ever sent: the only change is the session dropping the sender.
         let _ = life.changed().await;
+    }
+
+    /// Reports what the agent does beside its text — an ACP agent's tool call, plan, … — as
+    /// `session.agent_update {turn_id, update}` (protocol 1.2), `update` carried byte for byte.
+    /// Connections whose protocol predates `agent_updates` are not sent it; the session's
+    /// history keeps it for foreign wires that replay one (an ACP client's `session/load`).
+    pub fn agent_update(&self, update: RawObject) -> Result<(), TurnEnded> {
+        self.output()?.turn_agent_update(&self.turn_id, update)
     }
 
     /// Reports an error without ending the turn (`session.error`).
@@ -220,9 +296,23 @@ impl TurnSink {
     }
 
     fn end(&self, text: &str, aborted: bool, truncated: bool) -> Result<(), TurnEnded> {
-        let done = Completion { text, truncated };
-        self.output()?
-            .turn_finish(&self.turn_id, Some(done), aborted)
+        let ending = Ending {
+            text: Some(Completion { text, truncated }),
+            aborted,
+            stop_reason: None,
+        };
+        self.output()?.turn_finish(&self.turn_id, ending)
+    }
+
+    /// Ends the turn with what was streamed as its reply, noting why the agent stopped
+    /// (`turn_completed.stop_reason`; an ACP agent's `stopReason`).
+    pub fn finish_streamed(&self, stop_reason: &str, aborted: bool) -> Result<(), TurnEnded> {
+        let ending = Ending {
+            text: None,
+            aborted,
+            stop_reason: Some(stop_reason),
+        };
+        self.output()?.turn_finish(&self.turn_id, ending)
     }
 
     /// Ends the turn on a failure: `session.error {code, message}`, then an aborted
@@ -230,7 +320,7 @@ impl TurnSink {
     pub fn fail(&self, code: &str, message: &str) -> Result<(), TurnEnded> {
         let output = self.output()?;
         output.turn_error(&self.turn_id, code, message)?;
-        output.turn_finish(&self.turn_id, None, true)
+        output.turn_finish(&self.turn_id, Ending::carrier_aborted())
     }
 
     /// Whether the turn is still the session's running turn.
@@ -249,7 +339,7 @@ impl TurnSink {
 pub struct PendingPermission {
     /// `None` when the prompt was never sent.
     request_id: Option<RequestId>,
-    answer: Option<oneshot::Receiver<Decision>>,
+    answer: Option<oneshot::Receiver<PermissionChoice>>,
 }
 
 impl PendingPermission {
@@ -257,6 +347,15 @@ impl PendingPermission {
     /// and nothing was sent.
     pub fn request_id(&self) -> Option<&str> {
         self.request_id.as_ref().map(RequestId::as_str)
+    }
+
+    /// The answer in full: the decision, and the option the client named, if any (see
+    /// [`TurnSink::ask_permission_offering`]).
+    pub async fn choice(self) -> Result<PermissionChoice, TurnEnded> {
+        match self.answer {
+            None => Err(TurnEnded),
+            Some(answer) => answer.await.map_err(|_| TurnEnded),
+        }
     }
 }
 
@@ -266,7 +365,9 @@ impl Future for PendingPermission {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.answer.as_mut() {
             None => Poll::Ready(Err(TurnEnded)),
-            Some(answer) => Pin::new(answer).poll(cx).map(|r| r.map_err(|_| TurnEnded)),
+            Some(answer) => Pin::new(answer)
+                .poll(cx)
+                .map(|r| r.map(|choice| choice.decision).map_err(|_| TurnEnded)),
         }
     }
 }

@@ -17,14 +17,16 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the embedded agent (or --agent-cmd) on 127.0.0.1.
-    Serve(cli::serve::ServeArgs),
+    /// Serve the embedded agent (or --agent-cmd, --agent-acp) on 127.0.0.1.
+    Serve(Box<cli::serve::ServeArgs>),
     /// Run one turn against a running server and print the reply.
     Send(cli::client::SendArgs),
     /// Interactive console: prompts, streamed output, permission answers.
     Connect(cli::client::ConnectArgs),
     /// Pipe stdin to a payload channel and the channel's frames to stdout.
     Pipe(cli::pipe::PipeArgs),
+    /// Be an ACP agent on stdio that is a running carrier's /acp (for editors).
+    Acp(cli::acp::AcpArgs),
     /// Print a server's `system.status`.
     Status(cli::client::StatusArgs),
     /// Find local servers and check versions and compatibility.
@@ -48,7 +50,7 @@ fn init_logging(default: &str) {
 }
 
 /// `carrier --version`: the crate's version and the protocol pair this build speaks, e.g.
-/// `0.2.0 (protocol 1.1, min 1.0)`, the pair read from the protocol crate's constants.
+/// `0.2.0 (protocol 1.2, min 1.0)`, the pair read from the protocol crate's constants.
 fn version() -> String {
     use carrier::protocol::version::{MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION};
     format!(
@@ -91,10 +93,11 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => cli::serve::run(args).await,
+            Command::Serve(args) => cli::serve::run(*args).await,
             Command::Send(args) => cli::client::run_send(args).await,
             Command::Connect(args) => cli::client::run_connect(args).await,
             Command::Pipe(args) => cli::pipe::run_pipe(args).await,
+            Command::Acp(args) => cli::acp::run_acp(args).await,
             Command::Status(args) => cli::client::run_status(args).await,
             Command::Doctor(args) => cli::client::run_doctor(args).await,
             Command::Schema(args) => cli::schema::run(args),

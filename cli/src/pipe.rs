@@ -60,7 +60,8 @@ use tokio::sync::mpsc;
 
 use crate::client::failure::Failure;
 use crate::client::target::{resolve_target, Target};
-use io::{check_notice, deliver, send_all, spawn_stdin, Progress};
+use crate::stdin::spawn_stdin;
+use io::{check_notice, deliver, send_all, Progress};
 use open::{connection_ended, open};
 
 /// The default payload of one frame: 64 KiB.

@@ -7,6 +7,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use carrier::acp::agent_host::{AcpAgent, AcpAgentConfig, AcpAgentError};
+use carrier::acp::{AcpProfile, ACP_PATH};
 use carrier::agent::process::{AgentProcess, AgentProcessConfig, AgentProcessError};
 use carrier::agent::{
     AgentProfile, EmbeddedAgent, InMemoryDirectory, SessionUsage, DEFAULT_MAX_SESSION_BYTES,
@@ -67,8 +69,14 @@ pub struct ServeArgs {
     #[arg(long = "channel", env = "CARRIER_CHANNELS", value_delimiter = ',')]
     channels: Vec<ChannelSpec>,
     /// Host an external agent process speaking the envelope as JSON lines on stdin/stdout.
-    #[arg(long, env = "CARRIER_AGENT_CMD")]
+    #[arg(long, env = "CARRIER_AGENT_CMD", conflicts_with = "agent_acp")]
     agent_cmd: Option<String>,
+    /// Host an ACP agent (Agent Client Protocol over stdio): carrier is its ACP client.
+    #[arg(long, env = "CARRIER_AGENT_ACP")]
+    agent_acp: Option<String>,
+    /// The working directory of the ACP agent's sessions (default: the current directory).
+    #[arg(long, env = "CARRIER_AGENT_CWD", requires = "agent_acp")]
+    agent_cwd: Option<PathBuf>,
     /// How long the agent process may take to answer a request.
     #[arg(long, env = "CARRIER_AGENT_TIMEOUT_MS", default_value_t = 30_000)]
     agent_timeout_ms: u64,
@@ -122,7 +130,7 @@ pub struct ServeArgs {
     #[arg(long, env = "CARRIER_PROFILE", default_value = "carrier")]
     profile: String,
     /// The Unix socket local clients of your user reach this carrier through, without a token
-    /// (default: <pid>.sock beside the runtime file). Its directory must be yours and writable
+    /// (default: PID.sock beside the runtime file). Its directory must be yours and writable
     /// by no one else.
     #[arg(long, env = "CARRIER_UNIX_SOCKET", conflicts_with = "no_unix_socket")]
     unix_socket: Option<PathBuf>,
@@ -293,15 +301,25 @@ pub async fn run(args: ServeArgs) -> ExitCode {
             .with_unix_socket(args.unix_socket()),
         Err(e) => return usage_error(e),
     };
-    let agent = match &args.agent_cmd {
-        Some(command_line) => {
+    let agent = match (&args.agent_cmd, &args.agent_acp) {
+        (Some(command_line), _) => {
             match start_agent_process(command_line, args.agent_timeout_ms).await {
-                Ok(agent) => Some(agent),
+                Ok(agent) => Some(Hosted::Process(agent)),
                 Err(e @ AgentProcessError::CommandLine(_)) => return usage_error(e),
                 Err(e) => return runtime_error(e),
             }
         }
-        None => None,
+        (None, Some(command_line)) => {
+            let cwd = args.agent_cwd.as_deref();
+            match start_acp_agent(command_line, cwd, args.agent_timeout_ms).await {
+                Ok(agent) => Some(Hosted::Acp(agent)),
+                Err(e @ (AcpAgentError::CommandLine(_) | AcpAgentError::Cwd { .. })) => {
+                    return usage_error(e)
+                }
+                Err(e) => return runtime_error(e),
+            }
+        }
+        (None, None) => None,
     };
     let code = serve(&args, profile, &transport, agent.as_ref()).await;
     // After every connection is closed: the child never outlives the carrier.
@@ -309,6 +327,44 @@ pub async fn run(args: ServeArgs) -> ExitCode {
         agent.stop().await;
     }
     code
+}
+
+/// The agent process `serve` hosts instead of the embedded agent.
+enum Hosted {
+    /// `--agent-cmd`: the envelope as JSON lines.
+    Process(AgentProcess),
+    /// `--agent-acp`: an ACP agent.
+    Acp(AcpAgent),
+}
+
+impl Hosted {
+    fn profile(&self) -> carrier::agent::AgentProfileBuilder {
+        match self {
+            Hosted::Process(agent) => AgentProfile::builder(agent.directory()),
+            Hosted::Acp(agent) => AgentProfile::builder(agent.directory()),
+        }
+    }
+
+    async fn stop(&self) {
+        match self {
+            Hosted::Process(agent) => agent.stop().await,
+            Hosted::Acp(agent) => agent.stop().await,
+        }
+    }
+}
+
+/// Starts `--agent-acp` (split as `--agent-cmd` is): `initialize`, then the first session.
+async fn start_acp_agent(
+    command_line: &str,
+    cwd: Option<&Path>,
+    timeout_ms: u64,
+) -> Result<AcpAgent, AcpAgentError> {
+    let mut config = AcpAgentConfig::from_command_line(command_line)?
+        .request_timeout(Duration::from_millis(timeout_ms));
+    if let Some(cwd) = cwd {
+        config = config.with_cwd(cwd);
+    }
+    AcpAgent::start(config).await
 }
 
 /// Starts `--agent-cmd` (split as a POSIX shell would; no shell runs) and its handshake.
@@ -327,13 +383,13 @@ async fn serve(
     args: &ServeArgs,
     wire: Profile,
     transport: &WsTransport,
-    agent: Option<&AgentProcess>,
+    agent: Option<&Hosted>,
 ) -> ExitCode {
     // Listen for signals before anything can read the `listening` line: a host that sends
     // SIGTERM as soon as it has the line must get a graceful stop, not the default death.
     let stop = Stop::install();
     let profile = match agent {
-        Some(agent) => AgentProfile::builder(agent.directory()),
+        Some(agent) => agent.profile(),
         None => {
             let embedded =
                 EmbeddedAgent::default().with_demo_delay(Duration::from_millis(args.demo_delay_ms));
@@ -343,13 +399,19 @@ async fn serve(
     };
     let profile = profile.max_session_bytes(args.max_session_bytes).build();
     // The seed system's wire is served at `/robota` under either profile, and at `/` too with
-    // `--profile robota` (where it also stands for the sessions at `stop()`).
+    // `--profile robota` (where it also stands for the sessions at `stop()`); ACP clients and
+    // editors at `/acp`.
     let robota = Arc::new(RobotaProfile::new(&profile));
+    let acp = Arc::new(AcpProfile::new(&profile));
     let at_root = match wire {
         Profile::Carrier => Attachment::from(profile),
         Profile::Robota => Attachment::new(robota.clone()),
     };
-    transport.attach(at_root.with_route(ROBOTA_PATH, robota));
+    transport.attach(
+        at_root
+            .with_route(ROBOTA_PATH, robota)
+            .with_route(ACP_PATH, acp),
+    );
     for spec in &args.channels {
         if let Err(e) = channels::mount(transport, spec) {
             return usage_error(e);

@@ -31,7 +31,7 @@ struct Versions {
 }
 
 const CURRENT: Versions = Versions {
-    protocol: "1.1",
+    protocol: "1.2",
     min_compatible: "1.0",
 };
 
@@ -153,7 +153,7 @@ impl FakeConnection {
                         "role": if self.observe { "observe" } else { "drive" },
                         "session_id": "s1",
                         "epoch": "e1",
-                        "version_skew": self.versions.protocol != "1.1",
+                        "version_skew": self.versions.protocol != "1.2",
                         "features": {"sessions": true, "usage": false},
                         "channels": [],
                         "limits": {},
@@ -597,7 +597,7 @@ async fn status_json_prints_the_status_and_url_as_one_line() {
     assert_eq!(out.lines().count(), 1);
     let status: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(status["url"], url.as_str());
-    assert_eq!(status["protocol_version"], "1.1");
+    assert_eq!(status["protocol_version"], "1.2");
     assert_eq!(status["channels"], json!(["mic"]));
 }
 
@@ -665,7 +665,7 @@ async fn doctor_finds_a_server_and_reports_versions_and_missing_features() {
         .out
         .contains(&format!("127.0.0.1:{port}: carrier server (healthz ok)")));
     assert!(
-        result.out.contains("server carrier 9.9.9, protocol 1.1"),
+        result.out.contains("server carrier 9.9.9, protocol 1.2"),
         "{}",
         result.out
     );
@@ -688,7 +688,7 @@ async fn doctor_without_a_token_only_checks_health() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_says_which_side_to_update_on_skew_and_incompatibility() {
     let newer = fake_carrier(Versions {
-        protocol: "1.2",
+        protocol: "1.3",
         min_compatible: "1.0",
     })
     .await;
@@ -726,7 +726,7 @@ async fn doctor_checks_a_carrier_named_by_url_outside_its_ports() {
         result.err
     );
     assert!(
-        result.out.contains("server carrier 9.9.9, protocol 1.1"),
+        result.out.contains("server carrier 9.9.9, protocol 1.2"),
         "{}",
         result.out
     );

@@ -1,6 +1,6 @@
 //! A token goes only to its own server: a runtime file counts only while the process that wrote
-//! it runs, and no client of the project (`send`, `connect`, `status`, `pipe`, `doctor`, the
-//! Rust client) sends a token or a prompt to a listener of another user.
+//! it runs, and no client of the project (`send`, `connect`, `status`, `pipe`, `acp`, `doctor`,
+//! the Rust client) sends a token or a prompt to a listener of another user.
 //!
 //! The other user's listener is a small Python server started as uid 4242 (`setpriv`), which
 //! plays a squatter: it answers `/healthz` like a carrier, completes any WebSocket upgrade, and
@@ -661,6 +661,7 @@ fn a_live_runtime_file_pointing_at_another_users_port_sends_nothing() {
         &["status", "--json"][..],
         &["connect"][..],
         &["pipe", "--channel", "up"][..],
+        &["acp"][..],
     ] {
         let input = format!("{PROMPT}\n");
         let run = carrier(runtime.path(), args, input.as_bytes());
@@ -672,8 +673,8 @@ fn a_live_runtime_file_pointing_at_another_users_port_sends_nothing() {
 }
 
 #[test]
-fn send_connect_status_and_pipe_refuse_another_users_listener_at_a_given_url() {
-    let test = "send_connect_status_and_pipe_refuse_another_users_listener_at_a_given_url";
+fn send_connect_status_pipe_and_acp_refuse_another_users_listener_at_a_given_url() {
+    let test = "send_connect_status_pipe_and_acp_refuse_another_users_listener_at_a_given_url";
     let Some(mut squatter) = squatter(test, 0) else {
         return;
     };
@@ -685,6 +686,7 @@ fn send_connect_status_and_pipe_refuse_another_users_listener_at_a_given_url() {
         &["status", &url][..],
         &["connect", &url][..],
         &["pipe", &url, "--channel", "up"][..],
+        &["acp", &url][..],
     ] {
         let input = format!("{PROMPT}\n");
         let run = carrier(runtime.path(), args, input.as_bytes());

@@ -457,7 +457,7 @@ fn free_port() -> u16 {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
-fn send_status_and_pipe_use_the_listed_socket_without_a_token() {
+fn send_status_pipe_and_acp_use_the_listed_socket_without_a_token() {
     let runtime = runtime();
     // --token-file: the runtime file carries no token, so nothing but the socket admits them.
     let token_file = runtime.path().join("token");
@@ -492,6 +492,27 @@ fn send_status_and_pipe_use_the_listed_socket_without_a_token() {
     );
     assert_eq!(piped.code, 0, "{}", piped.stderr);
     assert_eq!(piped.stdout.len(), payload.len());
+
+    // `carrier acp` too: its `/acp` on the socket.
+    let input = concat!(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#,
+        "\n",
+        r#"{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":"s1","cwd":"/","mcpServers":[]}}"#,
+        "\n",
+    );
+    let bridged = carrier(runtime.path(), &["acp"], &[], input.as_bytes());
+    assert_eq!(bridged.code, 0, "{}", bridged.stderr);
+    let answers: Vec<Value> = bridged
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON-RPC lines"))
+        .collect();
+    let ids: Vec<&Value> = answers.iter().map(|a| &a["id"]).collect();
+    assert!(
+        ids.contains(&&json!(1)) && ids.contains(&&json!(2)),
+        "{answers:?}"
+    );
+    assert_eq!(answers.last().unwrap()["result"], json!({}), "{answers:?}");
 
     // Named explicitly, with no runtime file to find it by.
     let elsewhere = self::runtime();

@@ -281,10 +281,21 @@ impl Client {
         request_id: impl Into<String>,
         decision: Decision,
     ) -> Result<(), ClientError> {
-        let params = PermissionRespondParams {
-            request_id: request_id.into(),
-            decision,
-        };
+        let params = PermissionRespondParams::decide(request_id, decision);
+        self.call::<def::SessionPermissionRespond>(params)
+            .await
+            .map(drop)
+    }
+
+    /// `session.permission.respond` naming one of the prompt's `options` (an ACP agent's;
+    /// protocol 1.2, feature `agent_updates`): answers the permission prompt `request_id` with
+    /// the option `option_id`.
+    pub async fn respond_option(
+        &self,
+        request_id: impl Into<String>,
+        option_id: impl Into<String>,
+    ) -> Result<(), ClientError> {
+        let params = PermissionRespondParams::choose(request_id, option_id);
         self.call::<def::SessionPermissionRespond>(params)
             .await
             .map(drop)

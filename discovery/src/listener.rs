@@ -313,7 +313,7 @@ impl OwnerCheck {
 
 /// Whose a uid the kernel reported is — the owner of a listening socket, or the peer of a Unix
 /// socket — for this process: [`Listener::Own`] only for this process's effective uid, and
-/// never for the kernel's overflow uid (see [`judge`]'s rule). The server's Unix listener
+/// never for the kernel's overflow uid (the same rule that judges a listener's owner). The server's Unix listener
 /// admits a client only when this says `Own`.
 pub fn attribute_uid(uid: u32) -> Listener {
     judge(uid, effective_uid(), overflow_uid())

@@ -1,9 +1,10 @@
-//! Feeds arbitrary `Host`, `Origin`, query and `Sec-WebSocket-Protocol` values to the one
-//! admission function (docs/protocol.md, "Endpoint and admission").
+//! Feeds arbitrary `Host`, `Origin`, query, `Sec-WebSocket-Protocol` and `Authorization` values
+//! to the one admission function (docs/protocol.md, "Endpoint and admission").
 //!
-//! The input is split on `\n` into up to four fields (host, origin, query, protocols); a field
-//! that is exactly `-` is "header absent". The first byte's low bit picks the listener's grant,
-//! its second bit the peer (TCP, or the same user on the Unix socket).
+//! The input is split on `\n` into up to five fields (host, origin, query, protocols,
+//! authorization); a field that is exactly `-` is "header absent". The first byte's low bit
+//! picks the listener's grant, its second bit the peer (TCP, or the same user on the Unix
+//! socket).
 //! Invariants, each checked against a small oracle written independently of the code under test:
 //! - `admit` never panics and is deterministic;
 //! - a `Host` that is not loopback (`127.0.0.1`, `localhost` in any case, `[::1]` in any IPv6
@@ -12,9 +13,10 @@
 //!   contain "localhost" are refused;
 //! - an `Origin` that is `null`, or neither the exact allowed origin nor an http(s) loopback
 //!   origin without a path, is never upgraded;
-//! - a connection is admitted only with the exact token, taken from `?token=` (form-decoded)
-//!   or, when the query has none, from the first subprotocol — or, for the same user on the Unix
-//!   socket, with no token at all; and never with a role above the grant;
+//! - a connection is admitted only with the exact token, taken from `?token=` (form-decoded),
+//!   or, when the query has none, from `Authorization: Bearer`, or else from the first
+//!   subprotocol — or, for the same user on the Unix socket, with no token at all; and never
+//!   with a role above the grant;
 //! - on the Unix socket only loopback hosts and origins pass (the allowed ones are for TCP);
 //! - the echoed subprotocol is the first offered value, trimmed, with no comma.
 
@@ -85,6 +87,15 @@ fn oracle_origin_ok(origin: &str) -> bool {
     !rest.contains('/') && oracle_loopback(rest)
 }
 
+/// The token of `Bearer TOKEN` (any case of the scheme, surrounding blanks trimmed).
+fn oracle_bearer(header: &str) -> Option<String> {
+    let header = header.trim();
+    let space = header.find(' ')?;
+    let (scheme, rest) = header.split_at(space);
+    let token = rest.trim();
+    (scheme.to_ascii_lowercase() == "bearer" && !token.is_empty()).then(|| token.to_string())
+}
+
 fn field(s: Option<&str>) -> Option<&str> {
     match s {
         Some("-") | None => None,
@@ -97,12 +108,13 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let text = String::from_utf8_lossy(rest);
-    let mut parts = text.splitn(4, '\n');
+    let mut parts = text.splitn(5, '\n');
     let req = AdmissionRequest {
         host: field(parts.next()),
         origin: field(parts.next()),
         query: field(parts.next()),
         protocols: field(parts.next()),
+        authorization: field(parts.next()),
         peer: if flags & 2 == 0 { Peer::Tcp } else { Peer::SameUser },
     };
     let grant = if flags & 1 == 0 { Role::Drive } else { Role::Observe };
@@ -142,7 +154,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(role <= grant, "role {role:?} above grant {grant:?}");
             let presented = match req.query.and_then(|q| query_param(q, "token")) {
                 Some(t) => Some(t),
-                None => protocol.clone(),
+                None => req.authorization.and_then(oracle_bearer).or_else(|| protocol.clone()),
             };
             match presented {
                 Some(presented) => assert_eq!(presented, TOKEN, "admitted with a wrong token"),

@@ -46,7 +46,7 @@ function setup(options = {}) {
 }
 
 const HANDSHAKE_RESULT = {
-  protocol_version: "1.1",
+  protocol_version: "1.2",
   min_compatible_protocol: "1.0",
   server: { name: "carrier", version: "0.1.0" },
   role: "drive",
@@ -93,7 +93,7 @@ test("the token travels only as the subprotocol and the handshake is the first f
   assert.equal(handshake.method, "system.handshake");
   assert.equal(typeof handshake.id, "string");
   assert.deepEqual(handshake.params, {
-    protocol_version: "1.1",
+    protocol_version: "1.2",
     min_compatible_protocol: "1.0",
     client: { name: "console-test", version: CLIENT_VERSION },
   });
@@ -207,7 +207,7 @@ test("an unlisted feature is judged by the server's protocol version", async () 
   await assert.rejects(client.request("future.method"), (err) => {
     assert.equal(err.code, "unsupported_feature");
     const { recovery, ...data } = err.data;
-    assert.deepEqual(data, { feature: "future", component: "server", required_protocol: "1.3", actual_protocol: "1.1" });
+    assert.deepEqual(data, { feature: "future", component: "server", required_protocol: "1.3", actual_protocol: "1.2" });
     assert.match(recovery, /update the carrier server/);
     return true;
   });
@@ -621,7 +621,7 @@ test("the client judges the server's versions itself, whatever version_skew says
     assert.equal(got.version_skew, state === "version_skew");
   }
   // A successful answer this client cannot talk to is refused like the server refuses a client.
-  for (const [version, min] of [["2.0", "2.0"], ["1.2", "1.2"], ["0.9", "0.9"]]) {
+  for (const [version, min] of [["2.0", "2.0"], ["1.3", "1.3"], ["0.9", "0.9"]]) {
     const { client, Fake, clock } = setup();
     const done = client.connect();
     completeHandshake(Fake, 0, { ...HANDSHAKE_RESULT, protocol_version: version, min_compatible_protocol: min });
@@ -629,7 +629,7 @@ test("the client judges the server's versions itself, whatever version_skew says
       assert.equal(err.code, "version_incompatible");
       assert.equal(err.effectState, "none");
       assert.deepEqual(err.data.server, { protocol_version: version, min_compatible_protocol: min });
-      assert.deepEqual(err.data.client, { protocol_version: "1.1", min_compatible_protocol: "1.0" });
+      assert.deepEqual(err.data.client, { protocol_version: "1.2", min_compatible_protocol: "1.0" });
       return true;
     });
     assert.equal(client.state, "disconnected", version);

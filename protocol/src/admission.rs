@@ -104,6 +104,8 @@ pub struct AdmissionRequest<'a> {
     pub query: Option<&'a str>,
     /// The `Sec-WebSocket-Protocol` header, if present.
     pub protocols: Option<&'a str>,
+    /// The `Authorization` header, if present (a token as `Bearer TOKEN`).
+    pub authorization: Option<&'a str>,
     /// How the request reached the server.
     pub peer: Peer,
 }
@@ -115,6 +117,7 @@ impl fmt::Debug for AdmissionRequest<'_> {
             .field("origin", &self.origin)
             .field("query", &self.query.map(|_| "<redacted>"))
             .field("protocols", &self.protocols)
+            .field("authorization", &self.authorization.map(|_| "<redacted>"))
             .field("peer", &self.peer)
             .finish()
     }
@@ -189,8 +192,13 @@ pub fn admit(policy: &AdmissionPolicy, req: &AdmissionRequest<'_>) -> Admission 
         }
     }
     let offered = req.protocols.and_then(first_protocol);
-    let query_token = req.query.and_then(|q| query_param(q, "token"));
-    let presented = query_token.or_else(|| offered.map(str::to_string));
+    // The query first, then `Authorization: Bearer`, then the first subprotocol: a client that
+    // sends its token in a header may still offer a subprotocol of its own.
+    let presented = req
+        .query
+        .and_then(|q| query_param(q, "token"))
+        .or_else(|| req.authorization.and_then(bearer).map(str::to_string))
+        .or_else(|| offered.map(str::to_string));
     let verdict = match (&policy.token, presented, req.peer) {
         (None, _, _) => Ok(()),
         (Some(expected), Some(p), _) if expected.matches(&p) => Ok(()),
@@ -219,6 +227,14 @@ fn requested_role(query: Option<&str>, grant: Role) -> Result<Role, CloseRefusal
             Some(role) => Ok(role),
         },
     }
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header (the scheme is case-insensitive, as
+/// RFC 9110 says); `None` for another scheme or an empty token.
+pub fn bearer(header: &str) -> Option<&str> {
+    let (scheme, token) = header.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// The first comma-separated value of `Sec-WebSocket-Protocol`, trimmed; `None` if empty.
@@ -329,6 +345,7 @@ mod tests {
             origin,
             query,
             protocols: None,
+            authorization: None,
             peer: Peer::Tcp,
         }
     }
@@ -476,6 +493,41 @@ mod tests {
             admit(&p, &sub),
             Admission::Upgrade {
                 protocol: Some("secret".into()),
+                verdict: Ok(Role::Drive)
+            }
+        );
+        let bearer = AdmissionRequest {
+            authorization: Some("Bearer secret"),
+            ..req("localhost", None, None)
+        };
+        assert_eq!(verdict(admit(&p, &bearer)), Ok(Role::Drive));
+        let lowercase = AdmissionRequest {
+            authorization: Some("bearer  secret "),
+            ..req("localhost", None, None)
+        };
+        assert_eq!(verdict(admit(&p, &lowercase)), Ok(Role::Drive));
+        for wrong in ["Bearer other", "Basic secret", "Bearer", "secret"] {
+            let r = AdmissionRequest {
+                authorization: Some(wrong),
+                ..req("localhost", None, None)
+            };
+            assert_eq!(
+                verdict(admit(&p, &r)),
+                Err(CloseRefusal::Unauthorized),
+                "{wrong}"
+            );
+        }
+        // A header token with a subprotocol of the client's own: the header decides, the
+        // subprotocol is still echoed.
+        let both = AdmissionRequest {
+            authorization: Some("Bearer secret"),
+            protocols: Some("acp"),
+            ..req("localhost", None, None)
+        };
+        assert_eq!(
+            admit(&p, &both),
+            Admission::Upgrade {
+                protocol: Some("acp".into()),
                 verdict: Ok(Role::Drive)
             }
         );

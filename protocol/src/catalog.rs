@@ -136,7 +136,6 @@ impl_params!(
     Empty,
     SubmitParams,
     AbortParams,
-    PermissionRespondParams,
     HistoryParams,
     SessionsStartParams,
     SessionsSwitchParams,
@@ -145,6 +144,12 @@ impl_params!(
 impl Params for HandshakeParams {
     fn required_feature(&self) -> Option<Feature> {
         self.resume.as_ref().map(|_| Feature::Resume)
+    }
+}
+
+impl Params for PermissionRespondParams {
+    fn required_feature(&self) -> Option<Feature> {
+        self.option_id.as_ref().map(|_| Feature::AgentUpdates)
     }
 }
 

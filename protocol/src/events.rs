@@ -1,8 +1,11 @@
 //! Event payload types (docs/protocol.md, "Events"): the session events the hub numbers with `seq`,
 //! and the carrier's own `protocol_error` and `channel.dropped` events (no `seq`).
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer, Serialize};
+use std::borrow::Cow;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use super::catalog::{schema_of, SchemaFn};
@@ -50,6 +53,47 @@ pub struct PermissionRequest {
     pub tool: String,
     /// The tool's input.
     pub input: Value,
+    /// The choices an ACP agent offers (protocol 1.2): answer with one of their `optionId`s
+    /// (`option_id`) or with `allow`/`deny`, which pick the `allow_once`/`reject_once` option.
+    /// Absent for other agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Vec<PermissionOption>>,
+}
+
+/// One choice of a permission prompt, as an ACP agent offers it (ACP's `PermissionOption`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PermissionOption {
+    /// What `session.permission.respond` names as `option_id`.
+    #[serde(rename = "optionId")]
+    pub option_id: String,
+    /// The label to show.
+    pub name: String,
+    /// What choosing it means.
+    pub kind: PermissionOptionKind,
+}
+
+/// What choosing a [`PermissionOption`] means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionOptionKind {
+    /// Allow this once.
+    AllowOnce,
+    /// Allow this and remember it.
+    AllowAlways,
+    /// Refuse this once.
+    RejectOnce,
+    /// Refuse this and remember it.
+    RejectAlways,
+}
+
+impl PermissionOptionKind {
+    /// The decision choosing it makes: `allow` for the allow kinds, `deny` for the others.
+    pub fn decision(self) -> Decision {
+        match self {
+            PermissionOptionKind::AllowOnce | PermissionOptionKind::AllowAlways => Decision::Allow,
+            PermissionOptionKind::RejectOnce | PermissionOptionKind::RejectAlways => Decision::Deny,
+        }
+    }
 }
 
 /// `session.permission_resolved`: a permission request was answered.
@@ -74,6 +118,95 @@ pub struct TurnCompleted {
     /// absent otherwise. An agent process may set it on a reply it cut itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<bool>,
+    /// Why an ACP agent ended the turn (its `stopReason`: `end_turn`, `max_tokens`,
+    /// `max_turn_requests`, `refusal`, `cancelled`); absent for other agents, and when the
+    /// carrier ended the turn itself (an abort, a timeout, an exit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+}
+
+/// `session.agent_update` (protocol 1.2, feature `agent_updates`): something an agent reports
+/// beside its text — an ACP agent's tool call or its update, plan, thought, available
+/// commands, mode, usage, … — carried as the agent sent it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentUpdate {
+    /// The turn it belongs to; absent for an update outside any turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// The agent's update object, byte for byte as the agent sent it (for an ACP agent: the
+    /// `update` of its `session/update`, `sessionUpdate` naming its kind).
+    pub update: RawObject,
+}
+
+/// A JSON object kept as the bytes it arrived as: written back out unchanged, never
+/// re-serialized.
+#[derive(Clone)]
+pub struct RawObject(Box<RawValue>);
+
+impl RawObject {
+    /// `raw` when it is a JSON object; `None` otherwise.
+    pub fn new(raw: Box<RawValue>) -> Option<RawObject> {
+        raw.get().starts_with('{').then_some(RawObject(raw))
+    }
+
+    /// The object's JSON text, as it arrived.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.get().len()
+    }
+
+    /// Never: an object is at least `{}`.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The object as a [`Value`] (a copy; the bytes stay as they were).
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(self.get()).unwrap_or(Value::Null)
+    }
+}
+
+impl std::fmt::Debug for RawObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.get())
+    }
+}
+
+impl PartialEq for RawObject {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Serialize for RawObject {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawObject {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        RawObject::new(raw).ok_or_else(|| serde::de::Error::custom("expected a JSON object"))
+    }
+}
+
+impl JsonSchema for RawObject {
+    fn schema_name() -> Cow<'static, str> {
+        "RawObject".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({
+            "type": "object",
+            "additionalProperties": true,
+            "description": "A JSON object, carried byte for byte as its sender wrote it."
+        })
+    }
 }
 
 /// `session.error`: something went wrong in the session.
@@ -143,6 +276,9 @@ pub enum SessionEvent {
     TurnCompleted(TurnCompleted),
     /// `session.error`.
     Error(SessionErrorEvent),
+    /// `session.agent_update` (protocol 1.2): only connections whose protocol has
+    /// `agent_updates` are sent it.
+    AgentUpdate(AgentUpdate),
 }
 
 /// An event name or payload that is not a valid session event.
@@ -171,6 +307,7 @@ impl SessionEvent {
             SessionEvent::PermissionResolved(_) => EventName::PermissionResolved,
             SessionEvent::TurnCompleted(_) => EventName::TurnCompleted,
             SessionEvent::Error(_) => EventName::Error,
+            SessionEvent::AgentUpdate(_) => EventName::AgentUpdate,
         }
     }
 
@@ -190,6 +327,7 @@ impl SessionEvent {
             SessionEvent::PermissionResolved(p) => encode_event(name, Some(seq), p),
             SessionEvent::TurnCompleted(p) => encode_event(name, Some(seq), p),
             SessionEvent::Error(p) => encode_event(name, Some(seq), p),
+            SessionEvent::AgentUpdate(p) => encode_event(name, Some(seq), p),
         }
     }
 
@@ -216,12 +354,20 @@ impl SessionEvent {
             }
             EventName::TurnCompleted => SessionEvent::TurnCompleted(typed(name, payload)?),
             EventName::Error => SessionEvent::Error(typed(name, payload)?),
+            EventName::AgentUpdate => SessionEvent::AgentUpdate(typed(name, payload)?),
             // The carrier's own events, never a session's.
             EventName::ProtocolError | EventName::ChannelDropped | EventName::ChannelCredit => {
                 return Err(unknown())
             }
         })
     }
+}
+
+/// Whether `frame`, as [`SessionEvent::encode`] wrote it, is a `session.agent_update` (the
+/// encoder writes the event's name first), so a replay can leave agent updates out for a
+/// connection whose protocol predates them without decoding every frame.
+pub fn is_agent_update_frame(frame: &[u8]) -> bool {
+    frame.starts_with(br#"{"event":"session.agent_update","#)
 }
 
 /// One numbered session event as a client reads it: the tolerant reader of [`SessionEvent`]
@@ -277,6 +423,10 @@ pub enum ReceivedSessionEventKind {
         /// The tool's input.
         #[serde(default)]
         input: Value,
+        /// The choices an ACP agent offers (answer with one's `option_id`); `None` for
+        /// other agents and from a carrier before protocol 1.2.
+        #[serde(default)]
+        options: Option<Vec<PermissionOption>>,
     },
     /// `session.permission_resolved`: a permission prompt was answered.
     PermissionResolved {
@@ -299,6 +449,9 @@ pub enum ReceivedSessionEventKind {
         /// whole reply.
         #[serde(default)]
         truncated: bool,
+        /// Why an ACP agent ended the turn (its `stopReason`), when it did.
+        #[serde(default)]
+        stop_reason: Option<String>,
     },
     /// `session.error`: something went wrong in the session.
     Error {
@@ -309,6 +462,15 @@ pub enum ReceivedSessionEventKind {
         code: String,
         /// A human-readable explanation.
         message: String,
+    },
+    /// `session.agent_update` (protocol 1.2): what the agent reports beside its text, e.g. an
+    /// ACP agent's tool call (its `update` object, `sessionUpdate` naming the kind).
+    AgentUpdate {
+        /// The turn, when it belongs to one.
+        #[serde(default)]
+        turn_id: Option<String>,
+        /// The agent's update object, as it sent it.
+        update: serde_json::Map<String, Value>,
     },
     /// Any other session event, as received.
     #[serde(skip)]
@@ -350,7 +512,8 @@ impl ReceivedSessionEventKind {
             | ReceivedSessionEventKind::TextDelta { turn_id, .. }
             | ReceivedSessionEventKind::PermissionRequest { turn_id, .. }
             | ReceivedSessionEventKind::TurnCompleted { turn_id, .. } => Some(turn_id),
-            ReceivedSessionEventKind::Error { turn_id, .. } => turn_id.as_deref(),
+            ReceivedSessionEventKind::Error { turn_id, .. }
+            | ReceivedSessionEventKind::AgentUpdate { turn_id, .. } => turn_id.as_deref(),
             ReceivedSessionEventKind::PermissionResolved { .. }
             | ReceivedSessionEventKind::Other { .. } => None,
         }
@@ -439,6 +602,8 @@ events! {
     TurnCompleted = "session.turn_completed" => TurnCompleted, session: true,
     /// `session.error`.
     Error = "session.error" => SessionErrorEvent, session: true,
+    /// `session.agent_update`: what an agent reports beside its text (protocol 1.2).
+    AgentUpdate = "session.agent_update" => AgentUpdate, session: true,
     /// `protocol_error`: the answer to a frame with no usable id.
     ProtocolError = "protocol_error" => ProtocolErrorPayload, session: false,
     /// `channel.dropped`: frames of a lossy channel dropped for this receiver.
@@ -500,6 +665,49 @@ mod tests {
         assert!(SessionEvent::from_wire("session.text_delta", bad).is_err());
     }
 
+    #[test]
+    fn an_agent_update_is_sent_byte_for_byte_as_the_agent_wrote_it() {
+        // Spacing, key order and escapes as an agent might write them.
+        let update = r#"{ "sessionUpdate":"tool_call","toolCallId" :"c1","title":"\u00e9 x" , "rawInput":{"b":1,"a":2.50}}"#;
+        let raw = serde_json::from_str::<Box<RawValue>>(update).unwrap();
+        let event = SessionEvent::AgentUpdate(AgentUpdate {
+            turn_id: Some("t1".into()),
+            update: RawObject::new(raw).unwrap(),
+        });
+        let frame = event.encode(9).unwrap();
+        let expected = format!(
+            r#"{{"event":"session.agent_update","seq":9,"payload":{{"turn_id":"t1","update":{update}}}}}"#
+        );
+        assert_eq!(std::str::from_utf8(&frame).unwrap(), expected);
+        assert!(is_agent_update_frame(&frame));
+        let delta = SessionEvent::TextDelta(TextDelta {
+            turn_id: "t1".into(),
+            delta: "session.agent_update".into(),
+        });
+        assert!(!is_agent_update_frame(&delta.encode(10).unwrap()));
+
+        for not_an_object in ["[]", "1", "\"x\"", "null"] {
+            let raw = serde_json::from_str::<Box<RawValue>>(not_an_object).unwrap();
+            assert!(RawObject::new(raw).is_none(), "{not_an_object}");
+            let payload = json!({"update": serde_json::from_str::<Value>(not_an_object).unwrap()});
+            assert!(SessionEvent::from_wire("session.agent_update", payload).is_err());
+        }
+    }
+
+    #[test]
+    fn option_kinds_decide_allow_or_deny() {
+        let option: PermissionOption = serde_json::from_value(
+            json!({"optionId": "a", "name": "Allow", "kind": "allow_always"}),
+        )
+        .unwrap();
+        assert_eq!(option.kind.decision(), Decision::Allow);
+        assert_eq!(PermissionOptionKind::RejectOnce.decision(), Decision::Deny);
+        assert_eq!(
+            serde_json::to_value(&option).unwrap(),
+            json!({"optionId": "a", "name": "Allow", "kind": "allow_always"})
+        );
+    }
+
     /// One payload with the documented fields per session event of the catalog.
     fn sample(name: EventName) -> Value {
         match name {
@@ -513,6 +721,9 @@ mod tests {
             EventName::PermissionResolved => json!({"request_id": "p1", "decision": "allow"}),
             EventName::TurnCompleted => json!({"turn_id": "t1", "text": "x", "aborted": false}),
             EventName::Error => json!({"code": "agent_exited", "message": "gone"}),
+            EventName::AgentUpdate => {
+                json!({"turn_id": "t1", "update": {"sessionUpdate": "plan", "entries": []}})
+            }
             EventName::ProtocolError | EventName::ChannelDropped | EventName::ChannelCredit => {
                 Value::Null
             }
@@ -522,7 +733,7 @@ mod tests {
     #[test]
     fn every_session_event_of_the_catalog_is_read_by_both_readers_under_its_wire_name() {
         let session: Vec<_> = EVENTS.iter().filter(|e| e.session).collect();
-        assert_eq!(session.len(), 6);
+        assert_eq!(session.len(), 7);
         for spec in session {
             let strict = SessionEvent::from_wire(spec.name, sample(spec.event)).unwrap();
             assert_eq!(strict.event_name(), spec.event);

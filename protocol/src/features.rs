@@ -6,7 +6,8 @@
 //! request that needs an unavailable feature is refused before dispatch with
 //! `unsupported_feature`, `effect_state: "none"`, naming the component to update.
 //!
-//! Features announced today (all introduced in protocol 1.0 but `bulk_credit`, 1.1):
+//! Features announced today (all introduced in protocol 1.0 but `bulk_credit`, 1.1, and
+//! `agent_updates`, 1.2):
 //!
 //! | feature | what it covers | available when |
 //! |---|---|---|
@@ -18,6 +19,7 @@
 //! | `usage.personal` | `usage.report` with `scope: "personal"` | the host wired that scope |
 //! | `usage.stored` | `usage.report` with `scope: "stored"` | the host wired that scope |
 //! | `bulk_credit` | inbound credit on bulk channels (`credit`, `channel.credit`) | both sides speak 1.1 |
+//! | `agent_updates` | the `session.agent_update` event; `option_id` in `session.permission.respond` | both sides speak 1.2 |
 
 use std::collections::BTreeMap;
 
@@ -45,11 +47,15 @@ pub enum Feature {
     /// Inbound credit on bulk channels: `credit` in a bulk channel's descriptor,
     /// `channel.credit` grants, `credit_exceeded` (protocol 1.1).
     BulkCredit,
+    /// What an agent reports beside its text (an ACP agent's tool calls, plans, …): the
+    /// `session.agent_update` event, and answering a prompt with one of its `options`
+    /// (`option_id`) (protocol 1.2).
+    AgentUpdates,
 }
 
 impl Feature {
     /// Every feature, in the order they are announced.
-    pub const ALL: [Feature; 8] = [
+    pub const ALL: [Feature; 9] = [
         Feature::Sessions,
         Feature::Resume,
         Feature::Permissions,
@@ -58,6 +64,7 @@ impl Feature {
         Feature::UsagePersonal,
         Feature::UsageStored,
         Feature::BulkCredit,
+        Feature::AgentUpdates,
     ];
 
     /// The wire name (a key of `features` and `compatibility`).
@@ -71,6 +78,7 @@ impl Feature {
             Feature::UsagePersonal => "usage.personal",
             Feature::UsageStored => "usage.stored",
             Feature::BulkCredit => "bulk_credit",
+            Feature::AgentUpdates => "agent_updates",
         }
     }
 
@@ -85,6 +93,7 @@ impl Feature {
             | Feature::UsagePersonal
             | Feature::UsageStored => "1.0",
             Feature::BulkCredit => "1.1",
+            Feature::AgentUpdates => "1.2",
         }
     }
 

@@ -289,13 +289,40 @@ impl Decision {
     }
 }
 
-/// `session.permission.respond` params.
+/// `session.permission.respond` params: `decision`, or (protocol 1.2, feature
+/// `agent_updates`) `option_id` — exactly one of them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PermissionRespondParams {
     /// The `request_id` of the `session.permission_request` event.
     pub request_id: String,
-    /// The answer.
-    pub decision: Decision,
+    /// The answer: `allow` or `deny` (for an ACP agent's prompt, its `allow_once` or
+    /// `reject_once` option).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+    /// The `optionId` of one of the prompt's `options` (an ACP agent's prompt only; any
+    /// other prompt refuses it as `invalid_params`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub option_id: Option<String>,
+}
+
+impl PermissionRespondParams {
+    /// An answer by decision.
+    pub fn decide(request_id: impl Into<String>, decision: Decision) -> Self {
+        PermissionRespondParams {
+            request_id: request_id.into(),
+            decision: Some(decision),
+            option_id: None,
+        }
+    }
+
+    /// An answer naming one of the prompt's options.
+    pub fn choose(request_id: impl Into<String>, option_id: impl Into<String>) -> Self {
+        PermissionRespondParams {
+            request_id: request_id.into(),
+            decision: None,
+            option_id: Some(option_id.into()),
+        }
+    }
 }
 
 /// `session.history` params.

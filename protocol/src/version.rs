@@ -30,7 +30,7 @@ pub struct ProtocolVersion {
 }
 
 /// The protocol this build speaks.
-pub const PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion::new(1, 1);
+pub const PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion::new(1, 2);
 
 /// The oldest protocol this build still serves.
 pub const MIN_COMPATIBLE_PROTOCOL: ProtocolVersion = ProtocolVersion::new(1, 0);
@@ -311,10 +311,10 @@ mod tests {
         let server = VersionPair::CURRENT;
         let pair = |a, b| VersionPair::parse(a, b).unwrap();
         assert_eq!(
-            server.check(&pair("1.1", "1.0")),
+            server.check(&pair("1.2", "1.0")),
             Compatibility::Compatible { skew: false }
         );
-        // A 1.0 client of this 1.1 server: same major, different minor.
+        // A 1.0 client of this 1.2 server: same major, different minor.
         assert_eq!(
             server.check(&pair("1.0", "1.0")),
             Compatibility::Compatible { skew: true }
@@ -328,7 +328,7 @@ mod tests {
             Compatibility::Incompatible(Incompatibility::MajorMismatch)
         );
         assert_eq!(
-            server.check(&pair("1.4", "1.2")),
+            server.check(&pair("1.4", "1.3")),
             Compatibility::Incompatible(Incompatibility::SelfTooOld)
         );
         let newer_server = pair("1.5", "1.3");

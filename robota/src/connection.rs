@@ -44,7 +44,12 @@ impl RobotaConnection {
             Some(hub) => {
                 let listener: Arc<dyn EventListener> =
                     Arc::new(RobotaListener::new(me.conn.clone(), hub.id().clone()));
-                hub.listen(listener, me.budget(), |history| {
+                hub.listen(listener, me.budget(), |recorded| {
+                    // The listener takes no agent updates, so all it is handed was said.
+                    let history: Vec<_> = recorded
+                        .into_iter()
+                        .filter_map(|(meta, entry)| entry.said().map(|said| (meta, said.clone())))
+                        .collect();
                     me.send_messages(&history);
                     me.send_workspace(hub);
                 });
@@ -121,10 +126,7 @@ impl RobotaConnection {
                         "result must be true, false, \"allow-session\" or \"allow-project\"",
                     );
                 };
-                let params = PermissionRespondParams {
-                    request_id: id.to_owned(),
-                    decision,
-                };
+                let params = PermissionRespondParams::decide(id, decision);
                 // A stale id (answered elsewhere, or its turn ended) is a no-op.
                 hub.respond_permission(&Quiet, params);
             }
@@ -183,7 +185,7 @@ impl TextSession for RobotaConnection {
     }
 
     /// `too_large` as this wire's `protocol_error`; the socket stays open.
-    fn too_large(&mut self, _size: usize, _limit: usize) -> Option<bytes::Bytes> {
+    fn too_large(&mut self, _message: &[u8], _limit: usize) -> Option<bytes::Bytes> {
         Some(
             ServerMessage::ProtocolError {
                 message: "too_large",

@@ -286,6 +286,8 @@ pub(super) fn from_event<'a>(
             message: &e.message,
             driver_id: driver,
         }],
+        // The seed system's wire has no message for them (its listener is not handed any).
+        SessionEvent::AgentUpdate(_) => Vec::new(),
     }
 }
 
@@ -363,6 +365,7 @@ mod tests {
             text: "r".into(),
             aborted: true,
             truncated: None,
+            stop_reason: None,
         });
         let out = from_event(&done, Some("d"), "s1");
         assert_eq!(

@@ -24,7 +24,7 @@ use super::connection::{self, Linger};
 
 use super::profile::Asset;
 use super::shared::Shared;
-use carrier_protocol::admission::{admit, query_param, Admission, AdmissionRequest, Peer};
+use carrier_protocol::admission::{admit, bearer, query_param, Admission, AdmissionRequest, Peer};
 
 /// The response body type of every carrier response.
 pub type Body = Full<Bytes>;
@@ -237,8 +237,8 @@ fn metrics<B>(req: &Request<B>, shared: &Shared, peer: Peer) -> Response<Body> {
     if let Some(expected) = &shared.policy.token {
         let from_query = req.uri().query().and_then(|q| query_param(q, "token"));
         let from_header = header(req, AUTHORIZATION)
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .map(|t| t.trim().to_string());
+            .and_then(bearer)
+            .map(str::to_string);
         let ok = match (from_query.or(from_header), peer) {
             (Some(presented), _) => expected.matches(&presented),
             (None, Peer::SameUser) => true,
@@ -287,6 +287,7 @@ fn upgrade<B: Send + 'static>(
             origin: header(req, ORIGIN),
             query: req.uri().query(),
             protocols: header(req, SEC_WEBSOCKET_PROTOCOL),
+            authorization: header(req, AUTHORIZATION),
             peer,
         },
     );

@@ -63,9 +63,10 @@ pub trait TextSession: Send {
         Some(message)
     }
 
-    /// The answer to a text message of `size` bytes over the soft limit `limit` (the socket
-    /// stays open). The default, `None`, is the agent protocol's `too_large` reply.
-    fn too_large(&mut self, _size: usize, _limit: usize) -> Option<Bytes> {
+    /// The answer to `message`, a text message over the soft limit `limit` (the socket stays
+    /// open; the message is valid UTF-8, and the answer may read it, e.g. for a request id).
+    /// The default, `None`, is the agent protocol's `too_large` reply.
+    fn too_large(&mut self, _message: &[u8], _limit: usize) -> Option<Bytes> {
         None
     }
 
@@ -73,6 +74,13 @@ pub trait TextSession: Send {
     /// channel frame, an unknown channel, an undeclared event, … (the socket stays open). The
     /// default, `None`, is the agent protocol's `protocol_error` event.
     fn channel_refused(&mut self, _refusal: &ChannelRefusal) -> Option<Bytes> {
+        None
+    }
+
+    /// The answer (a text message) to a binary message that came before the profile's
+    /// handshake; the carrier then closes the connection with 1008. The default, `None`, is the
+    /// agent protocol's `protocol_error` event (`handshake_required`).
+    fn binary_before_handshake(&mut self) -> Option<Bytes> {
         None
     }
 

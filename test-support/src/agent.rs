@@ -16,10 +16,10 @@ pub fn embedded(delay: Duration) -> AgentProfile {
     AgentProfile::embedded(EmbeddedAgent::default().with_demo_delay(delay))
 }
 
-/// Handshake params for protocol 1.1 (what this build speaks), merged with `extra`.
+/// Handshake params for protocol 1.2 (what this build speaks), merged with `extra`.
 pub fn handshake_params(extra: Value) -> Value {
     let mut p = json!({
-        "protocol_version": "1.1",
+        "protocol_version": "1.2",
         "min_compatible_protocol": "1.0",
         "client": {"name": "carrier-tests", "version": "0"},
     });

@@ -24,6 +24,8 @@ pub struct Flags {
     pub threads: u64,
     /// `--demo-delay-ms`.
     pub demo_delay_ms: u64,
+    /// Whether the carrier hosts an ACP agent (`--agent-acp`), which adds its terms.
+    pub acp_agent: bool,
 }
 
 impl Flags {
@@ -38,6 +40,7 @@ impl Flags {
             max_session_bytes: 64 * MIB,
             threads: 2,
             demo_delay_ms: 0,
+            acp_agent: false,
         }
     }
 
@@ -71,6 +74,10 @@ impl Flags {
         const LEDGER: u64 = 2 * BULK_WINDOW + 16 * KIB;
         /// Each connection's own state (task, queue, session binding).
         const CONNECTION: u64 = 10 * KIB;
+        /// What an `/acp` connection holds besides: its 16 running prompts (ids of at most
+        /// 256 bytes, an error of at most 256), 64 unanswered permission requests and the
+        /// sessions it has bound (at most `max_sessions`), with their listeners.
+        const ACP_STATE: u64 = 48 * KIB;
         /// An agent process's longest line.
         const AGENT_LINE: u64 = MIB;
         /// An entry's envelope and what it is charged beyond its bytes.
@@ -85,13 +92,19 @@ impl Flags {
         const REFUSED: u64 = 64 * 16 * KIB;
         /// Connections not yet upgraded, and what each holds.
         const NOT_UPGRADED: u64 = 512 * 10 * KIB;
+        /// An ACP agent's lines: 32 read ahead, one being read, and the one being handled
+        /// with its parsed parts (params, update, a text chunk's copy).
+        const ACP_LINES: u64 = (32 + 1 + 3) * AGENT_LINE;
+        /// An ACP agent's open permission requests (at most 64), each its tool call parsed
+        /// (at most 16 KiB of JSON, up to 32 times that parsed) and its short options.
+        const ACP_PERMISSIONS: u64 = 64 * MIB;
 
         let (n, k) = (connections, bulk_channels);
         let inbound = self.max_inbound_bytes + n * ALLOWANCE;
         let outbound = n * (self.queue_bytes + self.max_message_bytes);
         let bulk_windows = n * k * (BULK_WINDOW + self.max_message_bytes);
         let buffered_credit = n * k * LEDGER;
-        let connection_state = n * CONNECTION;
+        let connection_state = n * (CONNECTION + ACP_STATE);
         // The budget, and the one entry being added past it: a prompt or an agent's line.
         let one_entry = self.max_text_bytes.max(AGENT_LINE) + ENTRY_ENVELOPE;
         let sessions = self.max_session_bytes + one_entry + MAX_SESSIONS * SESSION_STATE;
@@ -101,7 +114,13 @@ impl Flags {
         // Each worker thread may be building one answer: up to twice the outbound budget while
         // it is encoded, and the history it was copied from.
         let in_hand = self.threads * (2 * self.queue_bytes + HISTORY_COPIED);
+        let acp = if self.acp_agent {
+            ACP_LINES + ACP_PERMISSIONS
+        } else {
+            0
+        };
         BASELINE
+            + acp
             + inbound
             + outbound
             + bulk_windows

@@ -1,20 +1,22 @@
 //! What the integration tests share (the `carrier-test-support` crate): one server launcher, one
 //! config, one wait bound, and the clients that talk to it over real sockets on 127.0.0.1.
 //!
-//! - [`Server`] starts a [`WsTransport`] on port 0 with the embedded agent and the seed
-//!   system's wire at `/robota` ([`Server::start`], [`Server::with`]) or with the payload-agnostic [`TestProfile`] ([`Server::core`]).
+//! - [`Server`] starts a [`WsTransport`] on port 0 with the embedded agent, the seed
+//!   system's wire at `/robota` and ACP at `/acp` ([`Server::start`], [`Server::with`]) or with the payload-agnostic [`TestProfile`] ([`Server::core`]).
 //! - The agent-protocol client ([`Client`]: handshake, requests, waiting for events) and the
 //!   carrier-core helpers (a `tokio-tungstenite` connector, the byte-exact [`Raw`] client).
 //! - [`bulk`]: a bulk-channel client that counts inbound credit (or announces 1.0).
 //! - [`figure`]: the README's memory figure, computed from a carrier's flags.
 //! - [`node`]: Node.js and npm commands with a deadline, and the JS package's dev dependencies.
 //! - [`robota`]: a client of the seed system's own wire (the Robota profile).
+//! - [`acp`]: a client of the `/acp` profile (JSON-RPC 2.0), which can record what it hears.
 //! - [`serve_process`] runs the real `carrier serve` binary as a child (only for the tests of
 //!   `carrier-cli`, the binary's package).
 //!
 //! A crate rather than a `mod` in each test, so every test uses what it needs and nothing is
 //! dead code for the others.
 
+pub mod acp;
 mod agent;
 pub mod bulk;
 mod common;
@@ -27,6 +29,7 @@ mod wire;
 use std::sync::Arc;
 use std::time::Duration;
 
+use carrier::acp::{AcpProfile, ACP_PATH};
 use carrier::agent::AgentProfile;
 use carrier::robota::{RobotaProfile, ROBOTA_PATH};
 use carrier::server::{Attachment, CarrierConfig, WsTransport};
@@ -53,6 +56,13 @@ pub fn with_robota(profile: AgentProfile) -> Attachment {
     Attachment::from(profile).with_route(ROBOTA_PATH, robota)
 }
 
+/// `profile` at `/` with every foreign wire over its sessions, as `carrier serve` attaches
+/// them: the seed system's at `/robota`, ACP at `/acp`.
+pub fn with_wires(profile: AgentProfile) -> Attachment {
+    let acp = Arc::new(AcpProfile::new(&profile));
+    with_robota(profile).with_route(ACP_PATH, acp)
+}
+
 /// A started carrier on 127.0.0.1.
 pub struct Server {
     /// The carrier itself, for registering channels and reading its state.
@@ -72,10 +82,10 @@ impl Server {
     }
 
     /// A server with a given config and agent profile, serving the seed system's wire at
-    /// `/robota` beside it (as `carrier serve` does).
+    /// `/robota` and ACP at `/acp` beside it (as `carrier serve` does).
     pub async fn with(config: CarrierConfig, profile: AgentProfile) -> Server {
         let transport = WsTransport::new(config).expect("valid config");
-        transport.attach(with_robota(profile));
+        transport.attach(with_wires(profile));
         Server::listen(transport, Arc::default()).await
     }
 
@@ -118,6 +128,14 @@ impl Server {
     pub fn robota_url(&self, extra_query: &str) -> String {
         format!(
             "ws://127.0.0.1:{}/robota?token={}{extra_query}",
+            self.port, self.token
+        )
+    }
+
+    /// The URL of ACP (`/acp`) with the token and an extra query.
+    pub fn acp_url(&self, extra_query: &str) -> String {
+        format!(
+            "ws://127.0.0.1:{}/acp?token={}{extra_query}",
             self.port, self.token
         )
     }

@@ -72,7 +72,7 @@ pub struct Serve {
     pub port: u16,
     stderr: tempfile::NamedTempFile,
     /// `XDG_RUNTIME_DIR` of this carrier: its runtime file stays out of the developer's.
-    _runtime: tempfile::TempDir,
+    runtime: tempfile::TempDir,
 }
 
 /// `carrier serve` that exited before listening.
@@ -137,7 +137,7 @@ impl Serve {
             pid,
             port,
             stderr,
-            _runtime: runtime,
+            runtime,
         })
     }
 
@@ -161,6 +161,12 @@ impl Serve {
         let mut c = Client::connect(&self.url()).await;
         let r = c.handshake(serde_json::json!({})).await;
         (c, r)
+    }
+
+    /// The `XDG_RUNTIME_DIR` this carrier writes its runtime file in: a client command run
+    /// with it finds this carrier.
+    pub fn runtime_dir(&self) -> &Path {
+        self.runtime.path()
     }
 
     /// What serve has logged so far.

@@ -13,14 +13,15 @@
 //! output of a turn that is no longer running ([`TurnEnded`]) instead of letting it leak into
 //! a later turn.
 
-use serde_json::Value;
-
 use crate::answer::not_found;
-use crate::turn_sink::{Completion, TurnEnded};
+use crate::history::Recorded;
+use crate::turn_sink::{Ask, Ending, PermissionChoice, TurnEnded};
 use carrier_protocol::error::{EffectState, ErrorCode, ErrorObject};
 use carrier_protocol::events::*;
 use carrier_protocol::ids::{RequestId, TurnId};
-use carrier_protocol::methods::{Decision, HistoryEntry, HistoryRole, SessionState, TurnIdResult};
+use carrier_protocol::methods::{
+    Decision, HistoryEntry, HistoryRole, PermissionRespondParams, SessionState, TurnIdResult,
+};
 use reply_text::{cut, pieces, ReplyText};
 
 mod reply_text;
@@ -33,14 +34,21 @@ mod tests;
 pub(crate) struct Step<A> {
     /// The answer to whoever gave the input; sent before the events.
     pub(crate) answer: A,
-    /// What the input adds to the session's history (a prompt, a reply), recorded before the
-    /// events. Empty when the input was refused.
-    pub(crate) history: Vec<HistoryEntry>,
+    /// What the input adds to the session's history (a prompt, a reply, an agent update),
+    /// recorded before the events. Empty when the input was refused.
+    pub(crate) history: Vec<Recorded>,
     /// The events the input caused, in order. Empty when the input was refused.
     pub(crate) events: Vec<SessionEvent>,
 }
 
 impl<A> Step<A> {
+    /// This step, then `more`'s history and events.
+    pub(crate) fn with(mut self, more: Step<()>) -> Self {
+        self.history.extend(more.history);
+        self.events.extend(more.events);
+        self
+    }
+
     fn quiet(answer: A) -> Self {
         Step {
             answer,
@@ -64,6 +72,33 @@ impl<A> Step<A> {
             history: self.history,
             events: self.events,
         }
+    }
+}
+
+/// The longest `stop_reason` kept: ACP's reasons are a word; an agent's own is cut there.
+const MAX_STOP_REASON_BYTES: usize = 64;
+
+/// An agent update of `turn_id` (or of none): its `agent_update` event and history entry, or,
+/// when it is longer than `cap`, a `session.error` saying it was not sent.
+pub(crate) fn agent_update(turn_id: Option<&TurnId>, update: RawObject, cap: usize) -> Step<()> {
+    let turn_id = turn_id.map(TurnId::to_string);
+    if update.len() > cap {
+        let error = SessionErrorEvent {
+            turn_id,
+            code: "agent_update_too_large".into(),
+            message: format!(
+                "an agent update of {} bytes was not sent: it is over the {cap}-byte \
+                 max_reply_bytes",
+                update.len()
+            ),
+        };
+        return Step::emits((), vec![SessionEvent::Error(error)]);
+    }
+    let update = AgentUpdate { turn_id, update };
+    Step {
+        answer: (),
+        history: vec![Recorded::AgentUpdate(update.clone())],
+        events: vec![SessionEvent::AgentUpdate(update)],
     }
 }
 
@@ -94,7 +129,22 @@ struct RunningTurn {
     /// Deltas streamed so far, up to the reply cap: the reply of an aborted turn.
     reply: ReplyText,
     /// Permission requests waiting for an answer.
-    pending: Vec<RequestId>,
+    pending: Vec<Prompt>,
+}
+
+/// A permission request waiting for an answer.
+#[derive(Debug)]
+struct Prompt {
+    id: RequestId,
+    /// The choices an ACP agent offered, which an answer may name.
+    options: Option<Vec<PermissionOption>>,
+}
+
+/// `protocol_error` / `invalid_params`, nothing done.
+fn invalid_params(message: String) -> ErrorObject {
+    ErrorObject::new(ErrorCode::ProtocolError, message)
+        .effect(EffectState::None)
+        .with_data(serde_json::json!({ "reason": "invalid_params" }))
 }
 
 /// The turns of one session: at most one running, and the counter that names the next.
@@ -147,12 +197,12 @@ impl Turns {
         }
         self.started += 1;
         let turn_id = TurnId::from(format!("t{}", self.started));
-        let asked = HistoryEntry {
+        let asked = Recorded::Said(HistoryEntry {
             role: HistoryRole::User,
             text: prompt.to_owned(),
             turn_id: turn_id.to_string(),
             truncated: None,
-        };
+        });
         self.running = Some(RunningTurn {
             id: turn_id.clone(),
             prompt: prompt.to_owned(),
@@ -180,7 +230,7 @@ impl Turns {
             .running
             .take_if(|t| turn_id.is_none_or(|asked| *asked == t.id))
         {
-            Some(turn) => Self::end(turn, None, true).map(Ok),
+            Some(turn) => Self::end(turn, Ending::carrier_aborted()).map(Ok),
             None => Step::quiet(Err(match (&self.running, turn_id) {
                 (Some(t), Some(asked)) => not_found(format!(
                     "turn {:?} is not running (the running turn is {})",
@@ -192,30 +242,67 @@ impl Turns {
         }
     }
 
-    /// `session.permission.respond`: `not_found` unless `request_id` is pending; otherwise
-    /// the id of the turn that asked, and `permission_resolved`.
+    /// `session.permission.respond`: `invalid_params` unless it gives exactly one of
+    /// `decision` and `option_id`; `not_found` unless `request_id` is pending;
+    /// `invalid_params` for an `option_id` the prompt does not offer. Otherwise the id of the
+    /// turn that asked, the choice (a named option decides what its kind means), and
+    /// `permission_resolved`.
     pub(crate) fn answer_permission(
         &mut self,
-        request_id: &RequestId,
-        decision: Decision,
-    ) -> Step<Result<TurnId, ErrorObject>> {
+        answer: &PermissionRespondParams,
+    ) -> Step<Result<(TurnId, PermissionChoice), ErrorObject>> {
+        use carrier_protocol::envelope::truncate;
+        if answer.decision.is_some() == answer.option_id.is_some() {
+            return Step::quiet(Err(invalid_params(
+                "invalid params for session.permission.respond: give exactly one of decision \
+                 and option_id"
+                    .into(),
+            )));
+        }
+        let request_id = answer.request_id.as_str();
         let Some(turn) = self
             .running
             .as_mut()
-            .filter(|t| t.pending.contains(request_id))
+            .filter(|t| t.pending.iter().any(|p| p.id == request_id))
         else {
             return Step::quiet(Err(not_found(format!(
                 "no pending permission request {:?}",
-                carrier_protocol::envelope::truncate(request_id.as_str(), 64)
+                truncate(request_id, 64)
             ))));
         };
-        turn.pending.retain(|r| r != request_id);
+        let choice = match (&answer.option_id, answer.decision) {
+            (Some(option_id), _) => {
+                let offered = turn
+                    .pending
+                    .iter()
+                    .find(|p| p.id == request_id)
+                    .and_then(|p| p.options.as_deref())
+                    .and_then(|options| options.iter().find(|o| o.option_id == *option_id));
+                let Some(option) = offered else {
+                    return Step::quiet(Err(invalid_params(format!(
+                        "invalid params for session.permission.respond: permission request \
+                         {:?} offers no option {:?}",
+                        truncate(request_id, 64),
+                        truncate(option_id, 64)
+                    ))));
+                };
+                PermissionChoice {
+                    decision: option.kind.decision(),
+                    option_id: Some(option_id.clone()),
+                }
+            }
+            (None, decision) => PermissionChoice {
+                decision: decision.unwrap_or(Decision::Deny),
+                option_id: None,
+            },
+        };
+        turn.pending.retain(|p| p.id != request_id);
         let resolved = PermissionResolved {
-            request_id: request_id.to_string(),
-            decision,
+            request_id: request_id.to_owned(),
+            decision: choice.decision,
         };
         Step::emits(
-            Ok(turn.id.clone()),
+            Ok((turn.id.clone(), choice)),
             vec![SessionEvent::PermissionResolved(resolved)],
         )
     }
@@ -238,28 +325,46 @@ impl Turns {
         Step::emits(Ok(()), events)
     }
 
-    /// The agent asks to use `tool`: `request_id` is pending until answered (asking twice
-    /// under one id is one pending request), and `permission_request` is sent.
+    /// The agent asks to use a tool: `request_id` is pending until answered (asking twice
+    /// under one id is one pending request, with the options asked last), and
+    /// `permission_request` is sent.
     pub(crate) fn permission_request(
         &mut self,
         turn_id: &TurnId,
         request_id: &RequestId,
-        tool: &str,
-        input: Value,
+        ask: Ask<'_>,
     ) -> Step<Result<(), TurnEnded>> {
         let Some(turn) = self.current(turn_id) else {
             return Step::quiet(Err(TurnEnded));
         };
-        if !turn.pending.contains(request_id) {
-            turn.pending.push(request_id.clone());
-        }
+        turn.pending.retain(|p| p.id != *request_id);
+        turn.pending.push(Prompt {
+            id: request_id.clone(),
+            options: ask.options.clone(),
+        });
         let request = PermissionRequest {
             turn_id: turn_id.to_string(),
             request_id: request_id.to_string(),
-            tool: tool.to_owned(),
-            input,
+            tool: ask.tool.to_owned(),
+            input: ask.input,
+            options: ask.options,
         };
         Step::emits(Ok(()), vec![SessionEvent::PermissionRequest(request)])
+    }
+
+    /// The agent reports an update beside its text: `agent_update`, recorded in the history.
+    /// One longer than the reply cap (no event is larger than the cap and its envelope) is not
+    /// sent; a `session.error` (`agent_update_too_large`) says so instead.
+    pub(crate) fn agent_update(
+        &mut self,
+        turn_id: &TurnId,
+        update: RawObject,
+    ) -> Step<Result<(), TurnEnded>> {
+        let Some(turn) = self.current(turn_id) else {
+            return Step::quiet(Err(TurnEnded));
+        };
+        let cap = turn.reply.cap();
+        Step::emits(Ok(()), Vec::new()).with(agent_update(Some(turn_id), update, cap))
     }
 
     /// The agent reports an error while `turn_id` runs; the turn goes on.
@@ -284,16 +389,15 @@ impl Turns {
         Step::emits(Ok(()), vec![SessionEvent::Error(error)])
     }
 
-    /// The agent (or the carrier, on a failure) ends `turn_id` with `text`, or with what was
-    /// streamed when `None`: its `turn_completed`, and the reply in the history.
+    /// The agent (or the carrier, on a failure) ends `turn_id` with its text, or with what
+    /// was streamed when it gives none: its `turn_completed`, and the reply in the history.
     pub(crate) fn finish(
         &mut self,
         turn_id: &TurnId,
-        text: Option<Completion<'_>>,
-        aborted: bool,
+        ending: Ending<'_>,
     ) -> Step<Result<Ended, TurnEnded>> {
         match self.running.take_if(|t| t.id == *turn_id) {
-            Some(turn) => Self::end(turn, text, aborted).map(Ok),
+            Some(turn) => Self::end(turn, ending).map(Ok),
             None => Step::quiet(Err(TurnEnded)),
         }
     }
@@ -305,7 +409,12 @@ impl Turns {
     /// Ends `turn`: a `permission_resolved` (`deny`) for each prompt still pending, since no
     /// prompt outlives its turn, then its `turn_completed`; and the reply for the history, both
     /// cut to the reply cap.
-    fn end(turn: RunningTurn, text: Option<Completion<'_>>, aborted: bool) -> Step<Ended> {
+    fn end(turn: RunningTurn, ending: Ending<'_>) -> Step<Ended> {
+        let Ending {
+            text,
+            aborted,
+            stop_reason,
+        } = ending;
         let cap = turn.reply.cap();
         let (reply, truncated) = match text {
             None => turn.reply.into_parts(),
@@ -315,24 +424,25 @@ impl Turns {
             }
         };
         let truncated = truncated.then_some(true);
-        let replied = HistoryEntry {
+        let replied = Recorded::Said(HistoryEntry {
             role: HistoryRole::Assistant,
             text: reply.clone(),
             turn_id: turn.id.to_string(),
             truncated,
-        };
+        });
         let completed = TurnCompleted {
             turn_id: turn.id.to_string(),
             text: reply.clone(),
             aborted,
             truncated,
+            stop_reason: stop_reason.map(|r| cut(r, MAX_STOP_REASON_BYTES).0.to_owned()),
         };
         let mut events: Vec<SessionEvent> = turn
             .pending
             .iter()
-            .map(|request_id| {
+            .map(|prompt| {
                 SessionEvent::PermissionResolved(PermissionResolved {
-                    request_id: request_id.to_string(),
+                    request_id: prompt.id.to_string(),
                     decision: Decision::Deny,
                 })
             })

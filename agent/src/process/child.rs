@@ -1,6 +1,8 @@
-//! One run of the agent process: spawning it, the stdin writer, the stdout line reader (a
-//! per-line cap and a bounded queue), stderr to the log, and the task that owns the child and
-//! reports its exit.
+//! One run of an agent process: spawning it, the stdin writer, the stdout line reader (a
+//! per-line cap and a bounded queue), stderr to the log, the task that owns the child and
+//! reports its exit, and reading its lines until it is gone ([`ChildLink::read_until_exit`]).
+//! Any line wire over a child's stdio uses this: the envelope of `--agent-cmd`, and ACP
+//! (`carrier-acp`, `--agent-acp`).
 //!
 //! Ownership: the [`Child`](tokio::process::Child) lives in its owner task only. Killing is a
 //! request to that task ([`ChildLink::kill`]): it closes stdin, gives the child
@@ -9,6 +11,7 @@
 
 use std::process::Stdio;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::io::{AsyncWriteExt, BufReader};
@@ -24,9 +27,12 @@ const STDIN_QUEUE: usize = 256;
 /// The longest stderr line logged whole.
 const MAX_STDERR_LINE: usize = 16 * 1024;
 
+/// After the child exits, how long its last stdout lines may still be read.
+const EXIT_DRAIN: Duration = Duration::from_millis(500);
+
 /// A running child as the rest of the carrier sees it: a line sender, a kill switch and its
 /// exit. Dropping the link closes the child's stdin (its sign to exit).
-pub(crate) struct ChildLink {
+pub struct ChildLink {
     /// Increases with each start, so a late report of an old child is told apart.
     pub(crate) generation: u64,
     pub(crate) pid: Option<u32>,
@@ -35,10 +41,30 @@ pub(crate) struct ChildLink {
     exited: watch::Receiver<Option<String>>,
 }
 
+/// The lines of a child's stdout, as [`ChildLink::spawn`] reads them: each at most the line
+/// cap (a longer one is skipped as it streams by, and logged), at most the config's read-ahead
+/// queued; closed at the child's end of output.
+pub struct ChildLines(mpsc::Receiver<String>);
+
+impl std::fmt::Debug for ChildLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChildLink")
+            .field("generation", &self.generation)
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for ChildLines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChildLines").finish_non_exhaustive()
+    }
+}
+
 /// Why a line could not be queued for the child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum SendLineError {
-    /// The child has not read its stdin for [`STDIN_QUEUE`] lines.
+pub enum SendLineError {
+    /// The child has not read its stdin for 256 lines.
     #[error("the agent process is not reading its input")]
     Full,
     /// The child's stdin is closed (it exited).
@@ -47,8 +73,27 @@ pub(crate) enum SendLineError {
 }
 
 impl ChildLink {
+    /// Starts `config`'s program as run `generation` (which tells a late report of an earlier
+    /// run apart). Returns its link and its stdout lines.
+    pub fn spawn(
+        config: &AgentProcessConfig,
+        generation: u64,
+    ) -> std::io::Result<(ChildLink, ChildLines)> {
+        spawn(config, generation)
+    }
+
+    /// The run this child is.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
     /// Queues one line (ending in `\n`) for the child's stdin. Never blocks.
-    pub(crate) fn send_line(&self, line: Bytes) -> Result<(), SendLineError> {
+    pub fn send_line(&self, line: Bytes) -> Result<(), SendLineError> {
         self.stdin.try_send(line).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => SendLineError::Full,
             mpsc::error::TrySendError::Closed(_) => SendLineError::Closed,
@@ -56,12 +101,12 @@ impl ChildLink {
     }
 
     /// Asks the owner task to stop the child (close stdin, grace, kill, reap). Never blocks.
-    pub(crate) fn kill(&self) {
+    pub fn kill(&self) {
         self.kill.notify_one();
     }
 
     /// Whether the child has not been seen to exit.
-    pub(crate) fn is_running(&self) -> bool {
+    pub fn is_running(&self) -> bool {
         self.exited.borrow().is_none()
     }
 
@@ -71,17 +116,56 @@ impl ChildLink {
     }
 
     /// Waits until the child has exited and been reaped, at most `bound`.
-    pub(crate) async fn wait_exit(&self, bound: std::time::Duration) {
+    pub async fn wait_exit(&self, bound: Duration) {
         let mut exited = self.exited.clone();
         let _ = tokio::time::timeout(bound, exited.wait_for(Option::is_some)).await;
+    }
+
+    /// How the child ended (its exit status), waiting briefly for it: for a child that is
+    /// being killed or has closed its output.
+    pub async fn exit_description(&self) -> String {
+        self.wait_exit(Duration::from_secs(5)).await;
+        self.exited
+            .borrow()
+            .clone()
+            .unwrap_or_else(|| "it closed its output".into())
+    }
+
+    /// Hands each of the child's stdout lines to `on_line` until its output ends (or shortly
+    /// after it exits: a grandchild may hold stdout open), then kills it if it still runs
+    /// (a child that closed its output can no longer talk) and says how it ended.
+    pub async fn read_until_exit(
+        &self,
+        lines: ChildLines,
+        mut on_line: impl FnMut(&str),
+    ) -> String {
+        let ChildLines(mut lines) = lines;
+        let mut exited = self.exit_watch();
+        let drain = tokio::time::sleep(Duration::MAX);
+        tokio::pin!(drain);
+        let mut exit_seen = false;
+        // Ends with the child's output, or the drain after its exit.
+        loop {
+            tokio::select! {
+                line = lines.recv() => match line {
+                    Some(line) => on_line(&line),
+                    None => break,
+                },
+                changed = exited.changed(), if !exit_seen => {
+                    exit_seen = true;
+                    drain.as_mut().reset(tokio::time::Instant::now() + EXIT_DRAIN);
+                    let _ = changed;
+                }
+                _ = &mut drain, if exit_seen => break,
+            }
+        }
+        self.kill();
+        self.exit_description().await
     }
 }
 
 /// Starts the child. Returns its link and the queue of its stdout lines (closed at EOF).
-pub(crate) fn spawn(
-    config: &AgentProcessConfig,
-    generation: u64,
-) -> std::io::Result<(ChildLink, mpsc::Receiver<String>)> {
+fn spawn(config: &AgentProcessConfig, generation: u64) -> std::io::Result<(ChildLink, ChildLines)> {
     let mut child = Command::new(config.program())
         .args(config.args())
         .stdin(Stdio::piped())
@@ -119,7 +203,7 @@ pub(crate) fn spawn(
         kill,
         exited: exit_rx,
     };
-    Ok((link, line_rx))
+    Ok((link, ChildLines(line_rx)))
 }
 
 async fn write_stdin(mut stdin: ChildStdin, mut lines: mpsc::Receiver<Bytes>, close: Arc<Notify>) {

@@ -123,11 +123,14 @@ pub(crate) struct AbortToChild<'a> {
     pub(crate) turn_id: &'a TurnId,
 }
 
-/// `session.permission.respond` as the child receives it.
+/// `session.permission.respond` as the child receives it: the decision, and the option a
+/// client named when the child's prompt offered `options`.
 #[derive(Serialize)]
 pub(crate) struct PermissionToChild<'a> {
     pub(crate) request_id: &'a RequestId,
     pub(crate) decision: Decision,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) option_id: Option<&'a str>,
 }
 
 /// `session.history` as the child receives it.

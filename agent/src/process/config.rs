@@ -103,6 +103,21 @@ impl AgentProcessConfig {
         self
     }
 
+    /// The request timeout.
+    pub fn timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
+    /// The restarts allowed in any 60 s window.
+    pub fn restarts_per_minute(&self) -> usize {
+        self.max_restarts_per_minute
+    }
+
+    /// The stop grace.
+    pub fn grace(&self) -> Duration {
+        self.stop_grace
+    }
+
     /// The program run.
     pub fn program(&self) -> &str {
         &self.program

@@ -1,12 +1,13 @@
 //! [`LineReader`]: newline-delimited lines from a pipe with a per-line byte cap. A line over
 //! the cap is skipped as it streams by — never buffered whole — so a child printing one
-//! endless line costs the carrier at most the cap.
+//! endless line costs the carrier at most the cap. (Also what `carrier acp` reads an editor's
+//! stdin with.)
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// One line read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Line {
+pub enum Line {
     /// A line (without its `\n` or `\r\n`), valid UTF-8.
     Text(String),
     /// A line over the cap, skipped; its length in bytes.
@@ -15,14 +16,17 @@ pub(crate) enum Line {
     NotUtf8,
 }
 
-pub(crate) struct LineReader<R> {
+/// Reads lines of at most a cap of bytes from a buffered reader.
+#[derive(Debug)]
+pub struct LineReader<R> {
     inner: R,
     max: usize,
     buf: Vec<u8>,
 }
 
 impl<R: AsyncBufRead + Unpin> LineReader<R> {
-    pub(crate) fn new(inner: R, max: usize) -> Self {
+    /// Lines of `inner`, each at most `max` bytes (without its line end).
+    pub fn new(inner: R, max: usize) -> Self {
         LineReader {
             inner,
             max,
@@ -31,7 +35,7 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
     }
 
     /// The next line; `None` at end of input. A last line without `\n` still counts.
-    pub(crate) async fn next(&mut self) -> std::io::Result<Option<Line>> {
+    pub async fn next(&mut self) -> std::io::Result<Option<Line>> {
         self.buf.clear();
         let mut skipped: Option<usize> = None;
         // Each pass consumes at least one byte or returns, so the loop ends with the input.

@@ -101,7 +101,7 @@ impl Supervisor {
         let sup = self.clone();
         tokio::spawn(async move {
             let request_id = pending.request_id().map(RequestId::from);
-            let (Some(request_id), Ok(decision)) = (request_id, pending.await) else {
+            let (Some(request_id), Ok(choice)) = (request_id, pending.choice().await) else {
                 return;
             };
             // A turn the child was already told to abort (a client that answered, then aborted
@@ -119,7 +119,8 @@ impl Supervisor {
             };
             let params = PermissionToChild {
                 request_id: &request_id,
-                decision,
+                decision: choice.decision,
+                option_id: choice.option_id.as_deref(),
             };
             sup.send_detached(
                 &link,
@@ -165,10 +166,12 @@ where
         };
         let (id, rx) = match sup.send(&link, method, &params) {
             Ok(sent) => sent,
-            Err(super::child::SendLineError::Closed) => return Err(AgentCallError::MethodNotFound),
+            Err(super::supervisor::SendError::Line(super::child::SendLineError::Closed)) => {
+                return Err(AgentCallError::MethodNotFound)
+            }
             Err(e) => return Err(AgentCallError::Failed(e.to_string())),
         };
-        match sup.await_answer(&id, rx).await {
+        match sup.await_answer(id, rx).await {
             Outcome::Answered(Ok(value)) => Ok(adjust(value)),
             Outcome::Answered(Err(e)) if codec::error_code(&e) == "method_not_found" => {
                 Err(AgentCallError::MethodNotFound)

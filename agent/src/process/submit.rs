@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::child::SendLineError;
 use super::codec::{AbortToChild, SubmitToChild};
-use super::supervisor::{send_locked, Outcome, Supervisor};
+use super::supervisor::{send_locked, Outcome, SendError, Supervisor};
 use super::turns::ActiveTurn;
 use crate::session::TurnStart;
 use carrier_protocol::ids::TurnId;
@@ -84,8 +84,8 @@ impl Supervisor {
                     }
                     Ok(sent)
                 }
-                Err(SendLineError::Closed) => return Submit::ChildGone,
-                Err(e @ SendLineError::Full) => Err((sink, e.to_string())),
+                Err(SendError::Line(SendLineError::Closed)) => return Submit::ChildGone,
+                Err(e) => Err((sink, e.to_string())),
             }
         };
         let (id, rx) = match sent {
@@ -99,7 +99,7 @@ impl Supervisor {
         let sup = self.clone();
         let turn_id = turn_id.clone();
         tokio::spawn(async move {
-            let failure = match sup.await_answer(&id, rx).await {
+            let failure = match sup.await_answer(id, rx).await {
                 Outcome::Answered(Ok(_)) | Outcome::Gone => return,
                 Outcome::Answered(Err(e)) => {
                     let code = super::codec::error_code(&e);

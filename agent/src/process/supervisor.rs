@@ -6,17 +6,19 @@
 //! Lock order: the supervisor's lock is never held while calling into a session hub (a
 //! [`TurnSink`](crate::TurnSink)); hubs call the agent only after releasing theirs.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
-use super::child::{self, ChildLink, SendLineError};
+use super::child::{ChildLines, ChildLink, SendLineError};
 use super::codec::{self, Answer, ChildFrame};
 use super::config::AgentProcessConfig;
 use super::error::AgentProcessError;
+use super::requests::{self, Requests, TooManyRequests};
+use super::restarts::RestartBudget;
 use super::turns::{self, ActiveTurn};
 use carrier_protocol::envelope::truncate;
 use carrier_protocol::error::{EffectState, ErrorCode, ErrorObject};
@@ -24,11 +26,9 @@ use carrier_protocol::events::SessionEvent;
 use carrier_protocol::ids::TurnId;
 use carrier_protocol::methods::AppInfo;
 
-/// The window of the restart budget.
-const RESTART_WINDOW: Duration = Duration::from_secs(60);
-
-/// After the child exits, how long its last stdout lines may still be read.
-const EXIT_DRAIN: Duration = Duration::from_millis(500);
+/// Requests awaiting the child's answer at once (each is a line the child has to answer
+/// within the request timeout): past it a request fails at once instead of piling up.
+pub(crate) const MAX_REQUESTS_IN_FLIGHT: usize = 256;
 
 pub(crate) struct Supervisor {
     pub(crate) config: AgentProcessConfig,
@@ -41,47 +41,40 @@ pub(crate) struct State {
     /// The running, handshaken child.
     pub(crate) link: Option<Arc<ChildLink>>,
     generation: u64,
-    next_request: u64,
-    pending: HashMap<String, Pending>,
+    requests: Requests<Answer>,
     pub(crate) turn: Option<ActiveTurn>,
-    restarts: VecDeque<Instant>,
-    exhausted: bool,
+    restarts: RestartBudget,
     stopped: bool,
     agent: Option<AppInfo>,
     /// Children the carrier stopped itself and not yet seen to exit; `stop` waits for them.
     killed: HashMap<u64, Arc<ChildLink>>,
 }
 
-struct Pending {
-    generation: u64,
-    answer: oneshot::Sender<Answer>,
-}
-
 /// What became of a request to the child.
-pub(crate) enum Outcome {
-    /// The child answered.
-    Answered(Answer),
-    /// The child exited before answering.
-    Gone,
-    /// No answer within the request timeout.
-    TimedOut,
-}
+pub(crate) type Outcome = requests::Outcome<Answer>;
 
-/// A request could not be written to the child.
-pub(crate) type SendError = SendLineError;
+/// A request was not sent to the child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SendError {
+    /// Its line could not be queued.
+    #[error(transparent)]
+    Line(#[from] SendLineError),
+    /// Too many requests already await an answer.
+    #[error(transparent)]
+    InFlight(#[from] TooManyRequests),
+}
 
 impl Supervisor {
     pub(crate) fn new(config: AgentProcessConfig) -> Arc<Self> {
+        let restarts = RestartBudget::new(config.max_restarts_per_minute);
         Arc::new(Supervisor {
             config,
             state: Mutex::new(State {
                 link: None,
                 generation: 0,
-                next_request: 0,
-                pending: HashMap::new(),
+                requests: Requests::new(MAX_REQUESTS_IN_FLIGHT),
                 turn: None,
-                restarts: VecDeque::new(),
-                exhausted: false,
+                restarts,
                 stopped: false,
                 agent: None,
                 killed: HashMap::new(),
@@ -121,26 +114,27 @@ impl Supervisor {
             st.generation += 1;
             st.generation
         };
-        let (link, lines) =
-            child::spawn(&self.config, generation).map_err(|source| AgentProcessError::Spawn {
+        let (link, lines) = ChildLink::spawn(&self.config, generation).map_err(|source| {
+            AgentProcessError::Spawn {
                 program: self.config.program().to_owned(),
                 source,
-            })?;
+            }
+        })?;
         let link = Arc::new(link);
         tokio::spawn(self.clone().dispatch(link.clone(), lines));
         let hello = super::hello::hello();
         let result = match self.send(&link, "system.handshake", &hello) {
-            Ok((id, rx)) => match self.await_answer(&id, rx).await {
+            Ok((id, rx)) => match self.await_answer(id, rx).await {
                 Outcome::Answered(Ok(value)) => super::hello::check_hello(value),
                 Outcome::Answered(Err(e)) => Err(AgentProcessError::Handshake(format!(
                     "{}: {}",
                     codec::error_code(&e),
                     codec::error_message(&e)
                 ))),
-                Outcome::Gone => Err(AgentProcessError::Exited(exit_of(&link).await)),
+                Outcome::Gone => Err(AgentProcessError::Exited(link.exit_description().await)),
                 Outcome::TimedOut => Err(AgentProcessError::Timeout(self.timeout_ms() as u64)),
             },
-            Err(_) => Err(AgentProcessError::Exited(exit_of(&link).await)),
+            Err(_) => Err(AgentProcessError::Exited(link.exit_description().await)),
         };
         let failure = {
             let mut st = self.lock();
@@ -176,23 +170,7 @@ impl Supervisor {
             if let Some(link) = st.link.clone().filter(|l| l.is_running()) {
                 return Ok(link);
             }
-            let now = Instant::now();
-            while st
-                .restarts
-                .front()
-                .is_some_and(|t| now.duration_since(*t) >= RESTART_WINDOW)
-            {
-                st.restarts.pop_front();
-            }
-            if st.exhausted || st.restarts.len() >= self.config.max_restarts_per_minute {
-                st.exhausted = true;
-                return Err(format!(
-                    "the agent process exited and has been restarted {} times within a minute; \
-                     it is not restarted again until the carrier restarts",
-                    self.config.max_restarts_per_minute
-                ));
-            }
-            st.restarts.push_back(now);
+            st.restarts.take(Instant::now())?;
         }
         tracing::info!("restarting the agent process");
         self.launch().await.map_err(|e| {
@@ -207,20 +185,17 @@ impl Supervisor {
         link: &ChildLink,
         method: &str,
         params: &P,
-    ) -> Result<(String, oneshot::Receiver<Answer>), SendError> {
+    ) -> Result<(u64, oneshot::Receiver<Answer>), SendError> {
         send_locked(&mut self.lock(), link, method, params)
     }
 
-    /// Waits for the answer to `id` within the request timeout.
-    pub(crate) async fn await_answer(&self, id: &str, rx: oneshot::Receiver<Answer>) -> Outcome {
-        match tokio::time::timeout(self.config.request_timeout, rx).await {
-            Ok(Ok(answer)) => Outcome::Answered(answer),
-            Ok(Err(_)) => Outcome::Gone,
-            Err(_) => {
-                self.lock().pending.remove(id);
-                Outcome::TimedOut
-            }
+    /// Waits for the answer to request `id` within the request timeout.
+    pub(crate) async fn await_answer(&self, id: u64, rx: oneshot::Receiver<Answer>) -> Outcome {
+        let outcome = requests::answer_within(rx, self.config.request_timeout).await;
+        if matches!(outcome, Outcome::TimedOut) {
+            self.lock().requests.forget(id);
         }
+        outcome
     }
 
     /// Sends a request whose answer only matters when it fails: the answer (or its timeout)
@@ -236,7 +211,7 @@ impl Supervisor {
             Ok((id, rx)) => {
                 let sup = self.clone();
                 tokio::spawn(async move {
-                    match sup.await_answer(&id, rx).await {
+                    match sup.await_answer(id, rx).await {
                         Outcome::Answered(Ok(_)) => {}
                         failed => on_failure(&sup, failed),
                     }
@@ -246,44 +221,22 @@ impl Supervisor {
         }
     }
 
-    /// Reads the child's stdout lines until EOF (or shortly after it exits), then reports the
-    /// exit. The loop ends with the child's output.
-    async fn dispatch(self: Arc<Self>, link: Arc<ChildLink>, mut lines: mpsc::Receiver<String>) {
-        let mut exited = link.exit_watch();
-        let drain = tokio::time::sleep(Duration::MAX);
-        tokio::pin!(drain);
-        let mut exit_seen = false;
-        loop {
-            tokio::select! {
-                line = lines.recv() => match line {
-                    Some(line) => self.on_line(&link, &line),
-                    None => break,
-                },
-                changed = exited.changed(), if !exit_seen => {
-                    exit_seen = true;
-                    // A grandchild may hold stdout open: read what is left, briefly.
-                    drain.as_mut().reset(tokio::time::Instant::now() + EXIT_DRAIN);
-                    let _ = changed;
-                }
-                _ = &mut drain, if exit_seen => break,
-            }
-        }
-        // EOF with the child alive means it can no longer talk: stop it.
-        link.kill();
-        let description = exit_of(&link).await;
+    /// Reads the child's stdout lines until it is gone, then reports the exit.
+    async fn dispatch(self: Arc<Self>, link: Arc<ChildLink>, lines: ChildLines) {
+        let description = link
+            .read_until_exit(lines, |line| self.on_line(&link, line))
+            .await;
         self.on_exit(link.generation, &description);
     }
 
     fn on_line(self: &Arc<Self>, link: &ChildLink, line: &str) {
         match codec::classify(line) {
-            ChildFrame::Response { id, answer } => match self.lock().pending.remove(&id) {
-                Some(pending) => {
-                    let _ = pending.answer.send(answer);
-                }
-                None => {
+            ChildFrame::Response { id, answer } => {
+                let ours = request_number(&id);
+                if !ours.is_some_and(|n| self.lock().requests.answer(n, answer)) {
                     tracing::debug!(id = %truncate(&id, 64), "agent process answered an unknown request")
                 }
-            },
+            }
             ChildFrame::Event(event) => self.route_event(link.generation, event),
             ChildFrame::Request { id, method } => {
                 let error = ErrorObject::new(
@@ -334,7 +287,7 @@ impl Supervisor {
             if st.link.as_ref().is_some_and(|l| l.generation == generation) {
                 st.link = None;
             }
-            st.pending.retain(|_, p| p.generation != generation);
+            st.requests.forget_generation(generation);
             let turn = st.turn.take_if(|t| t.generation == Some(generation));
             (turn, st.killed.remove(&generation).is_some())
         };
@@ -374,37 +327,29 @@ impl Supervisor {
     }
 }
 
-/// [`Supervisor::send`] with the lock already held.
+/// [`Supervisor::send`] with the lock already held. The request's wire id is `c` and its
+/// number.
 pub(crate) fn send_locked<P: Serialize>(
     st: &mut State,
     link: &ChildLink,
     method: &str,
     params: &P,
-) -> Result<(String, oneshot::Receiver<Answer>), SendError> {
-    st.next_request += 1;
-    let id = format!("c{}", st.next_request);
-    let line = codec::encode_request(&id, method, params).map_err(|e| {
-        tracing::error!(method, error = %e, "request to the agent process failed to encode");
-        SendLineError::Closed
-    })?;
-    link.send_line(line)?;
-    let (tx, rx) = oneshot::channel();
-    st.pending.insert(
-        id.clone(),
-        Pending {
-            generation: link.generation,
-            answer: tx,
-        },
-    );
-    Ok((id, rx))
+) -> Result<(u64, oneshot::Receiver<Answer>), SendError> {
+    let (n, rx) = st.requests.open(link.generation)?;
+    let sent = codec::encode_request(&format!("c{n}"), method, params)
+        .map_err(|e| {
+            tracing::error!(method, error = %e, "request to the agent process failed to encode");
+            SendLineError::Closed
+        })
+        .and_then(|line| link.send_line(line));
+    if let Err(e) = sent {
+        st.requests.forget(n);
+        return Err(e.into());
+    }
+    Ok((n, rx))
 }
 
-/// The child's exit description, waiting briefly for it (the child is being killed or has
-/// closed its output).
-async fn exit_of(link: &ChildLink) -> String {
-    link.wait_exit(Duration::from_secs(5)).await;
-    link.exit_watch()
-        .borrow()
-        .clone()
-        .unwrap_or_else(|| "it closed its output".into())
+/// The number of the request a child's answer names (`c7` → 7).
+fn request_number(id: &str) -> Option<u64> {
+    id.strip_prefix('c')?.parse().ok()
 }

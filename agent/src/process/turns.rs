@@ -41,11 +41,20 @@ pub(crate) fn deliver(
         }
         SessionEvent::TextDelta(e) if ours(&e.turn_id) => sink.delta(&e.delta),
         SessionEvent::PermissionRequest(e) if ours(&e.turn_id) => {
-            let pending = sink.ask_permission_as(&e.request_id, &e.tool, e.input);
+            let pending = match e.options {
+                Some(options) => {
+                    sink.ask_permission_offering(Some(&e.request_id), &e.tool, e.input, options)
+                }
+                None => sink.ask_permission_as(&e.request_id, &e.tool, e.input),
+            };
             if pending.request_id().is_some() {
                 return Some(pending);
             }
             Err(crate::TurnEnded)
+        }
+        // An update without a turn id, while a turn runs, is the turn's.
+        SessionEvent::AgentUpdate(e) if e.turn_id.as_deref().is_none_or(ours) => {
+            sink.agent_update(e.update)
         }
         SessionEvent::Error(e) => match e.turn_id.as_deref() {
             Some(id) if ours(id) => sink.error(&e.code, &e.message),

@@ -378,6 +378,13 @@ impl<O: Write, E: Write> Console<'_, O, E> {
             ReceivedSessionEventKind::Error { code, message, .. } => {
                 self.note(&format!("[session error {code}] {message}"));
             }
+            ReceivedSessionEventKind::AgentUpdate { update, .. } => {
+                // One line per update: its kind, and a tool call's title when it has one.
+                let field = |name: &str| update.get(name).and_then(Value::as_str);
+                let kind = field("sessionUpdate").unwrap_or("update");
+                let title = field("title").map(|t| format!(": {t}")).unwrap_or_default();
+                self.note(&format!("[agent {kind}{title}]"));
+            }
             ReceivedSessionEventKind::Other { event, .. } => {
                 tracing::debug!(event, "console ignores an unknown session event");
             }

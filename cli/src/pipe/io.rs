@@ -1,7 +1,6 @@
-//! The pipe's two ends besides the socket: stdin read in chunks on a thread of its own, and
-//! the channel's frames written to stdout; plus the progress line.
+//! The pipe's two ends besides the socket: stdin's chunks sent on the channel, and the
+//! channel's frames written to stdout; plus the progress line.
 
-use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,61 +9,9 @@ use bytes::Bytes;
 use carrier::client::{ChannelMessage, Client};
 use serde_json::{json, Value};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use crate::client::failure::Failure;
-
-/// stdin → chunks, one read per chunk (so typed lines go out at once; a file fills every
-/// chunk); each waits for room in a queue of one before the next read.
-///
-/// A thread of its own rather than `tokio::io::stdin`: a blocking read that never returns (an
-/// open terminal) would keep the runtime from shutting down after a failure.
-fn read_stdin(
-    mut input: impl Read,
-    chunk: usize,
-    out: &mpsc::Sender<Bytes>,
-) -> Result<(), Failure> {
-    let mut buffer = vec![0u8; chunk];
-    loop {
-        let n = match input.read(&mut buffer) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Failure::runtime(format!("reading stdin: {e}"))),
-        };
-        if n == 0 {
-            return Ok(());
-        }
-        if out
-            .blocking_send(Bytes::copy_from_slice(&buffer[..n]))
-            .is_err()
-        {
-            // The sender stopped; the coordinator reports why.
-            return Ok(());
-        }
-    }
-}
-
-/// What the stdin thread hands over: its chunks, and its outcome once it ends.
-pub(super) type Stdin = (
-    mpsc::Receiver<Bytes>,
-    oneshot::Receiver<Result<(), Failure>>,
-);
-
-/// Starts [`read_stdin`] on its own thread.
-pub(super) fn spawn_stdin(
-    input: impl Read + Send + 'static,
-    chunk: usize,
-) -> Result<Stdin, Failure> {
-    let (chunks_tx, chunks) = mpsc::channel(1);
-    let (done_tx, done) = oneshot::channel();
-    std::thread::Builder::new()
-        .name("carrier-pipe-stdin".into())
-        .spawn(move || {
-            let _ = done_tx.send(read_stdin(input, chunk, &chunks_tx));
-        })
-        .map_err(|e| Failure::runtime(format!("cannot start the stdin reader: {e}")))?;
-    Ok((chunks, done))
-}
 
 /// Sends every chunk as one binary frame on `channel` (the client numbers them and waits for
 /// room and credit); returns the payload bytes sent once stdin's chunks end, or the error.

@@ -268,8 +268,9 @@ fn method_summary(method: Method) -> &'static str {
              turn runs or the id names another turn."
         }
         Method::SessionPermissionRespond => {
-            "Answers a `permission_request` with `allow` or `deny`; `not_found` for an id that \
-             is unknown or already answered."
+            "Answers a `permission_request` with `allow` or `deny`, or (1.2) with the \
+             `option_id` of one of its `options`; `not_found` for an id that is unknown or \
+             already answered."
         }
         Method::SessionHistory => {
             "The session's prompts and replies, oldest first, at most `limit` of the newest."
@@ -315,6 +316,11 @@ fn event_summary(event: EventName) -> &'static str {
              true`) and whether it was aborted."
         }
         EventName::Error => "The agent or host failed during a turn (or outside one).",
+        EventName::AgentUpdate => {
+            "What the agent reports beside its text (an ACP agent's tool calls, plans, \
+             thoughts, commands, modes, usage), its `update` object carried byte for byte; \
+             `turn_id` absent outside a turn. Sent only to clients that announced 1.2."
+        }
         EventName::ProtocolError => {
             "A frame the server could not answer by `id` was refused (codes in the next table)."
         }
@@ -426,6 +432,10 @@ fn feature_summary(feature: Feature) -> (&'static str, &'static str) {
             "`credit` in bulk channel descriptors and `channel.credit` grants",
             "always, to a client that announced 1.1 or later",
         ),
+        Feature::AgentUpdates => (
+            "the `session.agent_update` event; `option_id` in `session.permission.respond`",
+            "always, to a client that announced 1.2 or later",
+        ),
     }
 }
 
@@ -445,6 +455,10 @@ fn older_peer(feature: Feature) -> &'static str {
         Feature::BulkCredit => {
             "no `credit` and no `channel.credit`; its bulk frames are still accepted, and its \
              reader pauses while the host's bulk stream is full"
+        }
+        Feature::AgentUpdates => {
+            "no `session.agent_update` (its `seq` skips their numbers) and `option_id` is \
+             refused with `unsupported_feature`; it answers prompts with `allow`/`deny`"
         }
     }
 }

@@ -129,13 +129,19 @@ pub(super) async fn serve_admitted<'a>(
             Ok(Incoming::Message(MessageKind::Binary, data, payment)) => {
                 shared.metrics.inbound(MessageKind::Binary, data.len());
                 if !conn.is_handshaken() {
-                    send_protocol_error(
-                        &conn,
-                        shared,
-                        ProtocolErrorCode::HandshakeRequired,
-                        "the first frame must be a system.handshake request",
-                        Map::new(),
-                    );
+                    match session.binary_before_handshake() {
+                        Some(reply) => {
+                            shared.metrics.protocol_error();
+                            let _ = conn.send_text(reply);
+                        }
+                        None => send_protocol_error(
+                            &conn,
+                            shared,
+                            ProtocolErrorCode::HandshakeRequired,
+                            "the first frame must be a system.handshake request",
+                            Map::new(),
+                        ),
+                    }
                     conn.close(CloseCode::POLICY, "handshake required");
                     break;
                 }
@@ -193,7 +199,7 @@ fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, te
     shared.metrics.inbound(MessageKind::Text, text.len());
     let limit = shared.limits.max_text_bytes;
     if text.len() > limit {
-        match session.too_large(text.len(), limit) {
+        match session.too_large(&text, limit) {
             Some(reply) => {
                 shared.metrics.protocol_error();
                 let _ = conn.send_text(reply);

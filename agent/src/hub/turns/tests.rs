@@ -45,12 +45,57 @@ fn error_code<T: std::fmt::Debug>(answer: Result<T, ErrorObject>) -> (ErrorCode,
     (e.code, e)
 }
 
-/// What a step adds to the history.
-fn history(entries: &[HistoryEntry]) -> Vec<(HistoryRole, String, String, Option<bool>)> {
+/// What a step adds to the history (prompts and replies).
+fn history(entries: &[Recorded]) -> Vec<(HistoryRole, String, String, Option<bool>)> {
     entries
         .iter()
+        .filter_map(Recorded::said)
         .map(|e| (e.role, e.turn_id.clone(), e.text.clone(), e.truncated))
         .collect()
+}
+
+/// The inputs as most tests give them: a reply or none, no stop reason; a prompt without
+/// options; an answer by decision.
+impl Turns {
+    fn finish_with(
+        &mut self,
+        turn_id: &TurnId,
+        text: Option<crate::turn_sink::Completion<'_>>,
+        aborted: bool,
+    ) -> Step<Result<Ended, TurnEnded>> {
+        let ending = Ending {
+            text,
+            aborted,
+            stop_reason: None,
+        };
+        self.finish(turn_id, ending)
+    }
+
+    fn ask(
+        &mut self,
+        turn_id: &TurnId,
+        request_id: &RequestId,
+        tool: &str,
+        input: serde_json::Value,
+    ) -> Step<Result<(), TurnEnded>> {
+        let ask = Ask {
+            request_id: None,
+            tool,
+            input,
+            options: None,
+        };
+        self.permission_request(turn_id, request_id, ask)
+    }
+
+    fn answer(
+        &mut self,
+        request_id: &RequestId,
+        decision: Decision,
+    ) -> Step<Result<TurnId, ErrorObject>> {
+        let params = PermissionRespondParams::decide(request_id.as_str(), decision);
+        self.answer_permission(&params)
+            .map(|answer| answer.map(|(turn_id, _)| turn_id))
+    }
 }
 
 // submit
@@ -103,7 +148,7 @@ fn submit_while_a_turn_runs_is_busy_and_changes_nothing() {
 #[test]
 fn turn_ids_count_up_across_turns() {
     let mut t = running(CAP);
-    assert!(t.finish(&turn("t1"), None, false).answer.is_ok());
+    assert!(t.finish_with(&turn("t1"), None, false).answer.is_ok());
     let step = t.submit("second", &driver(), CAP);
     assert_eq!(step.answer.map(|r| r.turn_id), Ok("t2".to_owned()));
     assert!(!t.is_current(&turn("t1")));
@@ -126,7 +171,7 @@ fn a_delta_of_the_running_turn_is_emitted_and_kept() {
     );
     assert!(t.delta(&turn("t1"), "lo").answer.is_ok());
     // What was streamed is the reply of a turn ended without text.
-    let step = t.finish(&turn("t1"), None, false);
+    let step = t.finish_with(&turn("t1"), None, false);
     assert_eq!(completed(&step.events).text, "Hello");
     assert_eq!(step.answer.map(|e| e.reply), Ok("Hello".to_owned()));
 }
@@ -151,7 +196,7 @@ fn a_delta_longer_than_the_cap_is_split_never_cut_and_the_reply_is_kept_to_the_c
         })
         .collect();
     assert_eq!(sent, ["abcd", "efgh", "ij"]);
-    let step = t.finish(&turn("t1"), None, false);
+    let step = t.finish_with(&turn("t1"), None, false);
     let done = completed(&step.events);
     assert_eq!((done.text.as_str(), done.truncated), ("abcd", Some(true)));
     assert_eq!(
@@ -175,7 +220,7 @@ fn a_delta_of_another_turn_or_when_idle_is_refused_without_an_event() {
     assert_eq!((step.answer, step.events.len()), (Err(TurnEnded), 0));
     // Nothing of the refused delta leaks into the running turn's reply.
     assert_eq!(
-        completed(&t.finish(&turn("t1"), None, false).events).text,
+        completed(&t.finish_with(&turn("t1"), None, false).events).text,
         ""
     );
 }
@@ -185,7 +230,7 @@ fn a_delta_of_another_turn_or_when_idle_is_refused_without_an_event() {
 #[test]
 fn a_permission_request_is_emitted_and_the_session_awaits_permission() {
     let mut t = running(CAP);
-    let step = t.permission_request(&turn("t1"), &request("r1"), "shell", json!({ "cmd": "ls" }));
+    let step = t.ask(&turn("t1"), &request("r1"), "shell", json!({ "cmd": "ls" }));
     assert_eq!(step.answer, Ok(()));
     assert_eq!(
         step.events,
@@ -194,6 +239,7 @@ fn a_permission_request_is_emitted_and_the_session_awaits_permission() {
             request_id: "r1".into(),
             tool: "shell".into(),
             input: json!({ "cmd": "ls" }),
+            options: None,
         })]
     );
     assert_eq!(t.state(), SessionState::AwaitingPermission);
@@ -202,7 +248,7 @@ fn a_permission_request_is_emitted_and_the_session_awaits_permission() {
 #[test]
 fn a_permission_request_of_another_turn_is_refused_and_nothing_is_pending() {
     let mut t = running(CAP);
-    let step = t.permission_request(&turn("t0"), &request("r1"), "shell", json!({}));
+    let step = t.ask(&turn("t0"), &request("r1"), "shell", json!({}));
     assert_eq!((step.answer, step.events.len()), (Err(TurnEnded), 0));
     assert_eq!(t.state(), SessionState::Running);
 }
@@ -210,8 +256,8 @@ fn a_permission_request_of_another_turn_is_refused_and_nothing_is_pending() {
 #[test]
 fn answering_a_pending_request_resolves_it_and_names_the_turn() {
     let mut t = running(CAP);
-    let _ = t.permission_request(&turn("t1"), &request("r1"), "shell", json!({}));
-    let step = t.answer_permission(&request("r1"), Decision::Allow);
+    let _ = t.ask(&turn("t1"), &request("r1"), "shell", json!({}));
+    let step = t.answer(&request("r1"), Decision::Allow);
     assert_eq!(step.answer, Ok(turn("t1")));
     assert_eq!(
         step.events,
@@ -226,33 +272,30 @@ fn answering_a_pending_request_resolves_it_and_names_the_turn() {
 #[test]
 fn a_request_asked_twice_under_one_id_is_answered_once() {
     let mut t = running(CAP);
-    let _ = t.permission_request(&turn("t1"), &request("r1"), "shell", json!({}));
-    let again = t.permission_request(&turn("t1"), &request("r1"), "shell", json!({}));
+    let _ = t.ask(&turn("t1"), &request("r1"), "shell", json!({}));
+    let again = t.ask(&turn("t1"), &request("r1"), "shell", json!({}));
     assert_eq!(again.events.len(), 1, "the repeated request is still sent");
-    assert!(t
-        .answer_permission(&request("r1"), Decision::Deny)
-        .answer
-        .is_ok());
+    assert!(t.answer(&request("r1"), Decision::Deny).answer.is_ok());
     assert_eq!(t.state(), SessionState::Running);
-    let (code, _) = error_code(t.answer_permission(&request("r1"), Decision::Deny).answer);
+    let (code, _) = error_code(t.answer(&request("r1"), Decision::Deny).answer);
     assert_eq!(code, ErrorCode::NotFound);
 }
 
 #[test]
 fn the_session_awaits_permission_until_every_request_is_answered() {
     let mut t = running(CAP);
-    let _ = t.permission_request(&turn("t1"), &request("r1"), "a", json!({}));
-    let _ = t.permission_request(&turn("t1"), &request("r2"), "b", json!({}));
-    let _ = t.answer_permission(&request("r2"), Decision::Allow);
+    let _ = t.ask(&turn("t1"), &request("r1"), "a", json!({}));
+    let _ = t.ask(&turn("t1"), &request("r2"), "b", json!({}));
+    let _ = t.answer(&request("r2"), Decision::Allow);
     assert_eq!(t.state(), SessionState::AwaitingPermission);
-    let _ = t.answer_permission(&request("r1"), Decision::Allow);
+    let _ = t.answer(&request("r1"), Decision::Allow);
     assert_eq!(t.state(), SessionState::Running);
 }
 
 #[test]
 fn an_answer_for_an_unknown_request_is_not_found_without_an_event() {
     for mut t in [turns(), running(CAP)] {
-        let step = t.answer_permission(&request("nope"), Decision::Allow);
+        let step = t.answer(&request("nope"), Decision::Allow);
         assert!(step.events.is_empty());
         let (code, e) = error_code(step.answer);
         assert_eq!(code, ErrorCode::NotFound);
@@ -265,16 +308,16 @@ fn an_answer_for_an_unknown_request_is_not_found_without_an_event() {
 fn an_unknown_request_id_is_quoted_at_most_64_bytes_long() {
     let mut t = running(CAP);
     let long = "x".repeat(10_000);
-    let (_, e) = error_code(t.answer_permission(&request(&long), Decision::Allow).answer);
+    let (_, e) = error_code(t.answer(&request(&long), Decision::Allow).answer);
     assert!(e.message.len() < 200, "{} bytes", e.message.len());
 }
 
 #[test]
 fn a_request_of_an_ended_turn_cannot_be_answered() {
     let mut t = running(CAP);
-    let _ = t.permission_request(&turn("t1"), &request("r1"), "shell", json!({}));
+    let _ = t.ask(&turn("t1"), &request("r1"), "shell", json!({}));
     let _ = t.abort(None);
-    let (code, _) = error_code(t.answer_permission(&request("r1"), Decision::Allow).answer);
+    let (code, _) = error_code(t.answer(&request("r1"), Decision::Allow).answer);
     assert_eq!(code, ErrorCode::NotFound);
 }
 
@@ -290,27 +333,27 @@ fn ending_a_turn_resolves_each_pending_prompt_denied_before_its_turn_completed()
     let ends: [(&str, End); 3] = [
         ("abort", |t| t.abort(None).events),
         ("complete", |t| {
-            let done = Completion {
+            let done = crate::turn_sink::Completion {
                 text: "done",
                 truncated: false,
             };
-            t.finish(&turn("t1"), Some(done), false).events
+            t.finish_with(&turn("t1"), Some(done), false).events
         }),
-        ("failure", |t| t.finish(&turn("t1"), None, true).events),
+        ("failure", |t| t.finish_with(&turn("t1"), None, true).events),
     ];
     for (how, end) in ends {
         let mut t = running(CAP);
-        let _ = t.permission_request(&turn("t1"), &request("r1"), "a", json!({}));
-        let _ = t.permission_request(&turn("t1"), &request("r2"), "b", json!({}));
-        let _ = t.permission_request(&turn("t1"), &request("r3"), "c", json!({}));
-        let _ = t.answer_permission(&request("r2"), Decision::Allow);
+        let _ = t.ask(&turn("t1"), &request("r1"), "a", json!({}));
+        let _ = t.ask(&turn("t1"), &request("r2"), "b", json!({}));
+        let _ = t.ask(&turn("t1"), &request("r3"), "c", json!({}));
+        let _ = t.answer(&request("r2"), Decision::Allow);
         let events = end(&mut t);
         assert_eq!(events.len(), 3, "{how}: {events:?}");
         assert_eq!(events[..2], [resolved("r1"), resolved("r3")], "{how}");
         assert!(matches!(events[2], SessionEvent::TurnCompleted(_)), "{how}");
         assert_eq!(t.state(), SessionState::Idle, "{how}");
         // Nothing is left to answer.
-        let (code, _) = error_code(t.answer_permission(&request("r1"), Decision::Allow).answer);
+        let (code, _) = error_code(t.answer(&request("r1"), Decision::Allow).answer);
         assert_eq!(code, ErrorCode::NotFound, "{how}");
     }
 }
@@ -338,6 +381,7 @@ fn abort_ends_the_running_turn_aborted_with_what_was_streamed() {
             text: "partial".into(),
             aborted: true,
             truncated: None,
+            stop_reason: None,
         }
     );
     assert_eq!(t.state(), SessionState::Idle);
@@ -386,17 +430,16 @@ fn output_of_an_aborted_turn_is_refused() {
     let _ = t.abort(None);
     assert_eq!(t.delta(&turn("t1"), "late").answer, Err(TurnEnded));
     assert_eq!(
-        t.permission_request(&turn("t1"), &request("r"), "x", json!({}))
-            .answer,
+        t.ask(&turn("t1"), &request("r"), "x", json!({})).answer,
         Err(TurnEnded)
     );
     assert_eq!(
         t.error(&turn("t1"), ErrorScope::Turn, "e", "m").answer,
         Err(TurnEnded)
     );
-    let step = t.finish(
+    let step = t.finish_with(
         &turn("t1"),
-        Some(Completion {
+        Some(crate::turn_sink::Completion {
             text: "late",
             truncated: false,
         }),
@@ -412,9 +455,9 @@ fn output_of_an_aborted_turn_is_refused() {
 fn complete_ends_the_turn_with_the_agents_reply() {
     let mut t = running(CAP);
     let _ = t.delta(&turn("t1"), "streamed");
-    let step = t.finish(
+    let step = t.finish_with(
         &turn("t1"),
-        Some(Completion {
+        Some(crate::turn_sink::Completion {
             text: "final",
             truncated: false,
         }),
@@ -427,6 +470,7 @@ fn complete_ends_the_turn_with_the_agents_reply() {
             text: "final".into(),
             aborted: false,
             truncated: None,
+            stop_reason: None,
         }
     );
     let ended = step.answer.expect("ended");
@@ -442,9 +486,9 @@ fn complete_ends_the_turn_with_the_agents_reply() {
 fn a_reply_longer_than_the_cap_is_cut_at_a_character_and_marked_truncated() {
     let mut t = running(5);
     // "é" is two bytes: the cut falls before the one that would straddle the cap.
-    let step = t.finish(
+    let step = t.finish_with(
         &turn("t1"),
-        Some(Completion {
+        Some(crate::turn_sink::Completion {
             text: "abcdé",
             truncated: false,
         }),
@@ -458,9 +502,9 @@ fn a_reply_longer_than_the_cap_is_cut_at_a_character_and_marked_truncated() {
 #[test]
 fn a_reply_the_agent_cut_is_marked_truncated_whatever_its_length() {
     let mut t = running(CAP);
-    let step = t.finish(
+    let step = t.finish_with(
         &turn("t1"),
-        Some(Completion {
+        Some(crate::turn_sink::Completion {
             text: "short",
             truncated: true,
         }),
@@ -473,15 +517,15 @@ fn a_reply_the_agent_cut_is_marked_truncated_whatever_its_length() {
 #[test]
 fn a_turn_completes_once() {
     let mut t = running(CAP);
-    assert!(t.finish(&turn("t1"), None, false).answer.is_ok());
-    let step = t.finish(&turn("t1"), None, false);
+    assert!(t.finish_with(&turn("t1"), None, false).answer.is_ok());
+    let step = t.finish_with(&turn("t1"), None, false);
     assert_eq!((step.answer, step.events.len()), (Err(TurnEnded), 0));
 }
 
 #[test]
 fn completing_another_turn_is_refused_and_the_running_one_goes_on() {
     let mut t = running(CAP);
-    let step = t.finish(&turn("t2"), None, false);
+    let step = t.finish_with(&turn("t2"), None, false);
     assert_eq!((step.answer, step.events.len()), (Err(TurnEnded), 0));
     assert_eq!(t.running().map(TurnId::as_str), Some("t1"));
 }
@@ -535,7 +579,7 @@ fn a_failure_is_an_error_then_an_aborted_completion_with_what_was_streamed() {
     let _ = t.delta(&turn("t1"), "so far");
     let error = t.error(&turn("t1"), ErrorScope::Turn, "internal", "agent died");
     assert!(matches!(error.events[..], [SessionEvent::Error(_)]));
-    let step = t.finish(&turn("t1"), None, true);
+    let step = t.finish_with(&turn("t1"), None, true);
     let done = completed(&step.events);
     assert_eq!((done.text.as_str(), done.aborted), ("so far", true));
 }
