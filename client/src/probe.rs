@@ -84,7 +84,13 @@ pub async fn probe_health_at(
                             other => failed(other.to_string()),
                         },
                     )?;
-                    ask_health(TokioIo::new(checked.stream), checked.listener, &endpoint, healthz).await
+                    ask_health(
+                        TokioIo::new(checked.stream),
+                        checked.listener,
+                        &endpoint,
+                        healthz,
+                    )
+                    .await
                 }
                 #[cfg(unix)]
                 Endpoint::Unix(path) => {
@@ -96,7 +102,13 @@ pub async fn probe_health_at(
                             other => failed(other.to_string()),
                         },
                     )?;
-                    ask_health(TokioIo::new(checked.stream), checked.listener, &endpoint, healthz).await
+                    ask_health(
+                        TokioIo::new(checked.stream),
+                        checked.listener,
+                        &endpoint,
+                        healthz,
+                    )
+                    .await
                 }
                 #[cfg(not(unix))]
                 Endpoint::Unix(_) => Err(failed(

@@ -96,7 +96,10 @@ impl ChannelMessage {
     /// assert_eq!(cpu.percent, 12.5);
     /// # Ok::<(), serde_json::Error>(())
     /// ```
-    pub fn payload<T: DeserializeOwned>(&self, event: &str) -> Option<Result<T, serde_json::Error>> {
+    pub fn payload<T: DeserializeOwned>(
+        &self,
+        event: &str,
+    ) -> Option<Result<T, serde_json::Error>> {
         match self {
             ChannelMessage::Event {
                 event: name,

@@ -487,9 +487,9 @@ pub fn url_path(url: &str, port: u16) -> Result<&str, String> {
     if path.len() > MAX_URL_PATH {
         return Err(format!("has a path over {MAX_URL_PATH} bytes"));
     }
-    let bad = path.chars().find(|c| {
-        !(c.is_ascii_alphanumeric() || "/-._~!$&'()*+,;=:@%".contains(*c))
-    });
+    let bad = path
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "/-._~!$&'()*+,;=:@%".contains(*c)));
     match bad {
         Some(c) => Err(format!("has {c:?} in its path")),
         None => Ok(path),

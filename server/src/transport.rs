@@ -632,7 +632,10 @@ impl WsTransport {
         st.shutdown = Some(tx);
         st.runtime_file = runtime_file;
         st.mounted_url = at.map(|(port, path)| format!("ws://127.0.0.1:{port}{path}"));
-        tracing::info!(url = st.mounted_url.as_deref(), "carrier running, mounted in the host's server");
+        tracing::info!(
+            url = st.mounted_url.as_deref(),
+            "carrier running, mounted in the host's server"
+        );
         Ok(())
     }
 }

@@ -15,8 +15,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use carrier::client::{
-    probe_health_at, redact_url, ClientError, ErrorCode, Health, Listener, TransportError,
-    Verdict, VersionPair, WsOptions,
+    probe_health_at, redact_url, ClientError, ErrorCode, Health, Listener, TransportError, Verdict,
+    VersionPair, WsOptions,
 };
 use carrier::discovery::listener::Endpoint;
 use carrier::discovery::{RuntimeDir, RuntimeEntry};
@@ -172,12 +172,20 @@ pub async fn doctor_with(
             .or(args.token.as_deref());
         let session = match probe.health {
             Health::Carrier => {
-                let _ = writeln!(out, "{addr}: carrier server{at} ({healthz} ok){listed}");
+                // `healthz` alone at the root, as before; the path it was asked at otherwise.
+                let checked = if path == "/" {
+                    "healthz"
+                } else {
+                    healthz.as_str()
+                };
+                let _ = writeln!(out, "{addr}: carrier server{at} ({checked} ok){listed}");
                 open_for_versions(&url, token).await
             }
             // A carrier mounted on a route of its own (the socket alone) has no healthz beside
             // it: the host's server answers that. The WebSocket handshake at the path decides.
-            Health::Other { status, .. } if path != "/" && (entry.is_some() || named == Some(addr)) => {
+            Health::Other { status, .. }
+                if path != "/" && (entry.is_some() || named == Some(addr)) =>
+            {
                 match open_own(&url, token, Some(Role::Observe)).await {
                     Ok(session) => {
                         let _ = writeln!(
@@ -185,6 +193,14 @@ pub async fn doctor_with(
                             "{addr}: carrier server{at} (GET {healthz} answered HTTP {status}: mounted without its other routes; the WebSocket handshake answered){listed}"
                         );
                         Opened::Session(session)
+                    }
+                    // Refused for its token (1008): a carrier answered; say why below.
+                    Err(error @ ClientError::Refused { .. }) => {
+                        let _ = writeln!(
+                            out,
+                            "{addr}: carrier server{at} (GET {healthz} answered HTTP {status}: mounted without its other routes; the WebSocket handshake refused this client){listed}"
+                        );
+                        Opened::Failed(error)
                     }
                     Err(_) => {
                         problems += 1;

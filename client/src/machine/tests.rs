@@ -412,7 +412,10 @@ fn a_host_only_channel_is_refused_locally_and_takes_no_seq() {
         {"name": "future", "events": ["*"], "binary": true, "direction": "sideways"},
         {"name": "m", "events": ["say"], "binary": false},
     ]);
-    ready(&mut m, result("s1", "e1", json!({"outcome": "new"}), channels));
+    ready(
+        &mut m,
+        result("s1", "e1", json!({"outcome": "new"}), channels),
+    );
     for channel in ["diagnostics", "future"] {
         let refused = m
             .channel_frame(channel, SendKind::Event("report"), 2)
