@@ -394,10 +394,15 @@ async fn serve(
             let embedded =
                 EmbeddedAgent::default().with_demo_delay(Duration::from_millis(args.demo_delay_ms));
             AgentProfile::builder(InMemoryDirectory::new(move |_| embedded.session()))
-                .usage(SessionUsage::default())
         }
     };
-    let profile = profile.max_session_bytes(args.max_session_bytes).build();
+    // `serve` counts each session's words as its usage whatever the agent (the library's
+    // builder wires no reporter unless asked), so a client cannot tell an `--agent-cmd` child
+    // from the embedded agent by its features.
+    let profile = profile
+        .usage(SessionUsage::default())
+        .max_session_bytes(args.max_session_bytes)
+        .build();
     // The seed system's wire is served at `/robota` under either profile, and at `/` too with
     // `--profile robota` (where it also stands for the sessions at `stop()`); ACP clients and
     // editors at `/acp`.
