@@ -66,7 +66,7 @@ pub use error::AcpAgentError;
 pub use peer::{MAX_OPEN_PERMISSIONS, MAX_REQUESTS_IN_FLIGHT};
 pub use session::{MAX_OPTIONS, MAX_OPTION_BYTES, MAX_PERMISSION_INPUT};
 
-use peer::AgentPeer;
+use session::Peer;
 
 /// The id of the session made at launch, the default one.
 const FIRST_SESSION: &str = "s1";
@@ -76,7 +76,7 @@ const FIRST_SESSION: &str = "s1";
 /// [`AcpAgent::stop`]. Cheap to clone; clones share the process.
 #[derive(Clone)]
 pub struct AcpAgent {
-    peer: Arc<AgentPeer>,
+    peer: Arc<Peer>,
 }
 
 impl std::fmt::Debug for AcpAgent {
@@ -100,7 +100,7 @@ impl AcpAgent {
                 reason: "not a directory".into(),
             });
         }
-        let peer = AgentPeer::new(config);
+        let peer = Peer::new(config);
         let link = peer.launch().await?;
         let first = peer.session(FIRST_SESSION);
         if let Err((_, why)) = first.ensure_acp(&peer, &link).await {

@@ -8,11 +8,11 @@ use carrier_agent::{
     HostError, InMemoryDirectory, ProtocolSession, SessionDirectory, SessionEntry,
 };
 
-use super::peer::AgentPeer;
+use super::session::Peer;
 
 /// The sessions of an [`super::AcpAgent`] (see the module docs). Ids `s1`, `s2`, …
 pub struct AcpDirectory {
-    peer: Arc<AgentPeer>,
+    peer: Arc<Peer>,
     sessions: InMemoryDirectory,
 }
 
@@ -25,7 +25,7 @@ impl std::fmt::Debug for AcpDirectory {
 }
 
 impl AcpDirectory {
-    pub(crate) fn new(peer: Arc<AgentPeer>) -> Self {
+    pub(crate) fn new(peer: Arc<Peer>) -> Self {
         let opener = peer.clone();
         let sessions = InMemoryDirectory::new(move |id| {
             let session = opener.session(id);

@@ -23,7 +23,6 @@ use carrier_protocol::envelope::truncate;
 
 use super::config::AcpAgentConfig;
 use super::error::AcpAgentError;
-use super::session::AcpSession;
 use super::wire::{self, Implementation, Initialized, NewSessionResult};
 use crate::rpc::{self, ErrorObject, Id, Message};
 
@@ -49,14 +48,33 @@ pub(crate) enum SendError {
     InFlight(String),
 }
 
-pub(crate) struct AgentPeer {
+/// What the dispatcher hands a carrier session: the peer knows its sessions only through this,
+/// so the session module (which sends through the peer) sits above this one.
+pub(crate) trait PeerSession: Send + Sync + Sized + 'static {
+    /// The session `id`, sending through `peer`.
+    fn new(peer: Weak<AgentPeer<Self>>, id: &str) -> Arc<Self>;
+    /// The agent made ACP session `id` for it, in the child's run `generation`.
+    fn adopt(&self, generation: u64, id: &str);
+    /// One of the agent's `session/update`s for it (the update object as the agent sent it).
+    fn on_update(&self, update: Box<serde_json::value::RawValue>);
+    /// The agent's `session/request_permission`, for the session it names.
+    fn on_permission_request(
+        peer: &Arc<AgentPeer<Self>>,
+        link: &Arc<ChildLink>,
+        request: rpc::Request,
+    );
+    /// The child of run `generation` is gone (`message` says how).
+    fn child_exited(&self, generation: u64, message: &str);
+}
+
+pub(crate) struct AgentPeer<S> {
     pub(crate) config: AcpAgentConfig,
-    state: Mutex<PeerState>,
+    state: Mutex<PeerState<S>>,
     /// Held while a child starts, so two turns never start two children.
     starting: tokio::sync::Mutex<()>,
 }
 
-struct PeerState {
+struct PeerState<S> {
     /// The running child, `initialize`d.
     link: Option<Arc<ChildLink>>,
     generation: u64,
@@ -64,11 +82,11 @@ struct PeerState {
     /// `session/new` requests in flight: their number → the session they are for. The
     /// dispatcher routes the new ACP session as it reads the answer, before the agent's next
     /// line (often an update of that session).
-    creating: HashMap<u64, (u64, Weak<AcpSession>)>,
+    creating: HashMap<u64, (u64, Weak<S>)>,
     /// ACP session id → the carrier session it serves, for the run of the child that made it.
-    routes: HashMap<String, (u64, Weak<AcpSession>)>,
+    routes: HashMap<String, (u64, Weak<S>)>,
     /// Every carrier session, by id (at most `max_sessions`).
-    pub(crate) sessions: HashMap<String, Arc<AcpSession>>,
+    pub(crate) sessions: HashMap<String, Arc<S>>,
     restarts: RestartBudget,
     stopped: bool,
     agent: Option<Implementation>,
@@ -80,7 +98,7 @@ struct PeerState {
     auth_methods: String,
 }
 
-impl AgentPeer {
+impl<S: PeerSession> AgentPeer<S> {
     pub(crate) fn new(config: AcpAgentConfig) -> Arc<Self> {
         let restarts = RestartBudget::new(config.process().restarts_per_minute());
         Arc::new(AgentPeer {
@@ -103,7 +121,7 @@ impl AgentPeer {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, PeerState> {
+    fn lock(&self) -> MutexGuard<'_, PeerState<S>> {
         // Critical sections leave the state consistent; a poisoned lock is still usable.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -127,11 +145,11 @@ impl AgentPeer {
     }
 
     /// The session `id`, made on first use.
-    pub(crate) fn session(self: &Arc<Self>, id: &str) -> Arc<AcpSession> {
+    pub(crate) fn session(self: &Arc<Self>, id: &str) -> Arc<S> {
         let mut st = self.lock();
         st.sessions
             .entry(id.to_owned())
-            .or_insert_with(|| AcpSession::new(Arc::downgrade(self), id))
+            .or_insert_with(|| S::new(Arc::downgrade(self), id))
             .clone()
     }
 
@@ -262,7 +280,7 @@ impl AgentPeer {
     pub(crate) fn request_new_session(
         &self,
         link: &ChildLink,
-        session: &Arc<AcpSession>,
+        session: &Arc<S>,
     ) -> Result<(u64, oneshot::Receiver<rpc::Response>), SendError> {
         let cwd = self.config.cwd().to_string_lossy();
         let params = wire::NewSession {
@@ -338,7 +356,7 @@ impl AgentPeer {
                 tracing::debug!(method = %truncate(&note.method, 64), "ACP agent notification ignored");
             }
             Ok(Message::Request(request)) if request.method == "session/request_permission" => {
-                AcpSession::on_permission_request(self, link, request);
+                S::on_permission_request(self, link, request);
             }
             Ok(Message::Request(request)) => {
                 // fs/*, terminal/*, elicitation/*, …: carrier offers none of them.
@@ -376,7 +394,7 @@ impl AgentPeer {
     }
 
     /// The session the ACP session `id` serves, for the child's run `generation`.
-    pub(crate) fn routed(&self, generation: u64, id: &str) -> Option<Arc<AcpSession>> {
+    pub(crate) fn routed(&self, generation: u64, id: &str) -> Option<Arc<S>> {
         let st = self.lock();
         st.routes
             .get(id)
@@ -427,7 +445,7 @@ impl AgentPeer {
             }
             st.requests.forget_generation(generation);
             st.routes.retain(|_, (g, _)| *g != generation);
-            let sessions: Vec<Arc<AcpSession>> = st.sessions.values().cloned().collect();
+            let sessions: Vec<Arc<S>> = st.sessions.values().cloned().collect();
             (sessions, st.killed.remove(&generation).is_some())
         };
         if expected {

@@ -28,7 +28,10 @@ use carrier_agent::{
 use carrier_protocol::events::{PermissionOption, PermissionOptionKind, RawObject};
 use carrier_protocol::ids::TurnId;
 
-use super::peer::{AgentPeer, SendError};
+use super::peer::{AgentPeer, PeerSession, SendError};
+
+/// The peer of an ACP agent's carrier sessions.
+pub(crate) type Peer = AgentPeer<AcpSession>;
 use super::wire::{self, ContentHead, UpdateHead};
 use crate::rpc::{self, ErrorObject};
 
@@ -44,7 +47,7 @@ pub const MAX_OPTIONS: usize = 16;
 pub const MAX_OPTION_BYTES: usize = 256;
 
 pub(crate) struct AcpSession {
-    peer: Weak<AgentPeer>,
+    peer: Weak<Peer>,
     /// The carrier session id.
     id: String,
     state: Mutex<SessionState>,
@@ -86,7 +89,7 @@ struct ActiveTurn {
 }
 
 impl AcpSession {
-    pub(crate) fn new(peer: Weak<AgentPeer>, id: &str) -> Arc<Self> {
+    pub(crate) fn new(peer: Weak<Peer>, id: &str) -> Arc<Self> {
         Arc::new(AcpSession {
             peer,
             id: id.to_owned(),
@@ -111,7 +114,7 @@ impl AcpSession {
     /// none there yet.
     pub(crate) async fn ensure_acp(
         self: &Arc<Self>,
-        peer: &Arc<AgentPeer>,
+        peer: &Arc<Peer>,
         link: &ChildLink,
     ) -> Result<String, (&'static str, String)> {
         let _one_at_a_time = self.creating.lock().await;
@@ -228,12 +231,12 @@ impl AcpSession {
     /// The agent's `session/request_permission`: asked as the session's running turn's prompt,
     /// answered when a client answers (or `cancelled` when the turn ends first).
     pub(crate) fn on_permission_request(
-        peer: &Arc<AgentPeer>,
+        peer: &Arc<Peer>,
         link: &Arc<ChildLink>,
         request: rpc::Request,
     ) {
         let id = request.id.clone();
-        let cancelled = |peer: &AgentPeer| {
+        let cancelled = |peer: &Peer| {
             let outcome = wire::PermissionOutcome {
                 outcome: wire::Outcome::Cancelled,
             };
@@ -401,7 +404,7 @@ impl AcpSession {
     /// prompt waits for a person.
     async fn await_prompt(
         &self,
-        peer: &AgentPeer,
+        peer: &Peer,
         mut rx: tokio::sync::oneshot::Receiver<rpc::Response>,
     ) -> Outcome<rpc::Response> {
         let mut heard = self.heard.subscribe();
@@ -425,6 +428,28 @@ impl AcpSession {
                 }
             }
         }
+    }
+}
+
+impl PeerSession for AcpSession {
+    fn new(peer: Weak<Peer>, id: &str) -> Arc<Self> {
+        AcpSession::new(peer, id)
+    }
+
+    fn adopt(&self, generation: u64, id: &str) {
+        AcpSession::adopt(self, generation, id);
+    }
+
+    fn on_update(&self, update: Box<RawValue>) {
+        AcpSession::on_update(self, update);
+    }
+
+    fn on_permission_request(peer: &Arc<Peer>, link: &Arc<ChildLink>, request: rpc::Request) {
+        AcpSession::on_permission_request(peer, link, request);
+    }
+
+    fn child_exited(&self, generation: u64, message: &str) {
+        AcpSession::child_exited(self, generation, message);
     }
 }
 

@@ -176,7 +176,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn usage_report_scopes_and_the_handshake_resume_are_read_off_the_catalog() {
+    fn usage_report_scopes_the_handshake_resume_and_option_id_are_read_off_the_catalog() {
         let table = params_features();
         let usage = table
             .iter()
@@ -205,7 +205,15 @@ mod tests {
             ),
             ("resume", None, Some(Feature::Resume))
         );
-        assert_eq!(table.len(), 2, "{table:?}");
+        let respond = table
+            .iter()
+            .find(|e| e.method == "session.permission.respond")
+            .expect("permission.respond");
+        assert_eq!(
+            (respond.param.as_str(), respond.absent, respond.present),
+            ("option_id", None, Some(Feature::AgentUpdates))
+        );
+        assert_eq!(table.len(), 3, "{table:?}");
     }
 
     #[test]
