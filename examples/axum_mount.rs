@@ -4,7 +4,9 @@
 //! cargo run --example axum_mount
 //! ```
 //!
-//! It prints one JSON line with the addresses and the token, then serves until Ctrl-C:
+//! It prints one JSON line with the addresses and the token, then serves until Ctrl-C; while it
+//! runs, a runtime file lists `ws://127.0.0.1:PORT/agent`, so `carrier send "hi"` and
+//! `carrier status` find it without being given a URL or token:
 //!
 //! - `/` — the host's own page;
 //! - `/agent/console#token=…` — the carrier's web console, its JavaScript modules beside it,
@@ -19,7 +21,8 @@ use axum::Router;
 use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
 use carrier::protocol::channel_frame::FrameBody;
 use carrier::server::{
-    Binary, CarrierConfig, ChannelDescriptor, ChannelHandle, InboundBody, WsTransport,
+    Binary, CarrierConfig, ChannelDescriptor, ChannelHandle, InboundBody, RuntimeFileOptions,
+    WsTransport,
 };
 
 /// The host's router: its own page, the socket alone at `/ws`, the whole carrier under `/agent`.
@@ -30,8 +33,9 @@ pub(crate) fn app(transport: &WsTransport) -> Router {
         .nest_service("/agent", transport.service())
 }
 
-/// A carrier with the embedded agent and an `echo` channel, running with no listener of its
-/// own: connections reach it only through [`app`]. Its token is minted at construction.
+/// A carrier with the embedded agent and an `echo` channel, with no listener of its own:
+/// connections reach it only through [`app`], once [`serve`] has started it. Its token is
+/// minted at construction.
 pub(crate) fn carrier() -> Result<WsTransport, Box<dyn std::error::Error>> {
     let transport = WsTransport::new(CarrierConfig::default())?;
     let agent = EmbeddedAgent::default();
@@ -40,18 +44,19 @@ pub(crate) fn carrier() -> Result<WsTransport, Box<dyn std::error::Error>> {
     let echo =
         transport.register_channel(ChannelDescriptor::new("echo", &["*"], Binary::Accepted))?;
     tokio::spawn(echo_back(echo));
-    transport.start_mounted()?;
     Ok(transport)
 }
 
-/// Serves [`app`] on a free port of 127.0.0.1 until `shutdown` completes; returns the port and
-/// the server's task.
+/// Starts `transport` and serves [`app`] on a free port of 127.0.0.1 until `shutdown`
+/// completes; returns the port and the server's task. The listener is bound first, so the
+/// carrier can be told the URL it is served at (`/agent`, the whole carrier's mount).
 pub(crate) async fn serve(
     transport: &WsTransport,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<(u16, tokio::task::JoinHandle<std::io::Result<()>>)> {
+) -> Result<(u16, tokio::task::JoinHandle<std::io::Result<()>>), Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
+    transport.start_mounted_at(&format!("ws://127.0.0.1:{port}/agent"))?;
     let server = axum::serve(listener, app(transport)).with_graceful_shutdown(shutdown);
     Ok((port, tokio::spawn(async move { server.await })))
 }
@@ -72,7 +77,8 @@ async fn echo_back(channel: ChannelHandle) {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let transport = carrier()?;
+    // Advertised for the CLI like `carrier serve` (the tests that run this router leave it out).
+    let transport = carrier()?.with_runtime_file(RuntimeFileOptions::for_user());
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

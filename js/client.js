@@ -387,6 +387,12 @@ export class CarrierClient {
     }
     const refused = this.#roleRefusal(`sending on channel ${channel}`, "drive");
     if (refused) throw refused;
+    // A channel only the host sends on (or in a direction this client does not know): the
+    // server would refuse the frame with `forbidden`, so nothing is sent.
+    const descriptor = this.#connection.handshakeResult?.channels?.find((c) => c.name === channel);
+    if (descriptor?.direction !== undefined && descriptor.direction !== "both") {
+      throw new CarrierError("forbidden", `channel ${channel} carries frames from the host to clients only`, { effectState: "none" });
+    }
   }
 }
 

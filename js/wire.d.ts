@@ -57,11 +57,27 @@ export interface ChannelDescriptor {
   credit?: number | null;
   /** Outbound delivery class. */
   delivery?: DeliveryClass;
+  /**
+   * Who may send on the channel: both ways (the default, left out on the wire), or
+   * `host_to_clients`, where a client's frame is refused with `forbidden`.
+   */
+  direction?: ChannelDirection;
   /** Event names the channel carries; `["*"]` declares any event. */
   events: string[];
   /** Unique name on the carrier (1..=255 UTF-8 bytes). */
   name: string;
 }
+
+/** Who may send frames on a channel. */
+export type ChannelDirection =
+  /** The host and its clients both send (the default; absent on the wire). */
+  | "both"
+  /**
+   * Only the host sends: a client's frame on the channel is refused with a `protocol_error`
+   * (`forbidden`) and never reaches the host. For what a host publishes (diagnostics,
+   * telemetry, a screen stream) and no client should feed.
+   */
+  | "host_to_clients";
 
 /** The payload of `channel.dropped`: frames of a lossy channel dropped for this receiver. */
 export interface ChannelDropped {
@@ -359,7 +375,10 @@ export type ProtocolErrorCode =
   | "undeclared_event"
   /** Binary on a channel that did not declare binary. */
   | "binary_not_declared"
-  /** The connection's role may not do this (e.g. an observer sending channel frames). */
+  /**
+   * The sender may not do this: an observer sending channel frames, or any client
+   * sending on a channel that is host → clients only.
+   */
   | "forbidden"
   /** A frame before the handshake. */
   | "handshake_required"

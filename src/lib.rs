@@ -11,38 +11,38 @@
 //! ## Quickstart
 //!
 //! A host with its own agent (it answers with the prompt's words in reverse order), an event
-//! channel `telemetry`, and a Rust client running one turn against it:
+//! channel `telemetry` that only the host sends on, and a Rust client running one turn against
+//! it (the same client style as the README and `examples/rust_client.rs`):
 //!
 //! ```
 //! use std::sync::Arc;
 //!
 //! use carrier::agent::{AgentProfile, HostError, InMemoryDirectory, ProtocolSession, TurnStart};
-//! use carrier::client::{Client, ClientEvent, ReceivedSessionEventKind, Transport, WsClientTransport, WsOptions};
-//! use carrier::protocol::methods::Decision;
+//! use carrier::client::{ChannelMessage, Client, ClientEvent, ReceivedSessionEventKind};
+//! use carrier::client::{WsClientTransport, WsOptions};
 //! use carrier::server::{Binary, CarrierConfig, ChannelDescriptor, WsTransport};
+//! use futures_util::StreamExt;
 //! use serde_json::json;
 //!
-//! /// The host's agent: one per session.
+//! /// The host's agent: one per session. `start_turn` is the only method it must write.
 //! struct Reverse;
 //!
 //! impl ProtocolSession for Reverse {
 //!     fn start_turn(&self, turn: TurnStart) -> Result<(), HostError> {
+//!         let TurnStart { prompt, sink, .. } = turn;
 //!         tokio::spawn(async move {
-//!             let reply: Vec<&str> = turn.prompt.split_whitespace().rev().collect();
+//!             let reply: Vec<&str> = prompt.split_whitespace().rev().collect();
 //!             let reply = reply.join(" ");
 //!             for word in reply.split_inclusive(' ') {
 //!                 // An error means the turn has ended (a client aborted it): stop.
-//!                 if turn.sink.delta(word).is_err() {
+//!                 if sink.delta(word).is_err() {
 //!                     return;
 //!                 }
 //!             }
-//!             let _ = turn.sink.complete(&reply);
+//!             let _ = sink.complete(&reply);
 //!         });
 //!         Ok(())
 //!     }
-//!     // The sink refuses output once a turn is aborted, and this agent never asks permission.
-//!     fn abort_turn(&self, _turn_id: &str) {}
-//!     fn permission_decided(&self, _turn_id: &str, _request_id: &str, _decision: Decision) {}
 //! }
 //!
 //! # #[tokio::main]
@@ -50,27 +50,27 @@
 //! // The host: a carrier on a free loopback port, the agent, one channel.
 //! let carrier = WsTransport::new(CarrierConfig::default().with_port(0))?;
 //! carrier.attach(AgentProfile::builder(InMemoryDirectory::new(|_| Arc::new(Reverse))).build());
-//! let telemetry =
-//!     carrier.register_channel(ChannelDescriptor::new("telemetry", &["cpu"], Binary::Refused))?;
+//! let telemetry = carrier.register_channel(
+//!     ChannelDescriptor::new("telemetry", &["cpu"], Binary::Refused).host_to_clients(),
+//! )?;
 //! carrier.start().await?;
-//! let url = format!("ws://127.0.0.1:{}/", carrier.bound_port().unwrap_or_default());
-//! let token = carrier.resolved_token().unwrap_or_default().to_owned();
+//! let url = carrier.url().unwrap_or_default();
+//! let token = carrier.resolved_token().unwrap_or_default();
 //!
 //! // A client, as any other local process would connect.
-//! let client = Client::new(Arc::new(WsClientTransport::new(WsOptions::new(url).token(token)))
-//!     as Arc<dyn Transport>);
-//! let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
-//! let _subscription = client.on_event(Box::new(move |event| {
-//!     let _ = events.send(event.clone());
-//! }));
+//! let client = Client::new(Arc::new(WsClientTransport::new(WsOptions::new(url).token(token))));
+//! let mut events = client.events(); // subscribe before connecting: nothing is missed
+//! let mut cpu = client.channel("telemetry");
 //! client.connect().await?;
-//! client.request("session.submit", json!({"prompt": "world hello"})).await?;
+//! let turn = client.submit("world hello").await?;
 //! // Events arrive in order: wait (at most 10 s) for the turn to complete.
 //! let reply = tokio::time::timeout(std::time::Duration::from_secs(10), async {
-//!     while let Some(event) = received.recv().await {
+//!     while let Some(event) = events.next().await {
 //!         if let ClientEvent::Session(event) = event {
-//!             if let ReceivedSessionEventKind::TurnCompleted { text, .. } = event.kind {
-//!                 return text;
+//!             if let ReceivedSessionEventKind::TurnCompleted { turn_id, text, .. } = event.kind {
+//!                 if turn_id == turn {
+//!                     return text;
+//!                 }
 //!             }
 //!         }
 //!     }
@@ -81,14 +81,18 @@
 //!
 //! // The host broadcasts on its channel to every admitted connection.
 //! telemetry.send_event("cpu", json!({"percent": 12}))?;
+//! if let Some(frame @ ChannelMessage::Event { .. }) = cpu.next().await {
+//!     assert_eq!(frame.json::<serde_json::Value>()?["payload"]["percent"], 12);
+//! }
 //! client.disconnect().await;
 //! carrier.stop().await;
 //! # Ok(())
 //! # }
 //! ```
 //!
-//! More, each a complete program: `examples/axum_mount.rs` (the carrier inside an axum
-//! application, at a path of its own), `examples/reverse_agent.rs` (an agent as a separate
+//! `docs/embedding.md` in the repository is the host's guide (mounted hosts, channel classes,
+//! restarts, logging, shutdown). More, each a complete program: `examples/axum_mount.rs` (the
+//! carrier inside an axum application, at a path of its own), `examples/reverse_agent.rs` (an agent as a separate
 //! process, `carrier serve --agent-cmd`). The wire itself, for clients in other languages, is
 //! described in `docs/protocol.md` in the repository.
 //!
@@ -173,3 +177,8 @@ pub use carrier_server as server;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 mod readme {}
+
+/// The embedding guide's code blocks (`docs/embedding.md`), compiled and run the same way.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/embedding.md")]
+mod embedding_guide {}

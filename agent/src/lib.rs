@@ -10,8 +10,9 @@
 //! - [`SessionDirectory`] / [`SessionBinder`] — the host's sessions (`sessions.list`,
 //!   `sessions.start`) and which one a new connection is bound to; [`InMemoryDirectory`] and
 //!   [`DefaultBinder`] are the defaults.
-//! - [`UsageReporter`] — the host's usage read model (`usage.report`); [`SessionUsage`] is the
-//!   default, [`NoUsage`] wires nothing.
+//! - [`UsageReporter`] — the host's usage read model (`usage.report`); without one
+//!   ([`NoUsage`], the builder's default) no usage feature is announced; [`SessionUsage`]
+//!   counts words per session (the embedded agent's).
 //! - `hub` — the carrier's side of each session: `seq` from 1, fan-out of each event encoded
 //!   once to every bound, handshaken connection, the turn state machine, and the session's
 //!   record (`record`: its resume ring and its bounded history, `history`).

@@ -171,9 +171,9 @@ impl AgentProcess {
         }
     }
 
-    /// An [`AgentProfile`] serving this process as its only session, with the default binder,
-    /// usage reporter and resume ring. Use [`AgentProfile::builder`] with
-    /// [`AgentProcess::directory`] to change those.
+    /// An [`AgentProfile`] serving this process as its only session, with the default binder
+    /// and resume ring, and no usage reporter (the process reports no usage). Use
+    /// [`AgentProfile::builder`] with [`AgentProcess::directory`] to change those.
     pub fn profile(&self) -> AgentProfile {
         AgentProfile::builder(self.directory()).build()
     }

@@ -11,7 +11,7 @@ use super::host::AgentHost;
 use super::hub::DEFAULT_UNATTENDED_PROMPT_TIMEOUT;
 use super::memory::SessionMemory;
 use super::record::RingConfig;
-use super::usage::{SessionUsage, UsageReporter};
+use super::usage::{NoUsage, SessionUsage, UsageReporter};
 use carrier_protocol::version::VersionPair;
 use carrier_server::{
     Asset, Attachment, CarrierContext, Connection, Gauge, TextProfile, TextSession,
@@ -48,17 +48,22 @@ impl std::fmt::Debug for AgentProfile {
 
 impl AgentProfile {
     /// The embedded default agent ([`EmbeddedAgent`]) in an in-memory directory, with per-session
-    /// usage counters.
+    /// usage counters ([`SessionUsage`]: the demo agent's "tokens" are words).
     pub fn embedded(agent: EmbeddedAgent) -> Self {
-        AgentProfile::builder(InMemoryDirectory::new(move |_| agent.session())).build()
+        AgentProfile::builder(InMemoryDirectory::new(move |_| agent.session()))
+            .usage(SessionUsage::default())
+            .build()
     }
 
-    /// A profile over the host's own session directory.
+    /// A profile over the host's own session directory. No usage is reported until the host
+    /// wires a [`UsageReporter`] ([`AgentProfileBuilder::usage`]): the handshake and
+    /// `system.status` say `usage.*` is unavailable, and `usage.report` is answered
+    /// `unsupported_feature`.
     pub fn builder(directory: impl SessionDirectory) -> AgentProfileBuilder {
         AgentProfileBuilder {
             directory: Arc::new(directory),
             binder: Arc::new(DefaultBinder),
-            usage: Arc::new(SessionUsage::default()),
+            usage: Arc::new(NoUsage),
             ring: RingConfig::default(),
             history: HistoryConfig::default(),
             memory: None,
@@ -81,7 +86,7 @@ impl AgentProfile {
 
 /// Builds an [`AgentProfile`]: the directory is required; binder, usage reporter, resume ring
 /// and history bounds, session memory, protocol version and unattended-prompt timeout have
-/// defaults ([`DefaultBinder`], [`SessionUsage`], 1024 events / 4 MiB, 1000 entries / 4 MiB,
+/// defaults ([`DefaultBinder`], [`NoUsage`], 1024 events / 4 MiB, 1000 entries / 4 MiB,
 /// 64 MiB for all sessions together, [`VersionPair::CURRENT`], 30 s).
 pub struct AgentProfileBuilder {
     directory: Arc<dyn SessionDirectory>,
@@ -101,7 +106,9 @@ impl AgentProfileBuilder {
         self
     }
 
-    /// The usage read model behind `usage.report`.
+    /// The usage read model behind `usage.report`, and what the handshake's `features` and
+    /// `system.status` announce as `usage.*` (the scopes it [supports](UsageReporter::supports)).
+    /// Without one, no usage feature is available.
     pub fn usage(mut self, usage: impl UsageReporter) -> Self {
         self.usage = Arc::new(usage);
         self

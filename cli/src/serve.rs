@@ -10,7 +10,9 @@ use std::time::Duration;
 use carrier::acp::agent_host::{AcpAgent, AcpAgentConfig, AcpAgentError};
 use carrier::acp::{AcpProfile, ACP_PATH};
 use carrier::agent::process::{AgentProcess, AgentProcessConfig, AgentProcessError};
-use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory, DEFAULT_MAX_SESSION_BYTES};
+use carrier::agent::{
+    AgentProfile, EmbeddedAgent, InMemoryDirectory, SessionUsage, DEFAULT_MAX_SESSION_BYTES,
+};
 use carrier::protocol::Role;
 use carrier::robota::{RobotaProfile, ROBOTA_PATH};
 use carrier::server::{
@@ -394,7 +396,13 @@ async fn serve(
             AgentProfile::builder(InMemoryDirectory::new(move |_| embedded.session()))
         }
     };
-    let profile = profile.max_session_bytes(args.max_session_bytes).build();
+    // `serve` counts each session's words as its usage whatever the agent (the library's
+    // builder wires no reporter unless asked), so a client cannot tell an `--agent-cmd` child
+    // from the embedded agent by its features.
+    let profile = profile
+        .usage(SessionUsage::default())
+        .max_session_bytes(args.max_session_bytes)
+        .build();
     // The seed system's wire is served at `/robota` under either profile, and at `/` too with
     // `--profile robota` (where it also stands for the sessions at `stop()`); ACP clients and
     // editors at `/acp`.

@@ -23,7 +23,7 @@ use super::settings::ClientOptions;
 use super::subscribers::{lock, Subscribers};
 use super::transport::{ConnectionState, Subscription, Transport};
 use carrier_protocol::catalog::{def, MethodDef};
-use carrier_protocol::methods::{PermissionRespondParams, SubmitParams};
+use carrier_protocol::methods::{AbortParams, PermissionRespondParams, SubmitParams};
 
 /// A channel as the handshake describes it (with a bulk channel's `credit`).
 pub use carrier_protocol::channel_info::ChannelInfo;
@@ -264,6 +264,17 @@ impl Client {
         Ok(self.call::<def::SessionSubmit>(params).await?.turn_id)
     }
 
+    /// `session.abort`: ends the turn `turn_id` (the id [`submit`](Client::submit) returned).
+    /// The agent stops and the turn ends with `turn_completed {aborted: true}`; an open
+    /// permission prompt of the turn is resolved as denied. Fails with `not_found` when that
+    /// turn is not running (it ended already).
+    pub async fn abort(&self, turn_id: impl Into<String>) -> Result<(), ClientError> {
+        let params = AbortParams {
+            turn_id: Some(turn_id.into()),
+        };
+        self.call::<def::SessionAbort>(params).await.map(drop)
+    }
+
     /// `session.permission.respond`: answers the permission prompt `request_id`.
     pub async fn respond(
         &self,
@@ -309,9 +320,11 @@ impl Client {
         self.inner.request(method, params, timeout).await
     }
 
-    /// Session events, resume outcomes and other notices, from now on, as a stream. What it
-    /// holds unread counts against [`ClientOptions::inbound_backlog`]: past it the connection
-    /// stops reading (responses included) until the stream is read or dropped.
+    /// Session events, connection states ([`ClientEvent::State`]: connecting, connected,
+    /// reconnecting after a break, disconnected), resume outcomes and other notices, from now
+    /// on, as a stream. What it holds unread counts against
+    /// [`ClientOptions::inbound_backlog`]: past it the connection stops reading (responses
+    /// included) until the stream is read or dropped.
     pub fn events(&self) -> EventStream {
         let (tx, rx) = backlog_stream(&self.inner.backlog);
         lock(&self.inner.event_streams).push(tx);

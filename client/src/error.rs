@@ -92,6 +92,14 @@ pub enum ChannelSendError {
         /// The channel named.
         channel: String,
     },
+    /// The channel carries frames from the host to clients only (`direction:
+    /// "host_to_clients"`), or in a direction this client does not know: the server would
+    /// refuse the frame with `forbidden`.
+    #[error("channel `{channel}` carries frames from the host to clients only")]
+    HostToClients {
+        /// The channel named.
+        channel: String,
+    },
     /// The channel does not accept opaque binary frames.
     #[error("channel `{channel}` accepts no binary frames")]
     BinaryRefused {

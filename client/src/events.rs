@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use super::error::ClientError;
+use super::transport::ConnectionState;
 
 /// The answer to a permission prompt: the protocol's type.
 pub use carrier_protocol::methods::Decision;
@@ -25,6 +26,11 @@ pub use carrier_protocol::methods::ReceivedHistoryEntry;
 /// handlers.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientEvent {
+    /// The client's state changed, as [`Client::state`](super::Client::state) reports it:
+    /// `Connecting` (dialling or handshaking; after a break, reconnecting), `Connected` or
+    /// `VersionSkew` (handshaken, just before [`ClientEvent::Ready`]), `Disconnected` (closed,
+    /// refused, or given up).
+    State(ConnectionState),
     /// A handshake succeeded (the first one, or one after a reconnect) and requests flow again.
     Ready {
         /// How the connection was bound to its session.

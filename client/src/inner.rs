@@ -340,6 +340,7 @@ impl Inner {
         };
         if changed {
             self.states.emit(&next);
+            self.emit(ClientEvent::State(next));
         }
     }
 

@@ -119,7 +119,7 @@ pub use events::{
 pub use features::{feature_for_method, preflight, FeatureRequirement};
 pub use machine::{read_response, ChannelGo, ConnectionMachine, HandshakeStep, SendKind};
 pub use options::{TokenPlacement, WsOptions};
-pub use probe::{probe_health, Health, Probe};
+pub use probe::{probe_health, probe_health_at, Health, Probe};
 pub use reconnect::{ReconnectingTransport, DEFAULT_OUTBOUND_BUDGET};
 pub use resume::ResumePoint;
 pub use routes::{ChannelMessage, ChannelStream};
@@ -131,6 +131,8 @@ pub use transport::{
 };
 // Whose listener a dial reached, and the refusals' details.
 pub use carrier_discovery::listener::{ForeignListener, Listener, UnattributedListener};
+// The role a connection asks for ([`WsOptions::role`]) and is granted.
+pub use carrier_protocol::Role;
 // The wire's version types: one parser, the server's (it refuses `"01.0"`, for one).
 pub use carrier_protocol::version::{
     ProtocolVersion, Side, Verdict, VersionPair, MIN_COMPATIBLE_PROTOCOL, PROTOCOL_VERSION,

@@ -281,6 +281,11 @@ impl ConnectionMachine {
             channel: channel.to_owned(),
         };
         let descriptor = descriptor.ok_or_else(unknown)?;
+        if !descriptor.clients_send() {
+            Err(ChannelSendError::HostToClients {
+                channel: channel.to_owned(),
+            })?;
+        }
         match kind {
             SendKind::Binary if !descriptor.binary => Err(ChannelSendError::BinaryRefused {
                 channel: channel.to_owned(),
@@ -787,5 +792,34 @@ mod tests {
                 String::from_utf8_lossy(other)
             );
         }
+    }
+
+    #[test]
+    fn a_host_only_channel_is_refused_locally_and_takes_no_seq() {
+        let mut m = machine();
+        let channels = json!([
+            {"name": "diagnostics", "events": ["report"], "binary": false, "direction": "host_to_clients"},
+            {"name": "future", "events": ["*"], "binary": true, "direction": "sideways"},
+            {"name": "m", "events": ["say"], "binary": false},
+        ]);
+        ready(
+            &mut m,
+            result("s1", "e1", json!({"outcome": "new"}), channels),
+        );
+        for channel in ["diagnostics", "future"] {
+            let refused = m
+                .channel_frame(channel, SendKind::Event("report"), 2)
+                .expect_err("host → clients only");
+            assert_eq!(
+                refused,
+                ClientError::Channel(ChannelSendError::HostToClients {
+                    channel: channel.into()
+                })
+            );
+        }
+        assert_eq!(
+            send(&mut m, "m", SendKind::Event("say"), 2),
+            ChannelGo::Send { seq: 0 }
+        );
     }
 }

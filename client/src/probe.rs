@@ -54,7 +54,22 @@ pub async fn probe_health(
     endpoint: impl Into<Endpoint>,
     timeout: Duration,
 ) -> Result<Probe, TransportError> {
+    probe_health_at(endpoint, "/", timeout).await
+}
+
+/// [`probe_health`] for a carrier mounted at `mount_path` of a host's own server: `GET
+/// MOUNT_PATH/healthz` (`/assist/healthz` for `/assist` or `/assist/`; `/healthz` for `/`),
+/// which a carrier mounted with its routes (axum's `nest_service`) answers. A mount of the
+/// socket alone (`route_service`) has no such route: the host's server answers it, and only a
+/// handshake can tell.
+pub async fn probe_health_at(
+    endpoint: impl Into<Endpoint>,
+    mount_path: &str,
+    timeout: Duration,
+) -> Result<Probe, TransportError> {
     let endpoint = endpoint.into();
+    let healthz = format!("{}/healthz", mount_path.trim_end_matches('/'));
+    let healthz = healthz.as_str();
     let failed = |reason: String| TransportError::Connect {
         addr: endpoint.to_string(),
         reason,
@@ -69,7 +84,13 @@ pub async fn probe_health(
                             other => failed(other.to_string()),
                         },
                     )?;
-                    ask_health(TokioIo::new(checked.stream), checked.listener, &endpoint).await
+                    ask_health(
+                        TokioIo::new(checked.stream),
+                        checked.listener,
+                        &endpoint,
+                        healthz,
+                    )
+                    .await
                 }
                 #[cfg(unix)]
                 Endpoint::Unix(path) => {
@@ -81,7 +102,13 @@ pub async fn probe_health(
                             other => failed(other.to_string()),
                         },
                     )?;
-                    ask_health(TokioIo::new(checked.stream), checked.listener, &endpoint).await
+                    ask_health(
+                        TokioIo::new(checked.stream),
+                        checked.listener,
+                        &endpoint,
+                        healthz,
+                    )
+                    .await
                 }
                 #[cfg(not(unix))]
                 Endpoint::Unix(_) => Err(failed(
@@ -94,11 +121,12 @@ pub async fn probe_health(
         .map_err(|_| failed(format!("no answer within {timeout:?}")))?
 }
 
-/// `GET /healthz` over `io`, already connected to `listener`.
+/// `GET healthz` over `io`, already connected to `listener`.
 async fn ask_health<IO>(
     io: IO,
     listener: Listener,
     endpoint: &Endpoint,
+    healthz: &str,
 ) -> Result<Probe, TransportError>
 where
     IO: Read + Write + Unpin + Send + 'static,
@@ -119,7 +147,7 @@ where
             tracing::debug!(%error, "health probe connection ended with an error");
         }
     });
-    let request = Request::get("/healthz")
+    let request = Request::get(healthz)
         .header(HOST, host)
         .body(Empty::<Bytes>::new())
         .map_err(|e| failed(e.to_string()))?;

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::backlog::{backlog_stream, Backlog, BacklogSender, BacklogStream};
@@ -36,6 +37,78 @@ pub enum ChannelMessage {
         /// How many.
         count: u64,
     },
+}
+
+impl ChannelMessage {
+    /// The frame as the host's own serde type. An event frame is read as the JSON object
+    /// `{"event": NAME, "payload": …}` it carries on the wire, so an enum of the channel's
+    /// events tagged the same way reads directly (`#[serde(tag = "event", content = "payload")]`,
+    /// one variant per event; see [`ChannelMessage::payload`] for one event's payload alone); a
+    /// binary frame's body is read as JSON text. A `Dropped` notice is not a frame: an error.
+    ///
+    /// ```
+    /// use carrier_client::ChannelMessage;
+    /// use serde::Deserialize;
+    ///
+    /// #[derive(Debug, PartialEq, Deserialize)]
+    /// #[serde(tag = "event", content = "payload", rename_all = "snake_case")]
+    /// enum Diagnostics {
+    ///     Cpu { percent: f64 },
+    ///     Disk { free_bytes: u64 },
+    /// }
+    ///
+    /// let frame = ChannelMessage::Event {
+    ///     seq: 7,
+    ///     event: "cpu".into(),
+    ///     payload: serde_json::json!({"percent": 12.5}),
+    /// };
+    /// assert_eq!(frame.json::<Diagnostics>()?, Diagnostics::Cpu { percent: 12.5 });
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        match self {
+            ChannelMessage::Event { event, payload, .. } => {
+                T::deserialize(serde_json::json!({ "event": event, "payload": payload }))
+            }
+            ChannelMessage::Binary { body, .. } => serde_json::from_slice(body),
+            ChannelMessage::Dropped { count } => Err(serde::de::Error::custom(format!(
+                "not a frame: the server dropped {count} frame(s) of this lossy channel"
+            ))),
+        }
+    }
+
+    /// An event frame's payload as the host's own serde type; `None` for other frames and for
+    /// events with another name than `event`.
+    ///
+    /// ```
+    /// # use carrier_client::ChannelMessage;
+    /// #[derive(serde::Deserialize)]
+    /// struct Cpu {
+    ///     percent: f64,
+    /// }
+    ///
+    /// let frame = ChannelMessage::Event {
+    ///     seq: 7,
+    ///     event: "cpu".into(),
+    ///     payload: serde_json::json!({"percent": 12.5}),
+    /// };
+    /// let cpu: Cpu = frame.payload("cpu").transpose()?.expect("a cpu event");
+    /// assert_eq!(cpu.percent, 12.5);
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn payload<T: DeserializeOwned>(
+        &self,
+        event: &str,
+    ) -> Option<Result<T, serde_json::Error>> {
+        match self {
+            ChannelMessage::Event {
+                event: name,
+                payload,
+                ..
+            } if name == event => Some(T::deserialize(payload)),
+            _ => None,
+        }
+    }
 }
 
 /// A channel's inbound frames, in order: see [`Client::channel`](super::Client::channel).

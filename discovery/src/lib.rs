@@ -78,7 +78,8 @@ pub const MAX_RUNTIME_FILE_BYTES: u64 = 64 * 1024;
 pub struct RuntimeEntry {
     /// The carrier's process id: the file is stale once this process is gone.
     pub pid: u32,
-    /// Where clients connect, `ws://127.0.0.1:PORT/`.
+    /// Where clients connect: `ws://127.0.0.1:PORT/`, or `ws://127.0.0.1:PORT/PATH` for a
+    /// carrier a host mounted at a path of its own HTTP server.
     pub url: String,
     /// The bound port.
     pub port: u16,
@@ -129,6 +130,21 @@ impl RuntimeEntry {
             pid_start: ProcessStart::of_this_process(),
             socket: None,
         }
+    }
+
+    /// The same entry at `path` of its port (a carrier mounted inside a host's own HTTP
+    /// server): `url` becomes `ws://127.0.0.1:PORT` followed by `path`. Fails, naming why, for
+    /// a path a reader would refuse ([`url_path`]).
+    pub fn at_path(mut self, path: &str) -> Result<RuntimeEntry, String> {
+        let url = format!("ws://127.0.0.1:{}{path}", self.port);
+        url_path(&url, self.port)?;
+        self.url = url;
+        Ok(self)
+    }
+
+    /// The path of `url` (`/` for a carrier's own listener, the mount path otherwise).
+    pub fn path(&self) -> &str {
+        url_path(&self.url, self.port).unwrap_or("/")
     }
 
     /// The same entry, listing the carrier's Unix socket.
@@ -445,14 +461,39 @@ fn read_entry(path: &Path) -> Result<RuntimeEntry, String> {
     let text = std::fs::read(path).map_err(|e| e.to_string())?;
     let entry: RuntimeEntry =
         serde_json::from_slice(&text).map_err(|e| format!("it is not a runtime file ({e})"))?;
-    if entry.url != format!("ws://127.0.0.1:{}/", entry.port) {
-        return Err(format!(
-            "its url {:?} is not ws://127.0.0.1:{}/",
+    url_path(&entry.url, entry.port).map_err(|reason| {
+        format!(
+            "its url {:?} {reason}",
             carrier_protocol::envelope::truncate(&entry.url, 80),
-            entry.port
-        ));
-    }
+        )
+    })?;
     Ok(entry)
+}
+
+/// The longest mount path a runtime file may name.
+const MAX_URL_PATH: usize = 1024;
+
+/// The path of a runtime file's `url`, which must be `ws://127.0.0.1:PORT` (its own `port`)
+/// followed by an absolute path: `/` for a carrier's own listener, the mount path for one a
+/// host serves inside its own HTTP server. Nothing else — no other host, no query, no
+/// fragment, no credentials, no backslash or space — so a file cannot point a client, and its
+/// token, anywhere but a loopback port of the file's own.
+pub fn url_path(url: &str, port: u16) -> Result<&str, String> {
+    let origin = format!("ws://127.0.0.1:{port}");
+    let path = url
+        .strip_prefix(&origin)
+        .filter(|path| path.starts_with('/'))
+        .ok_or_else(|| format!("is not ws://127.0.0.1:{port}/ or a path under it"))?;
+    if path.len() > MAX_URL_PATH {
+        return Err(format!("has a path over {MAX_URL_PATH} bytes"));
+    }
+    let bad = path
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "/-._~!$&'()*+,;=:@%".contains(*c)));
+    match bad {
+        Some(c) => Err(format!("has {c:?} in its path")),
+        None => Ok(path),
+    }
 }
 
 /// Writes a new file readable and writable by its owner only.
@@ -503,6 +544,34 @@ fn untrusted_owner_or_mode(_meta: &std::fs::Metadata) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_is_a_loopback_port_of_the_file_and_a_plain_path() {
+        assert_eq!(url_path("ws://127.0.0.1:7070/", 7070), Ok("/"));
+        assert_eq!(url_path("ws://127.0.0.1:7070/assist", 7070), Ok("/assist"));
+        assert_eq!(url_path("ws://127.0.0.1:7070/a/b/", 7070), Ok("/a/b/"));
+        for (url, port) in [
+            ("ws://127.0.0.1:7071/", 7070),
+            ("ws://127.0.0.1:70701/", 7070),
+            ("ws://127.0.0.1:7070", 7070),
+            ("ws://10.0.0.1:7070/", 7070),
+            ("ws://127.0.0.1:7070@evil.example/", 7070),
+            ("ws://127.0.0.1:7070/a?token=x", 7070),
+            ("ws://127.0.0.1:7070/a#x", 7070),
+            ("ws://127.0.0.1:7070/a b", 7070),
+            ("ws://127.0.0.1:7070/a\\b", 7070),
+            ("wss://127.0.0.1:7070/", 7070),
+        ] {
+            assert!(url_path(url, port).is_err(), "{url}");
+        }
+        let entry = RuntimeEntry::for_this_process(7070, Role::Drive, None);
+        assert_eq!(entry.path(), "/");
+        let mounted = entry.at_path("/assist").expect("a plain path");
+        assert_eq!(mounted.url, "ws://127.0.0.1:7070/assist");
+        assert_eq!(mounted.path(), "/assist");
+        let entry = RuntimeEntry::for_this_process(7070, Role::Drive, None);
+        assert!(entry.at_path("assist").is_err());
+    }
 
     #[test]
     fn the_token_stays_out_of_debug_output() {

@@ -591,6 +591,25 @@ test("a break before the first handshake completes fails connect() and stops the
   assert.equal(transport.state, "disconnected", "the client told the transport to stop redialling");
 });
 
+test("a channel only the host sends on (or in an unknown direction) refuses sends locally", async () => {
+  const channels = [
+    { name: "diagnostics", events: ["report"], binary: true, direction: "host_to_clients" },
+    { name: "future", events: ["*"], binary: true, direction: "sideways" },
+    { name: "mic", events: ["*"], binary: true },
+    { name: "both", events: ["*"], binary: true, direction: "both" },
+  ];
+  const { client, transport } = await onMemory({}, { ...HANDSHAKE_RESULT, channels });
+  const before = transport.sent.length;
+  for (const channel of ["diagnostics", "future"]) {
+    assert.throws(() => client.sendChannelBinary(channel, new Uint8Array(1)), { code: "forbidden" });
+    assert.throws(() => client.sendChannelEvent(channel, "report", {}), { code: "forbidden" });
+    await assert.rejects(client.sendChannelBulk(channel, new Uint8Array(1)), { code: "forbidden" });
+  }
+  assert.equal(transport.sent.length, before, "nothing was sent");
+  assert.equal(client.sendChannelBinary("mic", new Uint8Array(1)), 0);
+  assert.equal(client.sendChannelBinary("both", new Uint8Array(1)), 0);
+});
+
 test("role observe refuses drive methods and channel sends locally, sending nothing", async () => {
   for (const [options, granted] of [[{ role: "observe" }, "drive"], [{}, "observe"]]) {
     const { client, transport } = await onMemory(options, { ...HANDSHAKE_RESULT, role: granted });

@@ -25,6 +25,32 @@ pub enum DeliveryClass {
     Bulk,
 }
 
+/// Who may send frames on a channel.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ChannelDirection {
+    /// The host and its clients both send (the default; absent on the wire).
+    #[default]
+    Both,
+    /// Only the host sends: a client's frame on the channel is refused with a `protocol_error`
+    /// (`forbidden`) and never reaches the host. For what a host publishes (diagnostics,
+    /// telemetry, a screen stream) and no client should feed.
+    HostToClients,
+}
+
+impl ChannelDirection {
+    /// Whether clients may send on a channel of this direction.
+    pub fn clients_send(self) -> bool {
+        self == ChannelDirection::Both
+    }
+
+    fn is_both(&self) -> bool {
+        *self == ChannelDirection::Both
+    }
+}
+
 /// Default per-connection window of a bulk channel: 1 MiB.
 pub const DEFAULT_BULK_WINDOW: usize = 1 << 20;
 
@@ -49,6 +75,10 @@ pub struct ChannelDescriptor {
     /// Outbound delivery class.
     #[serde(default)]
     pub delivery: DeliveryClass,
+    /// Who may send on the channel: both ways (the default, left out on the wire), or
+    /// `host_to_clients`, where a client's frame is refused with `forbidden`.
+    #[serde(default, skip_serializing_if = "ChannelDirection::is_both")]
+    pub direction: ChannelDirection,
     /// Bytes of a bulk channel's frames queued per connection before senders wait (the host's
     /// setting; not on the wire). Default [`DEFAULT_BULK_WINDOW`].
     #[serde(skip, default = "default_bulk_window")]
@@ -80,6 +110,7 @@ impl ChannelDescriptor {
             events: events.iter().map(|e| e.to_string()).collect(),
             binary: binary == Binary::Accepted,
             delivery: DeliveryClass::Reliable,
+            direction: ChannelDirection::Both,
             bulk_window: DEFAULT_BULK_WINDOW,
             credit: None,
         }
@@ -94,6 +125,25 @@ impl ChannelDescriptor {
     /// Sets the delivery class.
     pub fn delivery(mut self, delivery: DeliveryClass) -> Self {
         self.delivery = delivery;
+        self
+    }
+
+    /// Makes the channel host → clients only ([`ChannelDirection::HostToClients`]): the host
+    /// sends, clients receive, and a client's frame is refused.
+    ///
+    /// ```
+    /// use carrier_protocol::channel::{Binary, ChannelDescriptor, ChannelDirection};
+    ///
+    /// let diagnostics = ChannelDescriptor::new("diagnostics", &["report"], Binary::Refused)
+    ///     .host_to_clients();
+    /// assert_eq!(diagnostics.direction, ChannelDirection::HostToClients);
+    /// assert_eq!(
+    ///     serde_json::to_value(&diagnostics).unwrap()["direction"],
+    ///     "host_to_clients"
+    /// );
+    /// ```
+    pub fn host_to_clients(mut self) -> Self {
+        self.direction = ChannelDirection::HostToClients;
         self
     }
 

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::channel::DeliveryClass;
+use crate::channel::{ChannelDirection, DeliveryClass};
 
 /// One declared channel as the server describes it to a client.
 /// It serializes back to the descriptor's wire shape (`credit` only when there is some).
@@ -27,12 +27,25 @@ pub struct ChannelInfo {
     /// no credit is counted (nor is it where the handshake's `features` lack `bulk_credit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credit: Option<u64>,
+    /// Who may send on it; absent means both ways. A direction this build does not know reads
+    /// as `None`, and a client sends nothing on such a channel.
+    #[serde(
+        default = "both_ways",
+        deserialize_with = "lenient_direction",
+        skip_serializing_if = "is_both_ways"
+    )]
+    pub direction: Option<ChannelDirection>,
 }
 
 impl ChannelInfo {
     /// Whether `event` is declared on the channel.
     pub fn declares(&self, event: &str) -> bool {
         self.events.iter().any(|e| e == "*" || e == event)
+    }
+
+    /// Whether this client may send on it: the channel takes frames both ways.
+    pub fn clients_send(&self) -> bool {
+        self.direction.is_some_and(ChannelDirection::clients_send)
     }
 
     /// Whether it is a bulk channel.
@@ -43,6 +56,21 @@ impl ChannelInfo {
 
 fn reliable() -> Option<DeliveryClass> {
     Some(DeliveryClass::Reliable)
+}
+
+fn both_ways() -> Option<ChannelDirection> {
+    Some(ChannelDirection::Both)
+}
+
+fn is_both_ways(direction: &Option<ChannelDirection>) -> bool {
+    *direction == Some(ChannelDirection::Both)
+}
+
+fn lenient_direction<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<ChannelDirection>, D::Error> {
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value(value).ok())
 }
 
 fn lenient_delivery<'de, D: Deserializer<'de>>(
@@ -72,5 +100,23 @@ mod tests {
         let future: ChannelInfo =
             serde_json::from_value(json!({"name": "f", "delivery": "teleport"})).unwrap();
         assert_eq!(future.delivery, None);
+        assert!(old.clients_send() && future.clients_send());
+    }
+
+    #[test]
+    fn a_host_only_channel_is_not_for_clients_to_send_on() {
+        let read_only: ChannelInfo =
+            serde_json::from_value(json!({"name": "d", "direction": "host_to_clients"})).unwrap();
+        assert_eq!(read_only.direction, Some(ChannelDirection::HostToClients));
+        assert!(!read_only.clients_send());
+        // A direction from a newer server is not guessed at: nothing is sent on it.
+        let unknown: ChannelInfo =
+            serde_json::from_value(json!({"name": "u", "direction": "sideways"})).unwrap();
+        assert_eq!(unknown.direction, None);
+        assert!(!unknown.clients_send());
+        assert_eq!(
+            serde_json::to_value(&read_only).unwrap()["direction"],
+            "host_to_clients"
+        );
     }
 }

@@ -82,7 +82,8 @@ wire_codes! {
         UndeclaredEvent = "undeclared_event",
         /// Binary on a channel that did not declare binary.
         BinaryNotDeclared = "binary_not_declared",
-        /// The connection's role may not do this (e.g. an observer sending channel frames).
+        /// The sender may not do this: an observer sending channel frames, or any client
+        /// sending on a channel that is host → clients only.
         Forbidden = "forbidden",
         /// A frame before the handshake.
         HandshakeRequired = "handshake_required",

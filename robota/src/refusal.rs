@@ -24,6 +24,10 @@ pub(super) fn message(refusal: &ChannelRefusal) -> String {
             );
             format!("Channel \"{channel}\" did not declare event \"{event}\"")
         }
+        // The seed system has no host-only channels: the carrier's own words.
+        ProtocolErrorCode::Forbidden if refusal.host_only_channel() => {
+            format!("Channel \"{channel}\" carries frames from the host to clients only")
+        }
         // The wire's own answer to an observer's controls.
         ProtocolErrorCode::Forbidden => "forbidden: observe role".to_owned(),
         ProtocolErrorCode::MalformedFrame => match refusal.frame_error() {

@@ -71,7 +71,7 @@ pub use unix_listener::UnixSocket;
 /// Shared byte buffers (the `bytes` crate), as channel sends and inbound frames carry them.
 pub use bytes::Bytes;
 pub use carrier_protocol::channel::{
-    Binary, ChannelDescriptor, DeliveryClass, DEFAULT_BULK_WINDOW,
+    Binary, ChannelDescriptor, ChannelDirection, DeliveryClass, DEFAULT_BULK_WINDOW,
 };
 pub use carrier_protocol::channel_frame::{ChannelFrameError, EventBytes, FrameBody};
 pub use carrier_protocol::close::CloseCode;

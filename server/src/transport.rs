@@ -33,6 +33,26 @@ pub enum LifecycleError {
     /// No free port.
     #[error(transparent)]
     Bind(#[from] BindError),
+    /// [`WsTransport::with_runtime_file`] on a carrier started with
+    /// [`WsTransport::start_mounted`], which cannot know the URL clients reach it at: start it
+    /// with [`WsTransport::start_mounted_at`] instead.
+    #[error(
+        "with_runtime_file needs the URL clients reach this carrier at, and a mounted carrier \
+         cannot know it: call start_mounted_at(\"ws://127.0.0.1:PORT/PATH\") with the port \
+         your server listens on and the path the carrier is mounted at"
+    )]
+    RuntimeFileNeedsUrl,
+    /// The URL given to [`WsTransport::start_mounted_at`] is not one a runtime file can list.
+    #[error("start_mounted_at({url:?}): the URL {reason}; give ws://127.0.0.1:PORT/PATH")]
+    MountUrl {
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The runtime file asked for cannot be written.
+    #[error(transparent)]
+    RuntimeFile(#[from] carrier_discovery::RuntimeFileError),
     /// The Unix socket asked for ([`UnixSocket::At`]) cannot be created.
     #[cfg(unix)]
     #[error(transparent)]
@@ -43,6 +63,8 @@ pub enum LifecycleError {
 struct State {
     attachment: Option<Attachment>,
     port: Option<u16>,
+    /// Where clients reach a mounted carrier ([`WsTransport::start_mounted_at`]).
+    mounted_url: Option<String>,
     shutdown: Option<watch::Sender<bool>>,
     /// The accept loops: TCP, and the Unix socket's.
     accepts: Vec<JoinHandle<()>>,
@@ -191,11 +213,16 @@ impl WsTransport {
         })
     }
 
-    /// Opt-in: while listening, advertise this carrier in a runtime file (`{pid, url, port, role,
-    /// token, started, socket}`; docs/protocol.md, "Discovery and the CLI") so `carrier send`,
-    /// `connect`, `status` and `doctor` find it without a URL or token; the file is removed on
-    /// `stop()`. A file that cannot be written is logged as a warning and the carrier runs
-    /// without it.
+    /// Opt-in: while running, advertise this carrier in a runtime file (`{pid, url, port, role,
+    /// token, started, pid_start, socket}`; docs/protocol.md, "Discovery and the CLI") so
+    /// `carrier send`, `connect`, `status`, `pipe` and `doctor` find it without a URL or token;
+    /// the file is removed on `stop()`. With [`WsTransport::start`] a file that cannot be
+    /// written is logged as a warning and the carrier runs without it.
+    ///
+    /// A carrier mounted in the host's own server ([`WsTransport::service`]) is advertised at
+    /// the URL given to [`WsTransport::start_mounted_at`], path included, and a file that
+    /// cannot be written fails that start; [`WsTransport::start_mounted`], which knows no URL,
+    /// fails with [`LifecycleError::RuntimeFileNeedsUrl`] rather than run unadvertised.
     ///
     /// On Unix this also opens the carrier's Unix socket beside the file (`<pid>.sock`, unless
     /// [`WsTransport::with_unix_socket`] says otherwise), which the file lists and the project's
@@ -405,6 +432,7 @@ impl WsTransport {
             let mut st = self.state();
             st.attachment = None;
             st.port = None;
+            st.mounted_url = None;
             // First, so no client finds a carrier that is going away.
             st.runtime_file = None;
             #[cfg(unix)]
@@ -456,17 +484,21 @@ impl WsTransport {
     }
 
     /// The port bound by the last `start()`, while running (`None` after
-    /// [`Self::start_mounted`], which binds nothing).
+    /// [`Self::start_mounted`] and [`Self::start_mounted_at`], which bind nothing).
     pub fn bound_port(&self) -> Option<u16> {
         self.state().port
     }
 
-    /// The WebSocket URL of the running listener, `ws://127.0.0.1:PORT/`, while running. The
-    /// token is not in it (a URL ends up in logs): a client adds `?token=` with
-    /// [`WsTransport::resolved_token`] or sends it in a header.
+    /// Where clients connect, while running: `ws://127.0.0.1:PORT/` for the carrier's own
+    /// listener, the URL given to [`Self::start_mounted_at`] for a mounted one (`None` after
+    /// [`Self::start_mounted`]). The token is not in it (a URL ends up in logs): a client adds
+    /// `?token=` with [`WsTransport::resolved_token`] or sends it in a header.
     pub fn url(&self) -> Option<String> {
-        self.bound_port()
-            .map(|port| format!("ws://127.0.0.1:{port}/"))
+        let st = self.state();
+        if let Some(url) = &st.mounted_url {
+            return Some(url.clone());
+        }
+        st.port.map(|port| format!("ws://127.0.0.1:{port}/"))
     }
 
     /// The token connections must present (configured or minted); `None` in open mode.
@@ -516,15 +548,77 @@ impl WsTransport {
     }
 
     /// Starts without binding a listener, for hosts that only serve through [`Self::service`].
-    /// There is no listener of the carrier's own (no port, no Unix socket, no runtime file), so
-    /// [`Self::url`] and [`Self::bound_port`] stay `None`: clients dial the host's server at the mount path (`ws://127.0.0.1:PORT/agent`,
-    /// with the port the host bound), as `examples/axum_mount.rs` does.
+    /// There is no listener of the carrier's own (no port, no Unix socket), and the carrier
+    /// does not know where the host serves it, so [`Self::url`] and [`Self::bound_port`] stay
+    /// `None` and no runtime file is written: clients must be given the URL (the host's port
+    /// and the mount path) and the token. A transport built
+    /// [`with_runtime_file`](Self::with_runtime_file) fails here with
+    /// [`LifecycleError::RuntimeFileNeedsUrl`]: use [`Self::start_mounted_at`].
     pub fn start_mounted(&self) -> Result<(), LifecycleError> {
+        if self.runtime_file.is_some() {
+            return Err(LifecycleError::RuntimeFileNeedsUrl);
+        }
+        self.run_mounted(None)
+    }
+
+    /// [`Self::start_mounted`] for a carrier the host serves at `url`, the WebSocket URL of its
+    /// mount (`ws://127.0.0.1:PORT/PATH`: the port the host's server listens on, the path the
+    /// service is mounted at). [`Self::url`] reports it, and a transport built
+    /// [`with_runtime_file`](Self::with_runtime_file) advertises it there like a standalone
+    /// carrier, so `carrier status`, `send`, `connect` and `pipe` find it without being given
+    /// the URL (`carrier doctor` probes `PATH/healthz`). Bind the host's listener first, so the
+    /// port is known:
+    ///
+    /// ```no_run
+    /// # async fn demo(transport: carrier_server::WsTransport) -> Result<(), Box<dyn std::error::Error>> {
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// let port = listener.local_addr()?.port();
+    /// transport.start_mounted_at(&format!("ws://127.0.0.1:{port}/assist"))?;
+    /// // … serve `transport.service()` at /assist of an axum or hyper server on `listener`.
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Errors: not attached, already running, a URL a runtime file cannot list (another host
+    /// than 127.0.0.1, a query, a fragment, credentials), a runtime file that cannot be written.
+    pub fn start_mounted_at(&self, url: &str) -> Result<(), LifecycleError> {
+        let mount_error = |reason: String| LifecycleError::MountUrl {
+            url: carrier_protocol::envelope::truncate(url, 200).to_owned(),
+            reason,
+        };
+        let port = url
+            .strip_prefix("ws://127.0.0.1:")
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|port| port.parse::<u16>().ok())
+            .filter(|port| *port != 0)
+            .ok_or_else(|| mount_error("does not start with ws://127.0.0.1:PORT".into()))?;
+        let path = carrier_discovery::url_path(url, port).map_err(mount_error)?;
+        self.run_mounted(Some((port, path)))
+    }
+
+    fn run_mounted(&self, at: Option<(u16, &str)>) -> Result<(), LifecycleError> {
         let mut st = self.state();
         if st.shutdown.is_some() {
             return Err(LifecycleError::AlreadyRunning);
         }
         let attachment = st.attachment.clone().ok_or(LifecycleError::NotAttached)?;
+        let runtime_file = match (&self.runtime_file, at) {
+            (Some(options), Some((port, path))) => {
+                let token = (self.token.as_ref())
+                    .filter(|_| options.include_token)
+                    .map(|t| t.expose().to_owned());
+                let entry = RuntimeEntry::for_this_process(port, self.config.role, token)
+                    .at_path(path)
+                    .map_err(|reason| LifecycleError::MountUrl {
+                        url: path.to_owned(),
+                        reason,
+                    })?;
+                let file = options.dir.publish(&entry)?;
+                tracing::debug!(path = %file.path().display(), "runtime file written");
+                Some(file)
+            }
+            (Some(_), None) => return Err(LifecycleError::RuntimeFileNeedsUrl),
+            (None, _) => None,
+        };
         *self
             .shared
             .running
@@ -536,6 +630,12 @@ impl WsTransport {
         self.shared.stopping.store(false, Ordering::Release);
         let (tx, _rx) = watch::channel(false);
         st.shutdown = Some(tx);
+        st.runtime_file = runtime_file;
+        st.mounted_url = at.map(|(port, path)| format!("ws://127.0.0.1:{port}{path}"));
+        tracing::info!(
+            url = st.mounted_url.as_deref(),
+            "carrier running, mounted in the host's server"
+        );
         Ok(())
     }
 }

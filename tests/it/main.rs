@@ -3,6 +3,7 @@
 //! check that no crate has an import loop between its modules. Each layer's behaviour is
 //! tested in its own crate's `tests/`.
 
+mod docs;
 mod example_embedded_agent;
 mod imports;
 mod mount;

@@ -252,3 +252,76 @@ async fn the_mount_keeps_the_carriers_admission() {
     assert_eq!(status, 403, "the console keeps the Host check");
     host.transport.stop().await;
 }
+
+/// A mounted carrier told its URL (`start_mounted_at`) reports it and advertises it in a
+/// runtime file, path included, so a client that reads the file reaches it; one given no URL
+/// (`start_mounted`) while asked for a runtime file fails loudly and writes nothing; a URL a
+/// runtime file could not list (another host, a query, no port) is refused.
+#[tokio::test]
+async fn a_mounted_carrier_told_its_url_writes_the_runtime_file_and_one_not_told_fails() {
+    use carrier::agent::{AgentProfile, EmbeddedAgent};
+    use carrier::discovery::RuntimeDir;
+    use carrier::server::{CarrierConfig, LifecycleError, RuntimeFileOptions};
+
+    let runtime = tempfile::tempdir().expect("a scratch directory");
+    let dir = RuntimeDir::at(runtime.path().join("carrier"));
+    let transport = WsTransport::new(CarrierConfig::default())
+        .expect("a carrier")
+        .with_runtime_file(RuntimeFileOptions::in_dir(dir.clone()));
+    transport.attach(AgentProfile::embedded(EmbeddedAgent::default()));
+
+    let refused = transport.start_mounted().expect_err("no URL to advertise");
+    assert!(
+        matches!(refused, LifecycleError::RuntimeFileNeedsUrl),
+        "{refused:?}"
+    );
+    assert!(
+        refused.to_string().contains("start_mounted_at"),
+        "{refused}"
+    );
+    assert!(dir.scan().carriers.is_empty(), "nothing advertised");
+    for bad in [
+        "ws://10.0.0.1:8080/assist",
+        "ws://127.0.0.1:8080/assist?token=x",
+        "ws://127.0.0.1/assist",
+        "http://127.0.0.1:8080/assist",
+        "ws://127.0.0.1:8080",
+    ] {
+        let error = transport.start_mounted_at(bad).expect_err(bad);
+        assert!(
+            matches!(error, LifecycleError::MountUrl { .. }),
+            "{bad}: {error:?}"
+        );
+    }
+    assert!(dir.scan().carriers.is_empty(), "nothing advertised");
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("the host's listener");
+    let port = listener.local_addr().expect("bound").port();
+    let url = format!("ws://127.0.0.1:{port}/assist");
+    transport.start_mounted_at(&url).expect("started");
+    assert_eq!(transport.url().as_deref(), Some(url.as_str()));
+    let app = axum::Router::new().nest_service("/assist", transport.service());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let found = dir.scan();
+    let [entry] = found.carriers.as_slice() else {
+        panic!("one carrier advertised: {found:?}");
+    };
+    assert_eq!(entry.url, url);
+    assert_eq!(entry.port, port);
+    let token = entry.token.clone().expect("the file holds the token");
+    assert_eq!(Some(token.as_str()), transport.resolved_token());
+    // An independent client, from the file alone, reaches the mounted carrier.
+    let mut client = Client::connect(&format!("{}?token={token}", entry.url)).await;
+    let hello = client.handshake(json!({})).await;
+    assert_eq!(hello["session_id"], "s1");
+
+    let file = transport
+        .runtime_file()
+        .expect("a runtime file while running");
+    transport.stop().await;
+    assert!(!file.exists(), "stop() removes {}", file.display());
+    assert_eq!(transport.url(), None);
+}

@@ -8,6 +8,7 @@ use std::time::Duration;
 use carrier_agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
 use carrier_protocol::version::VersionPair;
 use carrier_server::{Binary, ChannelDescriptor};
+use futures_util::SinkExt;
 use serde_json::json;
 use support::*;
 
@@ -241,4 +242,69 @@ async fn clients_are_checked_against_the_configured_pair_not_the_build_default()
         .handshake(json!({"protocol_version": "2.0", "min_compatible_protocol": "2.0"}))
         .await;
     assert_eq!(r["version_skew"], false);
+}
+
+/// A channel declared host → clients only: the handshake says so, and an independent client's
+/// frames on it, binary or event, are refused with `forbidden` (naming the channel and seq)
+/// and never reach the host, while the host's own sends reach the client and the connection
+/// goes on working.
+#[tokio::test]
+async fn a_host_to_clients_channel_refuses_clients_frames_with_forbidden() {
+    use carrier_protocol::channel_frame;
+    use tokio_tungstenite::tungstenite::Message;
+
+    let server = Server::start().await;
+    let diagnostics = server
+        .transport
+        .register_channel(
+            ChannelDescriptor::new("diagnostics", &["report"], Binary::Accepted).host_to_clients(),
+        )
+        .unwrap();
+    let mut inbound = diagnostics.inbound(8);
+    let (mut c, hs) = server.drive().await;
+    assert_eq!(
+        hs["channels"],
+        json!([{"name": "diagnostics", "events": ["report"], "binary": true,
+                "delivery": "reliable", "direction": "host_to_clients"}])
+    );
+    let listed = c.ok("channels.list", json!({})).await;
+    assert_eq!(listed["channels"][0]["direction"], "host_to_clients");
+
+    let frames = [
+        channel_frame::encode_binary("diagnostics", 0, bytes::Bytes::from_static(b"x"))
+            .expect("encode"),
+        channel_frame::encode_event_frame("diagnostics", 1, "report", &json!({"ok": true}))
+            .expect("encode"),
+    ];
+    for (seq, frame) in frames.into_iter().enumerate() {
+        c.ws.send(Message::binary(frame.to_vec()))
+            .await
+            .expect("sent");
+        let refusal = c.event("protocol_error").await;
+        assert_eq!(refusal["payload"]["code"], "forbidden", "{refusal}");
+        assert_eq!(refusal["payload"]["channel"], "diagnostics");
+        assert_eq!(refusal["payload"]["seq"], seq);
+    }
+    // The connection still works, and nothing reached the host.
+    c.ok("system.ping", json!({})).await;
+    assert!(
+        inbound.try_recv().is_err(),
+        "a refused frame reached the host"
+    );
+    // The host's own frames go out.
+    diagnostics
+        .send_event("report", json!({"ok": true}))
+        .expect("the host sends");
+    let frame = loop {
+        match tokio::time::timeout(WAIT, futures_util::StreamExt::next(&mut c.ws))
+            .await
+            .expect("a frame in time")
+        {
+            Some(Ok(Message::Binary(bytes))) => break bytes,
+            Some(Ok(_)) => continue,
+            other => panic!("{other:?}"),
+        }
+    };
+    let decoded = channel_frame::decode(frame).expect("a channel frame");
+    assert_eq!(decoded.channel, "diagnostics");
 }

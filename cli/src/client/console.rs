@@ -309,7 +309,8 @@ impl<O: Write, E: Write> Console<'_, O, E> {
                     self.permission = None;
                 }
             },
-            ClientEvent::HistoryRefetched { .. } => {}
+            // Connection states: the console reports a reconnect by its outcome (above).
+            ClientEvent::State(_) | ClientEvent::HistoryRefetched { .. } => {}
             ClientEvent::HistoryRefetchFailed { error, .. } => {
                 self.note(&format!("[could not refetch the history: {error}]"));
             }

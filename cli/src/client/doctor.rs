@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use carrier::client::{
-    probe_health, redact_url, ClientError, ErrorCode, Health, Listener, TransportError, Verdict,
+    probe_health_at, redact_url, ClientError, ErrorCode, Health, Listener, TransportError, Verdict,
     VersionPair, WsOptions,
 };
 use carrier::discovery::listener::Endpoint;
@@ -64,7 +64,8 @@ pub async fn doctor_with(
         .collect();
     for entry in scan.carriers {
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, entry.port));
-        targets.insert(addr, (format!("ws://{addr}/"), Some(entry)));
+        // Its URL, with the path a carrier mounted in a host's server is served at.
+        targets.insert(addr, (entry.url.clone(), Some(entry)));
     }
     if let Some((addr, url)) = given.clone() {
         let entry = targets.remove(&addr).and_then(|(_, entry)| entry);
@@ -72,13 +73,15 @@ pub async fn doctor_with(
     }
     let named = given.as_ref().map(|(addr, _)| *addr);
     let probes = targets.into_iter().map(|(addr, (url, entry))| async move {
-        // A carrier listing its socket is reached there, as every client reaches it.
+        // A carrier listing its socket is reached there, as every client reaches it; one
+        // mounted in a host's server (a path in its URL) is probed at that path.
         let (endpoint, url) = match entry.as_ref().and_then(|e| e.socket.clone()) {
             Some(socket) => (Endpoint::Unix(socket), entry_url(entry.as_ref(), url)),
             None => (Endpoint::Tcp(addr), url),
         };
-        let health = probe_health(endpoint, Duration::from_secs(2)).await;
-        (addr, url, entry, health)
+        let path = mount_path(&url);
+        let health = probe_health_at(endpoint, &path, Duration::from_secs(2)).await;
+        (addr, url, path, entry, health)
     });
     let found = futures_util::future::join_all(probes).await;
     let _ = writeln!(
@@ -91,7 +94,7 @@ pub async fn doctor_with(
     );
     let mut carriers = 0;
     let mut problems = 0;
-    for (addr, url, entry, health) in found {
+    for (addr, url, path, entry, health) in found {
         let listed = entry
             .as_ref()
             .map(|e| {
@@ -156,28 +159,74 @@ pub async fn doctor_with(
             );
             continue;
         }
-        match probe.health {
+        let healthz = format!("{}/healthz", path.trim_end_matches('/'));
+        let at = if path == "/" {
+            String::new()
+        } else {
+            format!(" at {path}")
+        };
+        // Without a token, try anyway: a carrier started with --open lists none.
+        let token = entry
+            .as_ref()
+            .and_then(|e| e.token.as_deref())
+            .or(args.token.as_deref());
+        let session = match probe.health {
+            Health::Carrier => {
+                // `healthz` alone at the root, as before; the path it was asked at otherwise.
+                let checked = if path == "/" {
+                    "healthz"
+                } else {
+                    healthz.as_str()
+                };
+                let _ = writeln!(out, "{addr}: carrier server{at} ({checked} ok){listed}");
+                open_for_versions(&url, token).await
+            }
+            // A carrier mounted on a route of its own (the socket alone) has no healthz beside
+            // it: the host's server answers that. The WebSocket handshake at the path decides.
+            Health::Other { status, .. }
+                if path != "/" && (entry.is_some() || named == Some(addr)) =>
+            {
+                match open_own(&url, token, Some(Role::Observe)).await {
+                    Ok(session) => {
+                        let _ = writeln!(
+                            out,
+                            "{addr}: carrier server{at} (GET {healthz} answered HTTP {status}: mounted without its other routes; the WebSocket handshake answered){listed}"
+                        );
+                        Opened::Session(session)
+                    }
+                    // Refused for its token (1008): a carrier answered; say why below.
+                    Err(error @ ClientError::Refused { .. }) => {
+                        let _ = writeln!(
+                            out,
+                            "{addr}: carrier server{at} (GET {healthz} answered HTTP {status}: mounted without its other routes; the WebSocket handshake refused this client){listed}"
+                        );
+                        Opened::Failed(error)
+                    }
+                    Err(_) => {
+                        problems += 1;
+                        let _ = writeln!(
+                            out,
+                            "{addr}: not a carrier{at} (GET {healthz} answered HTTP {status}, and no carrier handshake answers at {}){listed}",
+                            redact_url(&url)
+                        );
+                        continue;
+                    }
+                }
+            }
             Health::Other { status, .. } => {
                 if entry.is_some() || named == Some(addr) {
                     problems += 1;
                 }
                 let _ = writeln!(
                     out,
-                    "{addr}: not a carrier (GET /healthz answered HTTP {status}){listed}"
+                    "{addr}: not a carrier (GET {healthz} answered HTTP {status}){listed}"
                 );
+                continue;
             }
-            Health::Carrier => {
-                carriers += 1;
-                let _ = writeln!(out, "{addr}: carrier server (healthz ok){listed}");
-                // Without a token, try anyway: a carrier started with --open lists none.
-                let token = entry
-                    .as_ref()
-                    .and_then(|e| e.token.as_deref())
-                    .or(args.token.as_deref());
-                if !check_versions(&url, token, out).await {
-                    problems += 1;
-                }
-            }
+        };
+        carriers += 1;
+        if !check_versions(session, &url, token, out).await {
+            problems += 1;
         }
     }
     if carriers == 0 {
@@ -217,23 +266,57 @@ fn not_yours(listener: &Listener) -> Option<String> {
     }
 }
 
-/// Handshakes with the server on `port` and reports versions, compatibility and missing
-/// features. Returns false when something needs fixing; a carrier that refuses a client without a
-/// token only gets the hint to give one.
-async fn check_versions(url: &str, token: Option<&str>, out: &mut impl Write) -> bool {
-    let ours = VersionPair::CURRENT;
+/// The path of a `ws://` or `unix:` URL (`/` when it names none): where a carrier is mounted.
+fn mount_path(url: &str) -> String {
+    let Some((_, rest)) = url.split_once("://") else {
+        // `unix:PATH` and `unix:PATH:/robota`: the carrier's own socket, served from its root.
+        return "/".to_owned();
+    };
+    let path = rest.find('/').map_or("/", |i| &rest[i..]);
+    let path = path.split(['?', '#']).next().unwrap_or("/");
+    if path.is_empty() {
+        "/".to_owned()
+    } else {
+        path.to_owned()
+    }
+}
+
+/// A handshake already made (to tell a mounted carrier from another server), or still to make.
+enum Opened {
+    Session(super::session::Session),
+    Failed(ClientError),
+}
+
+/// Handshakes with the carrier at `url` for [`check_versions`].
+async fn open_for_versions(url: &str, token: Option<&str>) -> Opened {
     // The dial checks the listener's owner again: the port may have changed hands since the
     // probe.
-    let session = match open_own(url, token, Some(Role::Observe)).await {
-        Ok(session) => session,
-        Err(ClientError::Refused { .. }) if token.is_none() => {
+    match open_own(url, token, Some(Role::Observe)).await {
+        Ok(session) => Opened::Session(session),
+        Err(error) => Opened::Failed(error),
+    }
+}
+
+/// Reports the versions, compatibility and missing features of the carrier `opened` reached.
+/// Returns false when something needs fixing; a carrier that refuses a client without a token
+/// only gets the hint to give one.
+async fn check_versions(
+    opened: Opened,
+    url: &str,
+    token: Option<&str>,
+    out: &mut impl Write,
+) -> bool {
+    let ours = VersionPair::CURRENT;
+    let session = match opened {
+        Opened::Session(session) => session,
+        Opened::Failed(ClientError::Refused { .. }) if token.is_none() => {
             let _ = writeln!(
                 out,
                 "  set CARRIER_TOKEN (or --token) to check versions and compatibility"
             );
             return true;
         }
-        Err(error) => {
+        Opened::Failed(error) => {
             match error.wire() {
                 Some(wire) if wire.code == ErrorCode::VersionIncompatible => {
                     let update = wire

@@ -390,7 +390,8 @@ fn protocol_error_when(code: ProtocolErrorCode) -> &'static str {
             "An opaque binary frame on a channel that does not take binary."
         }
         ProtocolErrorCode::Forbidden => {
-            "The role does not allow it (an `observe` connection sending a channel frame)."
+            "The sender may not send it: an `observe` connection sending a channel frame, or \
+             any client sending on a channel declared `direction: \"host_to_clients\"`."
         }
         ProtocolErrorCode::HandshakeRequired => {
             "A frame before the handshake; the socket then closes with 1008."

@@ -18,6 +18,7 @@ use crate::axum_mount;
 
 use std::path::{Path, PathBuf};
 
+use carrier::server::{Binary, ChannelDescriptor};
 use harness::{Carrier, Chromium, ForeignSite, Page};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -669,8 +670,14 @@ async fn page_from_a_foreign_origin_cannot_open_the_socket() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn console_works_under_the_path_a_host_mounted_the_carrier_at() {
-    // The example's carrier and router, served by axum in this process.
+    // The example's carrier and router, served by axum in this process, with a channel only
+    // the host sends on.
     let transport = axum_mount::carrier().expect("the example's carrier starts");
+    transport
+        .register_channel(
+            ChannelDescriptor::new("diagnostics", &["report"], Binary::Accepted).host_to_clients(),
+        )
+        .expect("registered");
     let token = transport.resolved_token().unwrap().to_owned();
     let (port, server) = axum_mount::serve(&transport, std::future::pending())
         .await
@@ -726,10 +733,48 @@ async fn console_works_under_the_path_a_host_mounted_the_carrier_at() {
     );
 
     a_tool_runs_only_when_allowed(&page).await;
+    the_console_offers_no_send_on_a_channel_only_the_host_sends_on(&page).await;
     let errors = page.page_errors();
     assert!(errors.is_empty(), "the console logged errors: {errors:#?}");
     server.abort();
     transport.stop().await;
+}
+
+/// `diagnostics` is host → clients only: selected, its event and file sends are disabled and
+/// the console says why; `echo`, which takes frames both ways, offers both.
+async fn the_console_offers_no_send_on_a_channel_only_the_host_sends_on(page: &Page) {
+    let pick = |name: &str| {
+        format!(
+            "(() => {{ const s = document.getElementById('channel-select'); s.value = '{name}'; \
+             s.dispatchEvent(new Event('change')); return s.value; }})()"
+        )
+    };
+    let state = "({ event: document.getElementById('send-event').disabled, \
+                    file: document.getElementById('send-file').disabled, \
+                    info: document.getElementById('channel-info').textContent })";
+    page.wait_for(
+        "the diagnostics channel to be listed",
+        "[...document.getElementById('channel-select').options].some((o) => o.value === 'diagnostics')",
+    )
+    .await;
+    assert_eq!(
+        page.eval(&pick("diagnostics")).await.unwrap(),
+        "diagnostics"
+    );
+    let host_only = page.eval(state).await.unwrap();
+    assert_eq!(host_only["event"], true, "{host_only}");
+    assert_eq!(host_only["file"], true, "{host_only}");
+    assert!(
+        host_only["info"]
+            .as_str()
+            .unwrap()
+            .contains("from the host only"),
+        "{host_only}"
+    );
+    assert_eq!(page.eval(&pick("echo")).await.unwrap(), "echo");
+    let both_ways = page.eval(state).await.unwrap();
+    assert_eq!(both_ways["event"], false, "{both_ways}");
+    assert_eq!(both_ways["file"], false, "{both_ways}");
 }
 
 /// Waits for the foreign page's socket to open or close.

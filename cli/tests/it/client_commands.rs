@@ -754,3 +754,85 @@ async fn doctor_with_nothing_listening_exits_1_with_a_hint() {
     assert_eq!(result.code, ExitCode::FAILURE);
     assert!(result.err.contains("carrier serve"), "{}", result.err);
 }
+
+/// A real carrier mounted in a host's axum server at `/assist` (`nest_service`, with its
+/// routes) and at `/socket` (`route_service`, the socket alone), its agent the host's own with
+/// no usage reporter wired. Returns the transport, the server's port and the token.
+async fn mounted_carrier() -> (carrier::server::WsTransport, u16, String) {
+    use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
+    use carrier::server::{CarrierConfig, WsTransport};
+
+    let transport = WsTransport::new(CarrierConfig::default()).expect("a carrier");
+    let agent = EmbeddedAgent::default();
+    transport
+        .attach(AgentProfile::builder(InMemoryDirectory::new(move |_| agent.session())).build());
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    transport
+        .start_mounted_at(&format!("ws://127.0.0.1:{port}/assist"))
+        .expect("started");
+    let app = axum::Router::new()
+        .nest_service("/assist", transport.service())
+        .route_service("/socket", transport.service());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let token = transport.resolved_token().expect("minted").to_owned();
+    (transport, port, token)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_probes_a_mounted_carrier_at_the_path_of_its_url() {
+    let (transport, port, token) = mounted_carrier().await;
+    for path in ["/assist", "/assist/", "/socket"] {
+        let url = format!("ws://127.0.0.1:{port}{path}");
+        let result = doctor_at(port..=port, Some(url), Some(&token)).await;
+        assert_eq!(
+            result.code,
+            ExitCode::SUCCESS,
+            "{path}: {}{}",
+            result.out,
+            result.err
+        );
+        assert!(
+            result
+                .out
+                .contains(&format!("127.0.0.1:{port}: carrier server at {path}")),
+            "{path}: {}",
+            result.out
+        );
+        assert!(result.out.contains("  compatible\n"), "{}", result.out);
+    }
+    // The root of the host's server is not a carrier, and says so, without failing the
+    // carrier named by its path.
+    let result = doctor_at(
+        port..=port,
+        Some(format!("ws://127.0.0.1:{port}/")),
+        Some(&token),
+    )
+    .await;
+    assert_eq!(result.code, ExitCode::FAILURE, "{}", result.out);
+    assert!(result.out.contains("not a carrier"), "{}", result.out);
+    transport.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_of_a_host_without_a_usage_reporter_says_usage_is_unavailable() {
+    let (transport, port, token) = mounted_carrier().await;
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let args = StatusArgs {
+        json: true,
+        url: Some(format!("ws://127.0.0.1:{port}/assist")),
+        token: Some(token),
+        any_owner: false,
+    };
+    let code = bounded(client::status_with(args, &mut out, &mut err)).await;
+    let result = output(code, out, err);
+    assert_eq!(result.code, ExitCode::SUCCESS, "{}", result.err);
+    let status: Value = serde_json::from_str(&result.out).expect("one JSON line");
+    for scope in ["usage.session", "usage.personal", "usage.stored"] {
+        assert_eq!(
+            status["compatibility"][scope]["available"], false,
+            "{scope}: {status}"
+        );
+    }
+    transport.stop().await;
+}

@@ -435,8 +435,12 @@ impl Harness {
         let (transport, server) = fake_transport();
         let client = Client::new(Arc::clone(&transport) as Arc<dyn Transport>);
         let (tx, events) = mpsc::unbounded_channel();
+        // Connection states are checked where they matter, with `on_state_change`; here the
+        // event sequence is the session's.
         let sub = client.on_event(Box::new(move |event| {
-            let _ = tx.send(event.clone());
+            if !matches!(event, ClientEvent::State(_)) {
+                let _ = tx.send(event.clone());
+            }
         }));
         Harness {
             client,

@@ -204,3 +204,146 @@ async fn channel_sends_are_numbered_by_the_client_and_echoes_arrive_on_the_chann
     client.disconnect().await;
     other.disconnect().await;
 }
+
+/// What a driver and an observer write, from the crate's own exports: a turn aborted with
+/// `abort()`, connection states on `events()` (connected, then disconnected when the carrier
+/// goes away), a channel frame read as the host's own serde type, and the observe role asked
+/// for with the type `carrier::client` re-exports.
+#[tokio::test]
+async fn abort_connection_states_typed_channel_frames_and_the_role_type() {
+    use carrier_client::{ConnectionState, Role};
+    use carrier_server::ChannelDirection;
+
+    #[derive(Debug, PartialEq, serde::Deserialize)]
+    #[serde(tag = "event", content = "payload", rename_all = "snake_case")]
+    enum Diagnostics {
+        Cpu { percent: f64 },
+        Disk { free_bytes: u64 },
+    }
+
+    let server = Server::start().await;
+    let diagnostics = server
+        .transport
+        .register_channel(
+            ChannelDescriptor::new("diagnostics", &["cpu", "disk"], Binary::Refused)
+                .host_to_clients(),
+        )
+        .expect("registered");
+    let url = format!("ws://127.0.0.1:{}/", server.port);
+    let client = Client::new(Arc::new(WsClientTransport::new(
+        WsOptions::new(url.clone()).token(&server.token),
+    )));
+    let mut events = client.events();
+    let mut frames = client.channel("diagnostics");
+    tokio::time::timeout(WAIT, client.connect())
+        .await
+        .expect("connect settles")
+        .expect("connected");
+    let info = client.handshake().expect("handshaken");
+    let descriptor = info.channel("diagnostics").expect("declared");
+    assert_eq!(descriptor.direction, Some(ChannelDirection::HostToClients));
+
+    // The states so far, in order, on the same stream as the session's events.
+    let mut states = Vec::new();
+    while !states.contains(&ConnectionState::Connected) {
+        let event = tokio::time::timeout(WAIT, events.next())
+            .await
+            .expect("an event in time")
+            .expect("the client is alive");
+        if let ClientEvent::State(state) = event {
+            states.push(state);
+        }
+    }
+    assert_eq!(
+        states,
+        [ConnectionState::Connecting, ConnectionState::Connected]
+    );
+
+    // A turn waiting on its permission prompt, aborted by the client.
+    let turn = client
+        .submit("/tool rm -rf build")
+        .await
+        .expect("submitted");
+    loop {
+        if let ReceivedSessionEventKind::PermissionRequest { turn_id, .. } =
+            next_session_event(&mut events).await
+        {
+            assert_eq!(turn_id, turn);
+            break;
+        }
+    }
+    client.abort(turn.clone()).await.expect("aborted");
+    loop {
+        if let ReceivedSessionEventKind::TurnCompleted {
+            turn_id, aborted, ..
+        } = next_session_event(&mut events).await
+        {
+            assert_eq!(turn_id, turn);
+            assert!(aborted, "the turn ended aborted");
+            break;
+        }
+    }
+    let again = client.abort(turn).await.expect_err("the turn has ended");
+    assert_eq!(
+        again.code().map(|c| c.as_str()),
+        Some("not_found"),
+        "{again}"
+    );
+
+    // The host's events, read as its own type.
+    diagnostics
+        .send_event("cpu", json!({"percent": 12.5}))
+        .expect("sent");
+    diagnostics
+        .send_event("disk", json!({"free_bytes": 1024}))
+        .expect("sent");
+    let mut typed = Vec::new();
+    while typed.len() < 2 {
+        let frame = tokio::time::timeout(WAIT, frames.next())
+            .await
+            .expect("a frame in time")
+            .expect("the client is alive");
+        typed.push(frame.json::<Diagnostics>().expect("the host's type"));
+    }
+    assert_eq!(
+        typed,
+        [
+            Diagnostics::Cpu { percent: 12.5 },
+            Diagnostics::Disk { free_bytes: 1024 }
+        ]
+    );
+
+    // An observer, by the re-exported role type.
+    let observer = Client::new(Arc::new(WsClientTransport::new(
+        WsOptions::new(url).token(&server.token).role(Role::Observe),
+    )));
+    let observed = tokio::time::timeout(WAIT, observer.connect())
+        .await
+        .expect("connect settles")
+        .expect("connected");
+    assert_eq!(observed.role, Role::Observe);
+    observer.disconnect().await;
+
+    // The carrier goes away: the break shows on the stream (the client then tries again).
+    server.transport.stop().await;
+    let mut after = Vec::new();
+    while !after.contains(&ConnectionState::Connecting) {
+        let event = tokio::time::timeout(WAIT, events.next())
+            .await
+            .expect("an event in time")
+            .expect("the client is alive");
+        if let ClientEvent::State(state) = event {
+            after.push(state);
+        }
+    }
+    client.disconnect().await;
+    loop {
+        let event = tokio::time::timeout(WAIT, events.next())
+            .await
+            .expect("an event in time")
+            .expect("the client is alive");
+        if event == ClientEvent::State(ConnectionState::Disconnected) {
+            break;
+        }
+    }
+}

@@ -38,6 +38,8 @@ pub struct ChannelRefusal {
     pub(crate) event: Option<String>,
     /// What the codec refused, for [`ProtocolErrorCode::MalformedFrame`].
     pub(crate) frame_error: Option<channel_frame::ChannelFrameError>,
+    /// The channel is host → clients only (code [`ProtocolErrorCode::Forbidden`]).
+    pub(crate) host_only: bool,
 }
 
 impl ChannelRefusal {
@@ -49,6 +51,7 @@ impl ChannelRefusal {
             seq: Some(seq),
             event: None,
             frame_error: None,
+            host_only: false,
         }
     }
 
@@ -75,6 +78,12 @@ impl ChannelRefusal {
     /// The name of the event the channel did not declare (code `undeclared_event`).
     pub fn undeclared_event(&self) -> Option<&str> {
         self.event.as_deref()
+    }
+
+    /// Whether the frame was refused because its channel takes frames from the host only
+    /// (`direction: "host_to_clients"`, code `forbidden`), not because of the sender's role.
+    pub fn host_only_channel(&self) -> bool {
+        self.host_only
     }
 
     /// What the channel-frame codec refused (code `malformed_frame`).
@@ -135,6 +144,7 @@ pub(super) fn route(
             seq: header.as_ref().map(|h| h.seq),
             event: None,
             frame_error: Some(e),
+            host_only: false,
         }
     };
     let header = channel_frame::peek(&msg).map_err(malformed)?;
@@ -174,6 +184,16 @@ pub(super) fn route(
             entry
         }
     };
+    if !entry.descriptor.direction.clients_send() {
+        let mut refusal = ChannelRefusal::new(
+            ProtocolErrorCode::Forbidden,
+            "this channel carries frames from the host to clients only",
+            channel,
+            seq,
+        );
+        refusal.host_only = true;
+        return Err(refusal);
+    }
     let body = match body {
         Body::Binary(bytes) if entry.descriptor.binary => InboundBody::Binary(bytes),
         Body::Binary(_) => {
