@@ -18,6 +18,9 @@ use tokio::time::Instant;
 pub(crate) struct Liveness {
     start: Instant,
     last_heard_ms: AtomicU64,
+    /// Reads that brought bytes, for the writer to tell a reader that keeps up from one that
+    /// has input waiting and does not run (`connection::writer`).
+    reads: AtomicU64,
     paused: AtomicBool,
 }
 
@@ -26,6 +29,7 @@ impl Liveness {
         Liveness {
             start: Instant::now(),
             last_heard_ms: AtomicU64::new(0),
+            reads: AtomicU64::new(0),
             paused: AtomicBool::new(false),
         }
     }
@@ -37,6 +41,17 @@ impl Liveness {
     /// Bytes arrived from the peer.
     pub(crate) fn heard(&self) {
         self.last_heard_ms.store(self.now_ms(), Ordering::Relaxed);
+        self.reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many times bytes arrived from the peer so far.
+    pub(crate) fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
+    }
+
+    /// Whether the reader has stopped reading on purpose (see [`Liveness::pause`]).
+    pub(crate) fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
     }
 
     /// How long the peer has been silent while we were reading.

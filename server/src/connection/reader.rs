@@ -124,7 +124,11 @@ pub(super) async fn serve_admitted<'a>(
                 break;
             }
             Ok(Incoming::Message(MessageKind::Text, text, _)) => {
-                on_text(&conn, session.as_mut(), shared, text)
+                let ((), inline) =
+                    out.inline_scope(|| on_text(&conn, session.as_mut(), shared, text));
+                if inline.frames > 0 {
+                    shared.metrics.outbound_inline(inline.frames, inline.bytes);
+                }
             }
             Ok(Incoming::Message(MessageKind::Binary, data, payment)) => {
                 shared.metrics.inbound(MessageKind::Binary, data.len());

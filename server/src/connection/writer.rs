@@ -1,20 +1,27 @@
 //! The connection's only writer: drains the outbound queue, pings, and ends after the close.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::AsyncWrite;
 use tokio::time::Instant;
 
 use super::terminate::Terminate;
 use crate::frame_writer::{FrameWriter, Opcode};
 use crate::liveness::{Liveness, WatchedWrite};
-use crate::outbound::{dropped_notice, FailReason, MessageKind, OutItem, OutboundPath};
+use crate::outbound::{
+    dropped_notice, FailReason, MessageKind, OutItem, OutboundPath, SocketRef, SocketWrite,
+};
 use crate::shared::Shared;
 use carrier_protocol::close::CloseCode;
 
 /// The write half of the connection's stream.
 pub(super) type Writer = Box<dyn SocketWrite>;
+
+/// How long the writer holds a bulk frame back for a reader that has input waiting in its
+/// socket and reads none of it ([`reader_first`]). A bound, so that a reader stuck elsewhere only
+/// slows a transfer (to a frame per this); a reader that runs at all lets it go at once.
+const READER_FIRST_MAX: Duration = Duration::from_millis(50);
 
 /// Unsent bytes a connection with bulk traffic lets its socket hold (`TCP_NOTSENT_LOWAT`).
 ///
@@ -46,14 +53,8 @@ pub(super) const UNSENT_LOWAT: u32 = 128 * 1024;
 /// the reader first took one, it did not help under BBR. The runs: BENCHMARKS.md, issue 25.
 pub(super) const BULK_RCVBUF: usize = 64 * 1024;
 
-/// The write half of a connection's stream, and what the writer may ask of its socket.
-pub(super) trait SocketWrite: AsyncWrite + Send + Unpin {
-    /// Keeps the socket's unsent buffer ([`UNSENT_LOWAT`]) and receive buffer ([`BULK_RCVBUF`])
-    /// small, once the connection carries bulk traffic. Nothing for a stream that is not a TCP
-    /// socket.
-    fn limit_buffers(&self) {}
-}
-
+// `limit_buffers` keeps the socket's unsent buffer ([`UNSENT_LOWAT`]) and receive buffer
+// ([`BULK_RCVBUF`]) small, once the connection carries bulk traffic.
 impl SocketWrite for tokio::net::tcp::OwnedWriteHalf {
     fn limit_buffers(&self) {
         // A failure of either only costs latency: logged, not returned.
@@ -66,9 +67,16 @@ impl SocketWrite for tokio::net::tcp::OwnedWriteHalf {
             tracing::debug!(error = %e, "SO_RCVBUF not set");
         }
     }
+
+    fn has_unread(&self) -> bool {
+        // A peek on the non-blocking socket: one byte copied, nothing consumed; `WouldBlock`
+        // when nothing waits.
+        let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
+        matches!(socket2::SockRef::from(self.as_ref()).peek(&mut byte), Ok(n) if n > 0)
+    }
 }
 
-impl<T: AsyncWrite + Send> SocketWrite for tokio::io::WriteHalf<T> {}
+impl<T: tokio::io::AsyncWrite + Send> SocketWrite for tokio::io::WriteHalf<T> {}
 
 /// A Unix socket has no network between the two ends: what the writer hands the kernel is
 /// queued straight at the reader, within the socket's send buffer. Left as the kernel sets it.
@@ -77,7 +85,7 @@ impl SocketWrite for tokio::net::unix::OwnedWriteHalf {}
 
 /// The connection's only writer: drains the outbound queue, pings, and ends after the close.
 pub(super) async fn write_loop(
-    io: Writer,
+    io: SocketRef,
     out: OutboundPath,
     shared: Arc<Shared>,
     live: Arc<Liveness>,
@@ -90,6 +98,8 @@ pub(super) async fn write_loop(
     let mut drops = Vec::new();
     // Set on the first bulk frame: a connection without bulk traffic keeps the kernel's default.
     let mut buffers_limited = false;
+    // The reader's count of reads when the last bulk frame was written ([`reader_first`]).
+    let mut reads_at_bulk = 0;
     let mut ping =
         tokio::time::interval_at(Instant::now() + limits.ping_interval, limits.ping_interval);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -164,11 +174,14 @@ pub(super) async fn write_loop(
                         w.get_ref().get_ref().limit_buffers();
                         buffers_limited = true;
                     }
+                    reader_first(w.get_ref().get_ref(), &live, &mut reads_at_bulk).await;
                     shared
                         .metrics
                         .outbound(MessageKind::Binary, f.head.len() + f.body.len());
                     w.frame(Opcode::Binary, &[&f.head, &f.body]).await
                 }
+                // Counted in the metrics when the inline write began it.
+                OutItem::Rest { head, body } => w.raw(&[head, body]).await,
                 OutItem::Ping(p) => w.frame(Opcode::Ping, &[p]).await,
                 OutItem::Pong(p) => w.frame(Opcode::Pong, &[p]).await,
                 OutItem::Close { code, reason } => {
@@ -208,6 +221,37 @@ pub(super) async fn write_loop(
         }
     }
     terminate.fire();
+}
+
+/// Before a bulk frame: when the peer's bytes wait in the socket and the reader has read nothing
+/// since the last bulk frame went out (and is not waiting on purpose), the reader goes first —
+/// the writer yields, then waits in steps of a millisecond, for at most [`READER_FIRST_MAX`].
+///
+/// What it bounds: a receive-only client's `system.ping` arrives while the transfer to it runs.
+/// The writer answers it ahead of every queued bulk frame, but only once the reader has read it;
+/// on a loaded machine the reader's thread may not run for milliseconds while the writer's does,
+/// and every bulk frame the client reads meanwhile is one more the answer arrives behind (20 and
+/// more of 64 KiB: `server/tests/priority.rs`). A reader that keeps up (an echo's, reading
+/// all the time) has always read something since, and is never waited for.
+async fn reader_first(socket: &SocketRef, live: &Liveness, reads_at_bulk: &mut u64) {
+    let mut until = None;
+    while live.reads() == *reads_at_bulk
+        && !live.is_paused()
+        && socket.has_unread()
+        && socket.path_open()
+    {
+        let Some(until) = until else {
+            // Most often the reader is ready on this worker: one turn lets it run.
+            until = Some(Instant::now() + READER_FIRST_MAX);
+            tokio::task::yield_now().await;
+            continue;
+        };
+        if Instant::now() >= until {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    *reads_at_bulk = live.reads();
 }
 
 #[cfg(all(test, target_os = "linux"))]
