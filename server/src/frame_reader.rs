@@ -240,7 +240,7 @@ impl FrameReader {
         match poll_fn(|cx| self.poll_fill(cx)).await {
             Ok(0) | Err(_) => Err(ReadEnd::Closed),
             Ok(_) => {
-                self.live.heard();
+                self.live.received();
                 Ok(())
             }
         }
@@ -261,6 +261,7 @@ impl FrameReader {
                 self.buf.filled(n);
                 if n == 0 {
                     self.buf.park();
+                    self.live.waiting();
                 }
                 Poll::Pending
             }
@@ -454,6 +455,8 @@ impl FrameReader {
                     },
                 }
             };
+            // Waiting for the rest of a large body holds nothing a reply could wait behind.
+            self.live.waiting();
             let read = match due {
                 Some((deadline, rule)) => match tokio::time::timeout_at(deadline, read).await {
                     Ok(r) => r,
@@ -466,7 +469,7 @@ impl FrameReader {
                 Ok(n) => {
                     m.data.commit(n);
                     body.remaining -= n;
-                    self.live.heard();
+                    self.live.received();
                 }
             }
         }

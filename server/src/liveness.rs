@@ -18,9 +18,12 @@ use tokio::time::Instant;
 pub(crate) struct Liveness {
     start: Instant,
     last_heard_ms: AtomicU64,
-    /// Reads that brought bytes, for the writer to tell a reader that keeps up from one that
-    /// has input waiting and does not run (`connection::writer`).
+    /// Reads of the connection's reader that brought bytes, and whether it holds bytes it has
+    /// not finished with (set when bytes arrive, cleared when it waits on the socket again):
+    /// for the writer to tell a reader that keeps up from one that has input and does not run
+    /// (`connection::writer`).
     reads: AtomicU64,
+    busy: AtomicBool,
     paused: AtomicBool,
 }
 
@@ -30,6 +33,7 @@ impl Liveness {
             start: Instant::now(),
             last_heard_ms: AtomicU64::new(0),
             reads: AtomicU64::new(0),
+            busy: AtomicBool::new(false),
             paused: AtomicBool::new(false),
         }
     }
@@ -41,12 +45,28 @@ impl Liveness {
     /// Bytes arrived from the peer.
     pub(crate) fn heard(&self) {
         self.last_heard_ms.store(self.now_ms(), Ordering::Relaxed);
-        self.reads.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// How many times bytes arrived from the peer so far.
+    /// The reader read bytes from the socket: heard, and busy until it waits again.
+    pub(crate) fn received(&self) {
+        self.heard();
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.busy.store(true, Ordering::Relaxed);
+    }
+
+    /// The reader waits on the socket with nothing left to handle.
+    pub(crate) fn waiting(&self) {
+        self.busy.store(false, Ordering::Relaxed);
+    }
+
+    /// How many reads of the reader brought bytes so far.
     pub(crate) fn reads(&self) -> u64 {
         self.reads.load(Ordering::Relaxed)
+    }
+
+    /// Whether the reader holds bytes it has not finished with.
+    pub(crate) fn is_busy(&self) -> bool {
+        self.busy.load(Ordering::Relaxed)
     }
 
     /// Whether the reader has stopped reading on purpose (see [`Liveness::pause`]).

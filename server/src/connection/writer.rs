@@ -223,21 +223,23 @@ pub(super) async fn write_loop(
     terminate.fire();
 }
 
-/// Before a bulk frame: when the peer's bytes wait in the socket and the reader has read nothing
-/// since the last bulk frame went out (and is not waiting on purpose), the reader goes first —
-/// the writer yields, then waits in steps of a millisecond, for at most [`READER_FIRST_MAX`].
+/// Before a bulk frame: when the reader has input it has not handled — bytes it read and is
+/// still working on, or bytes waiting in the socket — and has read nothing since the last bulk
+/// frame went out (and is not waiting on purpose), the reader goes first: the writer yields, then
+/// waits in steps of a millisecond, for at most [`READER_FIRST_MAX`].
 ///
 /// What it bounds: a receive-only client's `system.ping` arrives while the transfer to it runs.
-/// The writer answers it ahead of every queued bulk frame, but only once the reader has read it;
-/// on a loaded machine the reader's thread may not run for milliseconds while the writer's does,
-/// and every bulk frame the client reads meanwhile is one more the answer arrives behind (20 and
-/// more of 64 KiB: `server/tests/priority.rs`). A reader that keeps up (an echo's, reading
-/// all the time) has always read something since, and is never waited for.
+/// The writer answers it ahead of every queued bulk frame, but only once the reader has handled
+/// it; on a loaded machine the reader's thread may not run for milliseconds (before it reads the
+/// ping, or between reading and answering it) while the writer's does, and every bulk frame the
+/// client reads meanwhile is one more the answer arrives behind (14 to 23 of 64 KiB in about one
+/// run in fifty: `server/tests/priority.rs`). A reader that keeps up (an echo's, reading all the
+/// time) has always read something since, and is not waited for.
 async fn reader_first(socket: &SocketRef, live: &Liveness, reads_at_bulk: &mut u64) {
     let mut until = None;
     while live.reads() == *reads_at_bulk
         && !live.is_paused()
-        && socket.has_unread()
+        && (live.is_busy() || socket.has_unread())
         && socket.path_open()
     {
         let Some(until) = until else {
