@@ -131,14 +131,16 @@ pub(super) async fn write_loop(
                     }
                     FailReason::WriteError => break 'run false,
                 };
-                let sent = tokio::time::timeout(limits.stop_grace, async {
+                // On the heap, as the grace period below: paths taken once per connection, at
+                // its end, do not make every idle connection's task larger (BENCHMARKS.md).
+                let sent = Box::pin(tokio::time::timeout(limits.stop_grace, async {
                     w.frame(
                         Opcode::Close,
                         &[&code.as_u16().to_be_bytes(), text.as_bytes()],
                     )
                     .await?;
                     w.shutdown().await
-                })
+                }))
                 .await;
                 break 'run matches!(sent, Ok(Ok(())));
             }
@@ -215,10 +217,13 @@ pub(super) async fn write_loop(
     };
     if close_sent {
         // Give the peer its grace period to answer our close, then end the reader.
-        tokio::select! {
-            _ = terminate.wait() => {}
-            _ = tokio::time::sleep(limits.stop_grace) => {}
-        }
+        Box::pin(async {
+            tokio::select! {
+                _ = terminate.wait() => {}
+                _ = tokio::time::sleep(limits.stop_grace) => {}
+            }
+        })
+        .await;
     }
     terminate.fire();
 }
@@ -251,7 +256,8 @@ async fn reader_first(socket: &SocketRef, live: &Liveness, reads_at_bulk: &mut u
         if Instant::now() >= until {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        // Boxed: a timer in this future would be part of every connection's writer task.
+        Box::pin(tokio::time::sleep(Duration::from_millis(1))).await;
     }
     *reads_at_bulk = live.reads();
 }
