@@ -47,6 +47,11 @@ LOADGEN=target/release/examples/loadgen
 
 log() { printf '[compare] %s\n' "$*" >&2; }
 
+wanted() { # LIST WORD — whether WORD is in the space-separated LIST (an empty LIST: everything)
+  [ -z "$1" ] || [[ " $1 " == *" $2 "* ]]
+}
+
+
 if [ "$REPORT_ONLY" != 1 ]; then
 : >"$RESULTS"
 : >"$SYSCALLS_OUT"
@@ -174,10 +179,6 @@ if [ "$QUICK" = 1 ]; then M64=100 M16K=40 M1M=20 MFAN=40 NIDLE=200; else
   # Sized so each run lasts seconds, not one: sub-second runs swung ±20 % here.
   M64=3000 M16K=1000 M1M=500 MFAN=300 NIDLE=1000; fi
 MPIPE=$((M16K * 4))
-
-wanted() { # LIST WORD — whether WORD is in the space-separated LIST (an empty LIST: everything)
-  [ -z "$1" ] || [[ " $1 " == *" $2 "* ]]
-}
 
 scenario() { # NAME SERVER:ARGS... — runs every server RUNS times, order alternating per run
   local name=$1
