@@ -13,8 +13,8 @@
 //! - `bulk` — the bulk lane (frames apart, each channel within its window); `bulk_send` — its
 //!   sends and the wait for room.
 //! - `batch` — what the writer takes next, and what it releases once written.
-//! - `socket` — the socket the path holds, and the reader's inline write of an answer when
-//!   nothing is queued and the writer is idle.
+//! - `socket` — the reader's inline write of an answer when nothing is queued and the writer is
+//!   idle, and the writer's handle on the socket; `stream` — the socket as the path holds it.
 //! - `item` — what the queue holds and what each item costs; `error` — why a send was refused.
 
 mod batch;
@@ -26,13 +26,15 @@ mod lossy;
 mod pong;
 mod queue;
 mod socket;
+mod stream;
 
 pub use error::{DeliveryError, FailReason};
 pub use item::ITEM_OVERHEAD;
 pub(crate) use item::{BulkFrame, MessageKind, OutItem};
 pub(crate) use lossy::dropped_notice;
 pub(crate) use queue::OutboundPath;
-pub(crate) use socket::{SocketRef, SocketWrite};
+pub(crate) use socket::SocketRef;
+pub(crate) use stream::SocketWrite;
 
 #[cfg(test)]
 mod tests;

@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use super::bulk::BulkLane;
 use super::error::{DeliveryError, FailReason};
 use super::item::{MessageKind, OutItem};
-use super::socket::SocketSlot;
+use super::stream::SocketSlot;
 use carrier_protocol::close::CloseCode;
 
 /// What the queue's lock guards.

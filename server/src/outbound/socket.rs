@@ -17,7 +17,7 @@
 use std::cell::Cell;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
@@ -25,25 +25,8 @@ use tokio::io::AsyncWrite;
 
 use super::item::{MessageKind, OutItem};
 use super::queue::{OutboundPath, Queue};
+use super::stream::SocketWrite;
 use crate::frame_writer::{frame_header, Opcode};
-
-/// The write half of a connection's stream, and what the writer may ask of its socket.
-pub(crate) trait SocketWrite: AsyncWrite + Send + Unpin {
-    /// Keeps the socket's buffers small once the connection carries bulk traffic
-    /// (`connection::writer`). Nothing for a stream that is not a TCP socket.
-    fn limit_buffers(&self) {}
-
-    /// Whether bytes from the peer wait in the socket, not yet read by the connection's
-    /// reader. `false` where the stream cannot tell.
-    fn has_unread(&self) -> bool {
-        false
-    }
-}
-
-/// Where the socket lives: the writer polls it through [`SocketRef`], the reader writes inline.
-/// The two never use it at the same time (the module docs), so the lock is never contended; it
-/// is what lets either reach it.
-pub(super) type SocketSlot = Mutex<Option<Box<dyn SocketWrite>>>;
 
 /// Frames larger than this are never written inline: the writer writes them as before. A
 /// partial inline write queues the frame's rest without copying its payload, but a large frame
