@@ -261,7 +261,6 @@ impl FrameReader {
                 self.buf.filled(n);
                 if n == 0 {
                     self.buf.park();
-                    self.live.waiting();
                 }
                 Poll::Pending
             }
@@ -455,8 +454,6 @@ impl FrameReader {
                     },
                 }
             };
-            // Waiting for the rest of a large body holds nothing a reply could wait behind.
-            self.live.waiting();
             let read = match due {
                 Some((deadline, rule)) => match tokio::time::timeout_at(deadline, read).await {
                     Ok(r) => r,

@@ -18,12 +18,11 @@ use tokio::time::Instant;
 pub(crate) struct Liveness {
     start: Instant,
     last_heard_ms: AtomicU64,
-    /// Reads of the connection's reader that brought bytes, and whether it holds bytes it has
-    /// not finished with (set when bytes arrive, cleared when it waits on the socket again):
-    /// for the writer to tell a reader that keeps up from one that has input and does not run
-    /// (`connection::writer`).
+    /// Reads of the connection's reader that brought bytes, and whether it is handling a text
+    /// message now (one it read and has not answered yet): for the writer to let the reader
+    /// go first (`connection::writer`).
     reads: AtomicU64,
-    busy: AtomicBool,
+    answering: AtomicBool,
     paused: AtomicBool,
 }
 
@@ -33,7 +32,7 @@ impl Liveness {
             start: Instant::now(),
             last_heard_ms: AtomicU64::new(0),
             reads: AtomicU64::new(0),
-            busy: AtomicBool::new(false),
+            answering: AtomicBool::new(false),
             paused: AtomicBool::new(false),
         }
     }
@@ -47,16 +46,15 @@ impl Liveness {
         self.last_heard_ms.store(self.now_ms(), Ordering::Relaxed);
     }
 
-    /// The reader read bytes from the socket: heard, and busy until it waits again.
+    /// The reader read bytes from the socket.
     pub(crate) fn received(&self) {
         self.heard();
         self.reads.fetch_add(1, Ordering::Relaxed);
-        self.busy.store(true, Ordering::Relaxed);
     }
 
-    /// The reader waits on the socket with nothing left to handle.
-    pub(crate) fn waiting(&self) {
-        self.busy.store(false, Ordering::Relaxed);
+    /// The reader starts (`true`) or has finished (`false`) handling a text message.
+    pub(crate) fn answering(&self, now: bool) {
+        self.answering.store(now, Ordering::Relaxed);
     }
 
     /// How many reads of the reader brought bytes so far.
@@ -64,9 +62,9 @@ impl Liveness {
         self.reads.load(Ordering::Relaxed)
     }
 
-    /// Whether the reader holds bytes it has not finished with.
-    pub(crate) fn is_busy(&self) -> bool {
-        self.busy.load(Ordering::Relaxed)
+    /// Whether the reader is handling a text message now.
+    pub(crate) fn is_answering(&self) -> bool {
+        self.answering.load(Ordering::Relaxed)
     }
 
     /// Whether the reader has stopped reading on purpose (see [`Liveness::pause`]).

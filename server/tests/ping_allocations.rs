@@ -3,8 +3,8 @@
 //! written. The client is a raw socket writing one prebuilt frame and reading into a prebuilt
 //! buffer, so what is counted is the server's.
 //!
-//! A bound, not a timing: it holds the per-message path to what it allocates today (BENCHMARKS.md
-//! has the counts before and after the inline answer), so a change that adds allocations to it
+//! A bound, not a timing: it holds the per-message path to what it allocates today (the counts
+//! before and after the inline answer: BENCHMARKS.md), so a change that adds allocations to it
 //! shows here.
 
 // The counting global allocator below is the one `unsafe` here; each block says why it holds.
@@ -51,8 +51,10 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 const PINGS: usize = 2000;
-/// Allocations (and reallocations) per round trip allowed: the request's id, the answer's
-/// buffer, and one spare for the runtime's own (timers, wake-ups) averaged over the run.
+/// Allocations (and reallocations) per round trip allowed: the message's buffer and the `Bytes`
+/// that owns it with its permits, the request's id and method, the answer's bytes. Answered
+/// through the writer task, a round trip also took the queue's buffer, and the answer two (its
+/// encoding buffer, then the shrink to its size).
 const MAX_PER_PING: f64 = 5.0;
 
 /// One masked text frame, built before counting.

@@ -132,8 +132,11 @@ pub(super) async fn serve_admitted<'a>(
                 break;
             }
             Ok(Incoming::Message(MessageKind::Text, text, _)) => {
+                // The writer holds bulk frames back while this runs (`writer::reader_first`).
+                live.answering(true);
                 let ((), inline) =
                     out.inline_scope(|| on_text(&conn, session.as_mut(), shared, text));
+                live.answering(false);
                 if inline.frames > 0 {
                     shared.metrics.outbound_inline(inline.frames, inline.bytes);
                 }
