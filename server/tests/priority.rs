@@ -3,9 +3,9 @@
 //! receive buffer 64 KiB), and B sends a `system.ping` after every 64 frames it reads. Each
 //! answer must reach B after at most 16 further bulk frames (1 MiB), in each of 20 runs.
 //!
-//! Before the writer let its connection's reader go first (`connection::writer`), the answer
-//! waited behind 13 to 26 frames in about one invocation of this test in eight on a loaded
-//! machine: the reader's thread did not run for a few milliseconds (before it read the ping, or
+//! Before the writer let its connection's reader go first (`connection::writer`), an answer
+//! waited behind more than 16 frames (up to 26) in about one invocation of this test in eight on
+//! a loaded machine: the reader's thread did not run for a few milliseconds (before it read the ping, or
 //! between reading and answering it) while the writer's did, and more of the transfer went out.
 //!
 //! `tokio-tungstenite` clients; every wait is bounded by `WAIT`.
