@@ -115,7 +115,9 @@ impl OutboundPath {
         ];
         let written = {
             let mut socket = self.socket();
-            let Some(socket) = socket.as_mut() else {
+            // A stream without vectored writes would take the header alone: not worth a
+            // syscall of its own, the writer batches instead.
+            let Some(socket) = socket.as_mut().filter(|s| s.is_write_vectored()) else {
                 return Ok(Some(item));
             };
             let mut cx = Context::from_waker(Waker::noop());
