@@ -10,6 +10,9 @@
 #   BEFORE_BIN=path/to/old/carrier benches/compare.sh   # also run an older carrier build
 #                                  # ("carrier-before" rows: before/after of a server change)
 #   REPORT_ONLY=1 benches/compare.sh   # rewrite the table from the last run's raw reports
+#   SCENARIOS="text64 idle" SERVERS="carrier fastws-tuned" benches/compare.sh
+#                                  # only these scenarios and servers (a partial run: the
+#                                  # table it writes lacks the rest)
 #
 # Servers (all on 127.0.0.1, each started fresh for every run):
 #   carrier      target/release/carrier serve --channel echo:echo --channel relay:relay
@@ -44,6 +47,11 @@ LOADGEN=target/release/examples/loadgen
 
 log() { printf '[compare] %s\n' "$*" >&2; }
 
+wanted() { # LIST WORD — whether WORD is in the space-separated LIST (an empty LIST: everything)
+  [ -z "$1" ] || [[ " $1 " == *" $2 "* ]]
+}
+
+
 if [ "$REPORT_ONLY" != 1 ]; then
 : >"$RESULTS"
 : >"$SYSCALLS_OUT"
@@ -55,13 +63,17 @@ fi
 log "building carrier, load generator and baselines (release)"
 cargo build --release --quiet --bin carrier --example loadgen
 for b in fws-echo tungstenite-echo; do
+  case $b in
+    fws-echo) wanted "${SERVERS:-}" fastws || wanted "${SERVERS:-}" fastws-tuned || continue ;;
+    *) wanted "${SERVERS:-}" tungstenite || continue ;;
+  esac
   cargo build --release --quiet --manifest-path "benches/baselines/$b/Cargo.toml" \
     --target-dir target/baselines
 done
 NODE_DIR=$OUT/node
 mkdir -p "$NODE_DIR"
 cp benches/baselines/node-ws/echo.js "$NODE_DIR/"
-if [ ! -d "$NODE_DIR/node_modules/ws" ]; then
+if [ ! -d "$NODE_DIR/node_modules/ws" ] && wanted "${SERVERS:-}" node-ws; then
   log "npm install ws bufferutil (scratch folder $NODE_DIR)"
   (cd "$NODE_DIR" && { [ -f package.json ] || echo '{"private":true}' >package.json; } &&
     npm install --silent --no-audit --no-fund ws@8 bufferutil@4)
@@ -171,8 +183,12 @@ MPIPE=$((M16K * 4))
 scenario() { # NAME SERVER:ARGS... — runs every server RUNS times, order alternating per run
   local name=$1
   shift
-  local specs=("$@") run i
-  if [ -n "${BEFORE_BIN:-}" ] && [ "${NO_BEFORE:-0}" != 1 ]; then
+  wanted "${SCENARIOS:-}" "$name" || return 0
+  local specs=() spec run i
+  for spec in "$@"; do
+    wanted "${SERVERS:-}" "${spec%%:*}" && specs+=("$spec")
+  done
+  if [ -n "${BEFORE_BIN:-}" ] && [ "${NO_BEFORE:-0}" != 1 ] && wanted "${SERVERS:-}" carrier; then
     for spec in "$@"; do
       case $spec in carrier:*) specs+=("carrier-before:${spec#carrier:}") ;; esac
     done

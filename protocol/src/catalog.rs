@@ -192,6 +192,17 @@ macro_rules! catalog {
             )*
         }
 
+        impl Method {
+            /// Looks a wire name up: a `match` on the names (the compiler's length switch and
+            /// comparisons), not a walk of [`METHODS`] comparing each entry's name in turn.
+            pub fn from_name(name: &str) -> Option<Method> {
+                match name {
+                    $( $wire => Some(Method::$variant), )*
+                    _ => None,
+                }
+            }
+        }
+
         /// The catalog, in the order the generated "Methods" table of docs/protocol.md lists it.
         pub static METHODS: &[MethodSpec] = &[
             $( MethodSpec {
@@ -290,11 +301,6 @@ catalog! {
 }
 
 impl Method {
-    /// Looks a wire name up.
-    pub fn from_name(name: &str) -> Option<Method> {
-        METHODS.iter().find(|s| s.name == name).map(|s| s.method)
-    }
-
     /// The catalog entry.
     pub fn spec(self) -> &'static MethodSpec {
         // The table is built from the same list as the enum, in the same order.

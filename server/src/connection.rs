@@ -133,7 +133,7 @@ async fn run_split(
     let terminate = Arc::new(Terminate::default());
     let live = Arc::new(Liveness::new());
     let writer_task = tokio::spawn(write_loop(
-        writer,
+        out.attach_socket(writer),
         out.clone(),
         shared.clone(),
         live.clone(),

@@ -179,8 +179,9 @@ impl DetachedConnection {
                     }
                 }
                 // Pings and pongs are a socket's own (its writer's keepalive, its reader's
-                // answers): nothing queues them on a detached connection.
-                OutItem::Ping(_) | OutItem::Pong(_) => continue,
+                // answers), and so is the rest of a frame written in part (an inline write
+                // needs a socket): nothing queues them on a detached connection.
+                OutItem::Ping(_) | OutItem::Pong(_) | OutItem::Rest { .. } => continue,
             };
             return Some(Some(frame));
         }

@@ -240,7 +240,7 @@ impl FrameReader {
         match poll_fn(|cx| self.poll_fill(cx)).await {
             Ok(0) | Err(_) => Err(ReadEnd::Closed),
             Ok(_) => {
-                self.live.heard();
+                self.live.received();
                 Ok(())
             }
         }
@@ -466,7 +466,7 @@ impl FrameReader {
                 Ok(n) => {
                     m.data.commit(n);
                     body.remaining -= n;
-                    self.live.heard();
+                    self.live.received();
                 }
             }
         }

@@ -52,6 +52,26 @@ impl Opcode {
     }
 }
 
+/// The header of an unmasked, final frame of `len` payload bytes: the buffer and how much of it
+/// is used (2, 4 or 10 bytes).
+pub(crate) fn frame_header(op: Opcode, len: usize) -> ([u8; 10], usize) {
+    let mut head = [0u8; 10];
+    head[0] = 0x80 | op as u8;
+    let n = if len < 126 {
+        head[1] = len as u8;
+        2
+    } else if len <= u16::MAX as usize {
+        head[1] = 126;
+        head[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+        4
+    } else {
+        head[1] = 127;
+        head[2..10].copy_from_slice(&(len as u64).to_be_bytes());
+        10
+    };
+    (head, n)
+}
+
 /// Writes frames to one socket, batching small ones.
 pub(crate) struct FrameWriter<W> {
     io: W,
@@ -74,21 +94,13 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     /// Queues one frame whose payload is `parts` written back to back.
     pub(crate) async fn frame(&mut self, op: Opcode, parts: &[&[u8]]) -> std::io::Result<()> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
-        let mut head = [0u8; 10];
-        head[0] = 0x80 | op as u8;
-        let n = if len < 126 {
-            head[1] = len as u8;
-            2
-        } else if len <= u16::MAX as usize {
-            head[1] = 126;
-            head[2..4].copy_from_slice(&(len as u16).to_be_bytes());
-            4
-        } else {
-            head[1] = 127;
-            head[2..10].copy_from_slice(&(len as u64).to_be_bytes());
-            10
-        };
+        let (head, n) = frame_header(op, len);
         self.buf.extend_from_slice(&head[..n]);
+        self.raw(parts).await
+    }
+
+    /// Queues bytes as they are: the rest of a frame already begun.
+    pub(crate) async fn raw(&mut self, parts: &[&[u8]]) -> std::io::Result<()> {
         for part in parts {
             if part.len() <= COPY_MAX {
                 self.buf.extend_from_slice(part);

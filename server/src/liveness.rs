@@ -18,6 +18,11 @@ use tokio::time::Instant;
 pub(crate) struct Liveness {
     start: Instant,
     last_heard_ms: AtomicU64,
+    /// Reads of the connection's reader that brought bytes, and whether it is handling a text
+    /// message now (one it read and has not answered yet): for the writer to let the reader
+    /// go first (`connection::writer`).
+    reads: AtomicU64,
+    answering: AtomicBool,
     paused: AtomicBool,
 }
 
@@ -26,6 +31,8 @@ impl Liveness {
         Liveness {
             start: Instant::now(),
             last_heard_ms: AtomicU64::new(0),
+            reads: AtomicU64::new(0),
+            answering: AtomicBool::new(false),
             paused: AtomicBool::new(false),
         }
     }
@@ -37,6 +44,32 @@ impl Liveness {
     /// Bytes arrived from the peer.
     pub(crate) fn heard(&self) {
         self.last_heard_ms.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    /// The reader read bytes from the socket.
+    pub(crate) fn received(&self) {
+        self.heard();
+        self.reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The reader starts (`true`) or has finished (`false`) handling a text message.
+    pub(crate) fn answering(&self, now: bool) {
+        self.answering.store(now, Ordering::Relaxed);
+    }
+
+    /// How many reads of the reader brought bytes so far.
+    pub(crate) fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
+    }
+
+    /// Whether the reader is handling a text message now.
+    pub(crate) fn is_answering(&self) -> bool {
+        self.answering.load(Ordering::Relaxed)
+    }
+
+    /// Whether the reader has stopped reading on purpose (see [`Liveness::pause`]).
+    pub(crate) fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
     }
 
     /// How long the peer has been silent while we were reading.

@@ -121,6 +121,11 @@ impl Metrics {
         .fetch_add(1, Relaxed);
         self.bytes_out.fetch_add(bytes as u64, Relaxed);
     }
+    /// Text frames the connection's reader wrote itself (`outbound::socket`).
+    pub(crate) fn outbound_inline(&self, frames: u64, bytes: u64) {
+        self.frames_out_text.fetch_add(frames, Relaxed);
+        self.bytes_out.fetch_add(bytes, Relaxed);
+    }
     pub(crate) fn protocol_error(&self) {
         self.protocol_errors.fetch_add(1, Relaxed);
     }

@@ -13,6 +13,8 @@
 //! - `bulk` — the bulk lane (frames apart, each channel within its window); `bulk_send` — its
 //!   sends and the wait for room.
 //! - `batch` — what the writer takes next, and what it releases once written.
+//! - `socket` — the reader's inline write of an answer when nothing is queued and the writer is
+//!   idle, and the writer's handle on the socket; `stream` — the socket as the path holds it.
 //! - `item` — what the queue holds and what each item costs; `error` — why a send was refused.
 
 mod batch;
@@ -23,12 +25,16 @@ mod item;
 mod lossy;
 mod pong;
 mod queue;
+mod socket;
+mod stream;
 
 pub use error::{DeliveryError, FailReason};
 pub use item::ITEM_OVERHEAD;
 pub(crate) use item::{BulkFrame, MessageKind, OutItem};
 pub(crate) use lossy::dropped_notice;
 pub(crate) use queue::OutboundPath;
+pub(crate) use socket::SocketRef;
+pub(crate) use stream::SocketWrite;
 
 #[cfg(test)]
 mod tests {
@@ -40,6 +46,7 @@ mod tests {
 
     use super::batch::take_batch;
     use super::pong::MAX_PENDING_PONGS;
+    use super::socket;
     use super::*;
     use carrier_protocol::close::CloseCode;
 
@@ -389,5 +396,193 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A socket that takes at most `room` more bytes, then would block: what a peer that stopped
+    /// reading leaves a connection with.
+    struct Filling {
+        taken: Arc<std::sync::Mutex<Vec<u8>>>,
+        room: usize,
+    }
+
+    impl tokio::io::AsyncWrite for Filling {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            if self.room == 0 {
+                return std::task::Poll::Pending;
+            }
+            let n = buf.len().min(self.room);
+            self.room -= n;
+            self.taken.lock().unwrap().extend_from_slice(&buf[..n]);
+            std::task::Poll::Ready(Ok(n))
+        }
+        fn poll_write_vectored(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            bufs: &[std::io::IoSlice<'_>],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            if self.room == 0 {
+                return std::task::Poll::Pending;
+            }
+            let mut n = 0;
+            for b in bufs {
+                let k = b.len().min(self.room);
+                self.room -= k;
+                self.taken.lock().unwrap().extend_from_slice(&b[..k]);
+                n += k;
+            }
+            std::task::Poll::Ready(Ok(n))
+        }
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    impl SocketWrite for Filling {}
+
+    fn filling(room: usize) -> (Box<Filling>, Arc<std::sync::Mutex<Vec<u8>>>) {
+        let taken = Arc::new(std::sync::Mutex::new(Vec::new()));
+        (
+            Box::new(Filling {
+                taken: taken.clone(),
+                room,
+            }),
+            taken,
+        )
+    }
+
+    /// The bytes of the items a batch holds, as the writer would put them on the wire after what
+    /// the socket already took (only a frame's rest and whole text frames here).
+    fn wire_of(batch: &[OutItem]) -> Vec<u8> {
+        let mut wire = Vec::new();
+        for item in batch {
+            match item {
+                OutItem::Rest { head, body } => {
+                    wire.extend_from_slice(head);
+                    wire.extend_from_slice(body);
+                }
+                OutItem::Message { head, body, .. } => {
+                    wire.push(0x81);
+                    wire.push((head.len() + body.len()) as u8);
+                    wire.extend_from_slice(head);
+                    wire.extend_from_slice(body);
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        wire
+    }
+
+    #[test]
+    fn an_answer_is_written_inline_only_from_the_readers_scope_with_nothing_queued() {
+        let out = OutboundPath::new(1 << 20);
+        let (socket, taken) = filling(1 << 20);
+        let _writer = out.attach_socket(socket);
+        // Outside the reader's scope: queued for the writer.
+        out.send_text(Bytes::from_static(b"queued")).unwrap();
+        assert!(taken.lock().unwrap().is_empty());
+        // Inside it, with something queued: queued too, behind it.
+        let ((), inline) =
+            out.inline_scope(|| out.send_text(Bytes::from_static(b"behind")).unwrap());
+        assert_eq!(inline, socket::InlineWritten::default());
+        let (mut batch, mut drops) = (Vec::new(), Vec::new());
+        out.next_batch(&mut batch, &mut drops)
+            .now_or_never()
+            .unwrap();
+        assert_eq!(wire_of(&batch), b"\x81\x06queued\x81\x06behind");
+        // The writer holds that batch: still no inline write.
+        let ((), inline) = out.inline_scope(|| out.send_text(Bytes::from_static(b"x")).unwrap());
+        assert_eq!(inline.frames, 0);
+        for item in &batch {
+            out.written(item);
+        }
+        batch.clear();
+        out.next_batch(&mut batch, &mut drops)
+            .now_or_never()
+            .unwrap();
+        assert_eq!(wire_of(&batch), b"\x81\x01x");
+        for item in &batch {
+            out.written(item);
+        }
+        // The writer asks for its next batch (so it holds nothing) and waits: now inline.
+        batch.clear();
+        assert!(out
+            .next_batch(&mut batch, &mut drops)
+            .now_or_never()
+            .is_none());
+        let ((), inline) = out.inline_scope(|| out.send_text(Bytes::from_static(b"now")).unwrap());
+        assert_eq!((inline.frames, inline.bytes), (1, 3));
+        assert_eq!(&taken.lock().unwrap()[..], b"\x81\x03now");
+        assert_eq!(out.queued_bytes(), 0);
+        // Binary frames never go inline.
+        let ((), inline) = out.inline_scope(|| {
+            out.send_binary(Bytes::from_static(b"b"), Bytes::new())
+                .unwrap()
+        });
+        assert_eq!(inline.frames, 0);
+    }
+
+    #[test]
+    fn what_the_socket_does_not_take_is_queued_first_and_survives_a_failure() {
+        let out = OutboundPath::new(1 << 20);
+        // Room for the header and 8 bytes of the first answer.
+        let (socket, taken) = filling(10);
+        let _writer = out.attach_socket(socket);
+        let text = Bytes::from(vec![b'a'; 100]);
+        let ((), inline) = out.inline_scope(|| out.send_text(text.clone()).unwrap());
+        assert_eq!((inline.frames, inline.bytes), (1, 100));
+        assert_eq!(
+            &taken.lock().unwrap()[..],
+            &[&[0x81u8, 100][..], &[b'a'; 8][..]].concat()[..]
+        );
+        assert_eq!(out.queued_bytes(), 92 + ITEM_OVERHEAD);
+        // A later answer goes behind the rest (the queue is no longer empty: not inline).
+        let ((), inline) = out.inline_scope(|| out.send_text(Bytes::from_static(b"next")).unwrap());
+        assert_eq!(inline.frames, 0);
+        // The connection fails before the writer gets to them: the rest stays, the rest goes.
+        assert!(out.fail_once(FailReason::SlowReader));
+        assert_eq!(out.queued_bytes(), 92 + ITEM_OVERHEAD);
+        let (mut batch, mut drops) = (Vec::new(), Vec::new());
+        out.next_batch(&mut batch, &mut drops)
+            .now_or_never()
+            .unwrap();
+        assert_eq!(wire_of(&batch), vec![b'a'; 92]);
+        // Nothing is written inline after the failure.
+        let ((), inline) = out.inline_scope(|| {
+            assert_eq!(
+                out.send_text(Bytes::from_static(b"late")),
+                Err(DeliveryError::Closed)
+            )
+        });
+        assert_eq!(inline.frames, 0);
+    }
+
+    #[test]
+    fn a_header_cut_in_two_is_finished_before_its_payload() {
+        let out = OutboundPath::new(1 << 20);
+        let (socket, taken) = filling(1);
+        let _writer = out.attach_socket(socket);
+        let ((), _) = out.inline_scope(|| out.send_text(Bytes::from_static(b"hello")).unwrap());
+        assert_eq!(&taken.lock().unwrap()[..], b"\x81");
+        let (mut batch, mut drops) = (Vec::new(), Vec::new());
+        out.next_batch(&mut batch, &mut drops)
+            .now_or_never()
+            .unwrap();
+        assert_eq!(wire_of(&batch), b"\x05hello");
     }
 }

@@ -66,9 +66,11 @@ pub(super) async fn serve_admitted<'a>(
     let mut attached = false;
     // The handshake deadline is a branch of the read loop rather than a task of its own: a
     // task (and its timer) per connection stayed allocated for the connection's life (idle
-    // memory per connection).
-    let handshake_deadline = tokio::time::sleep(shared.limits.handshake_timeout);
-    tokio::pin!(handshake_deadline);
+    // memory per connection). Its timer is on the heap and dropped once the handshake is done:
+    // pinned in this future, it was part of every idle connection's task.
+    let mut handshake_deadline = Some(Box::pin(tokio::time::sleep(
+        shared.limits.handshake_timeout,
+    )));
 
     // Whether the peer may still be sending after we stop reading.
     let mut peer_sending = true;
@@ -94,13 +96,19 @@ pub(super) async fn serve_admitted<'a>(
             _ = &mut handshaken, if !attached => {
                 shared.registry.attach_sink(conn.clone());
                 attached = true;
+                handshake_deadline = None;
                 if conn.has_bulk_credit() {
                     // Its bulk frames may wait in credit ledgers, which pay for them.
                     frames.keep_payments();
                 }
                 continue;
             }
-            _ = &mut handshake_deadline, if !conn.is_handshaken() => {
+            _ = async {
+                match handshake_deadline.as_mut() {
+                    Some(deadline) => deadline.await,
+                    None => std::future::pending().await,
+                }
+            }, if handshake_deadline.is_some() && !conn.is_handshaken() => {
                 conn.close(CloseCode::POLICY, "handshake timeout");
                 break;
             }
@@ -124,7 +132,14 @@ pub(super) async fn serve_admitted<'a>(
                 break;
             }
             Ok(Incoming::Message(MessageKind::Text, text, _)) => {
-                on_text(&conn, session.as_mut(), shared, text)
+                // The writer holds bulk frames back while this runs (`writer::reader_first`).
+                live.answering(true);
+                let ((), inline) =
+                    out.inline_scope(|| on_text(&conn, session.as_mut(), shared, text));
+                live.answering(false);
+                if inline.frames > 0 {
+                    shared.metrics.outbound_inline(inline.frames, inline.bytes);
+                }
             }
             Ok(Incoming::Message(MessageKind::Binary, data, payment)) => {
                 shared.metrics.inbound(MessageKind::Binary, data.len());

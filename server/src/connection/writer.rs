@@ -1,20 +1,27 @@
 //! The connection's only writer: drains the outbound queue, pings, and ends after the close.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::AsyncWrite;
 use tokio::time::Instant;
 
 use super::terminate::Terminate;
 use crate::frame_writer::{FrameWriter, Opcode};
 use crate::liveness::{Liveness, WatchedWrite};
-use crate::outbound::{dropped_notice, FailReason, MessageKind, OutItem, OutboundPath};
+use crate::outbound::{
+    dropped_notice, FailReason, MessageKind, OutItem, OutboundPath, SocketRef, SocketWrite,
+};
 use crate::shared::Shared;
 use carrier_protocol::close::CloseCode;
 
 /// The write half of the connection's stream.
 pub(super) type Writer = Box<dyn SocketWrite>;
+
+/// How long the writer holds a bulk frame back for a reader handling a text message
+/// ([`reader_first`]). A bound, so that a reader stuck in a handler only slows a transfer (to a
+/// frame per this); a reader that runs at all lets it go within a millisecond.
+const READER_FIRST_MAX: Duration = Duration::from_millis(50);
 
 /// Unsent bytes a connection with bulk traffic lets its socket hold (`TCP_NOTSENT_LOWAT`).
 ///
@@ -47,14 +54,8 @@ pub(super) const UNSENT_LOWAT: u32 = 128 * 1024;
 /// blocking".
 pub(super) const BULK_RCVBUF: usize = 64 * 1024;
 
-/// The write half of a connection's stream, and what the writer may ask of its socket.
-pub(super) trait SocketWrite: AsyncWrite + Send + Unpin {
-    /// Keeps the socket's unsent buffer ([`UNSENT_LOWAT`]) and receive buffer ([`BULK_RCVBUF`])
-    /// small, once the connection carries bulk traffic. Nothing for a stream that is not a TCP
-    /// socket.
-    fn limit_buffers(&self) {}
-}
-
+// `limit_buffers` keeps the socket's unsent buffer ([`UNSENT_LOWAT`]) and receive buffer
+// ([`BULK_RCVBUF`]) small, once the connection carries bulk traffic.
 impl SocketWrite for tokio::net::tcp::OwnedWriteHalf {
     fn limit_buffers(&self) {
         // A failure of either only costs latency: logged, not returned.
@@ -67,9 +68,16 @@ impl SocketWrite for tokio::net::tcp::OwnedWriteHalf {
             tracing::debug!(error = %e, "SO_RCVBUF not set");
         }
     }
+
+    fn has_unread(&self) -> bool {
+        // A peek on the non-blocking socket: one byte copied, nothing consumed; `WouldBlock`
+        // when nothing waits.
+        let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
+        matches!(socket2::SockRef::from(self.as_ref()).peek(&mut byte), Ok(n) if n > 0)
+    }
 }
 
-impl<T: AsyncWrite + Send> SocketWrite for tokio::io::WriteHalf<T> {}
+impl<T: tokio::io::AsyncWrite + Send> SocketWrite for tokio::io::WriteHalf<T> {}
 
 /// A Unix socket has no network between the two ends: what the writer hands the kernel is
 /// queued straight at the reader, within the socket's send buffer. Left as the kernel sets it.
@@ -78,7 +86,7 @@ impl SocketWrite for tokio::net::unix::OwnedWriteHalf {}
 
 /// The connection's only writer: drains the outbound queue, pings, and ends after the close.
 pub(super) async fn write_loop(
-    io: Writer,
+    io: SocketRef,
     out: OutboundPath,
     shared: Arc<Shared>,
     live: Arc<Liveness>,
@@ -91,6 +99,8 @@ pub(super) async fn write_loop(
     let mut drops = Vec::new();
     // Set on the first bulk frame: a connection without bulk traffic keeps the kernel's default.
     let mut buffers_limited = false;
+    // The reader's count of reads when the last bulk frame was written ([`reader_first`]).
+    let mut reads_at_bulk = 0;
     let mut ping =
         tokio::time::interval_at(Instant::now() + limits.ping_interval, limits.ping_interval);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -122,14 +132,16 @@ pub(super) async fn write_loop(
                     }
                     FailReason::WriteError => break 'run false,
                 };
-                let sent = tokio::time::timeout(limits.stop_grace, async {
+                // On the heap, as the grace period below: paths taken once per connection, at
+                // its end, do not make every idle connection's task larger (BENCHMARKS.md).
+                let sent = Box::pin(tokio::time::timeout(limits.stop_grace, async {
                     w.frame(
                         Opcode::Close,
                         &[&code.as_u16().to_be_bytes(), text.as_bytes()],
                     )
                     .await?;
                     w.shutdown().await
-                })
+                }))
                 .await;
                 break 'run matches!(sent, Ok(Ok(())));
             }
@@ -165,11 +177,14 @@ pub(super) async fn write_loop(
                         w.get_ref().get_ref().limit_buffers();
                         buffers_limited = true;
                     }
+                    reader_first(w.get_ref().get_ref(), &live, &mut reads_at_bulk).await;
                     shared
                         .metrics
                         .outbound(MessageKind::Binary, f.head.len() + f.body.len());
                     w.frame(Opcode::Binary, &[&f.head, &f.body]).await
                 }
+                // Counted in the metrics when the inline write began it.
+                OutItem::Rest { head, body } => w.raw(&[head, body]).await,
                 OutItem::Ping(p) => w.frame(Opcode::Ping, &[p]).await,
                 OutItem::Pong(p) => w.frame(Opcode::Pong, &[p]).await,
                 OutItem::Close { code, reason } => {
@@ -203,12 +218,47 @@ pub(super) async fn write_loop(
     };
     if close_sent {
         // Give the peer its grace period to answer our close, then end the reader.
-        tokio::select! {
-            _ = terminate.wait() => {}
-            _ = tokio::time::sleep(limits.stop_grace) => {}
-        }
+        Box::pin(async {
+            tokio::select! {
+                _ = terminate.wait() => {}
+                _ = tokio::time::sleep(limits.stop_grace) => {}
+            }
+        })
+        .await;
     }
     terminate.fire();
+}
+
+/// Before a bulk frame, the connection's reader goes first when it may hold a message to answer:
+/// - while it handles a text message (one it read and has not answered yet), the writer yields
+///   and then waits in steps of a millisecond, for at most [`READER_FIRST_MAX`];
+/// - when bytes wait unread in its socket and it has read nothing since the last bulk frame went
+///   out (and is not waiting on purpose), the writer yields once, so a reader ready on this
+///   worker reads them first.
+///
+/// What it bounds: a receive-only client's `system.ping` arrives while the transfer to it runs.
+/// The writer answers it ahead of every queued bulk frame, but only once the reader has handled
+/// it; on a loaded machine the reader's thread may not run for milliseconds (before it reads the
+/// ping, or between reading and answering it) while the writer's does, and every bulk frame the
+/// client reads meanwhile is one more the answer arrives behind (past the 16 frames of 64 KiB
+/// promised, in some runs: `server/tests/priority.rs`). Only the text in hand is waited for: a
+/// reader busy with a transfer of its own (an echo's) never holds the writer for more than a turn.
+async fn reader_first(socket: &SocketRef, live: &Liveness, reads_at_bulk: &mut u64) {
+    if live.is_answering() {
+        let until = Instant::now() + READER_FIRST_MAX;
+        tokio::task::yield_now().await;
+        while live.is_answering() && socket.path_open() && Instant::now() < until {
+            // Boxed: a timer in this future would be part of every connection's writer task.
+            Box::pin(tokio::time::sleep(Duration::from_millis(1))).await;
+        }
+    } else if live.reads() == *reads_at_bulk
+        && !live.is_paused()
+        && socket.path_open()
+        && socket.has_unread()
+    {
+        tokio::task::yield_now().await;
+    }
+    *reads_at_bulk = live.reads();
 }
 
 #[cfg(all(test, target_os = "linux"))]

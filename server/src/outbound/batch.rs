@@ -21,6 +21,8 @@ impl OutboundPath {
             {
                 let mut q = self.lock();
                 take_batch(&mut q, batch, drops);
+                // The writer asks for a batch once it has flushed the last one.
+                q.writer_busy = !batch.is_empty();
                 if !batch.is_empty() || q.closed {
                     return;
                 }

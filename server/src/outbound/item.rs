@@ -34,6 +34,12 @@ pub(crate) enum OutItem {
         code: CloseCode,
         reason: Arc<str>,
     },
+    /// The unwritten end of a frame an inline write began (`socket`): raw bytes, `head` then
+    /// `body`, written before anything else.
+    Rest {
+        head: Bytes,
+        body: Bytes,
+    },
 }
 
 /// What one queued item holds besides its payload bytes: its slot in the queue (which may be
@@ -48,7 +54,9 @@ impl OutItem {
     pub(crate) fn cost(&self) -> usize {
         ITEM_OVERHEAD
             + match self {
-                OutItem::Message { head, body, .. } => head.len() + body.len(),
+                OutItem::Message { head, body, .. } | OutItem::Rest { head, body } => {
+                    head.len() + body.len()
+                }
                 OutItem::Bulk(f) => return f.cost(),
                 OutItem::Ping(p) | OutItem::Pong(p) => p.len(),
                 OutItem::Close { reason, .. } => 2 + reason.len(),

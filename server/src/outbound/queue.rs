@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 use super::bulk::BulkLane;
 use super::error::{DeliveryError, FailReason};
 use super::item::{MessageKind, OutItem};
+use super::stream::SocketSlot;
 use carrier_protocol::close::CloseCode;
 
 /// What the queue's lock guards.
@@ -34,6 +35,9 @@ pub(super) struct Queue {
     pub(super) bulk: BulkLane,
     /// No more frames are accepted (close queued, or failed).
     pub(super) closed: bool,
+    /// The writer task holds frames it took from the queue and has not yet flushed: the socket
+    /// is its own until it asks for the next batch (no inline write meanwhile: `socket`).
+    pub(super) writer_busy: bool,
 }
 
 /// One lossy channel's frames in the queue (the policy that uses it: `super::lossy`).
@@ -74,6 +78,8 @@ pub(super) struct OutboundInner {
     failed_notify: Notify,
     /// Wakes bulk senders waiting for room: a bulk frame was written, or the connection closed.
     pub(super) bulk_room: Notify,
+    /// The connection's socket, once attached (`socket`); a detached connection has none.
+    pub(super) socket: SocketSlot,
 }
 
 impl OutboundPath {
@@ -89,6 +95,7 @@ impl OutboundPath {
                 fail_reason: Mutex::new(None),
                 failed_notify: Notify::new(),
                 bulk_room: Notify::new(),
+                socket: Mutex::new(None),
             }),
         }
     }
@@ -136,8 +143,9 @@ impl OutboundPath {
 
     /// Queues a control or data item; the single entry point for reliable frames. A close is
     /// always taken (it is the last item); anything else is refused once the queue is over budget.
+    /// A text answer the connection's reader sends while nothing is queued and the writer is
+    /// idle is written at once instead, under the same lock (`socket`).
     pub(crate) fn push(&self, item: OutItem) -> Result<(), DeliveryError> {
-        let cost = item.cost();
         {
             let mut q = self.lock();
             if q.closed {
@@ -148,6 +156,20 @@ impl OutboundPath {
                 drop(q);
                 return self.overflow();
             }
+            let item = if self.may_inline(&q, &item) {
+                match self.write_inline(item) {
+                    Ok(None) => return Ok(()),
+                    Ok(Some(rest)) => rest,
+                    Err(_) => {
+                        drop(q);
+                        self.fail_once(FailReason::WriteError);
+                        return Err(DeliveryError::Closed);
+                    }
+                }
+            } else {
+                item
+            };
+            let cost = item.cost();
             q.closed |= closing;
             q.items.push_back(item);
             if closing {
@@ -212,8 +234,11 @@ impl OutboundPath {
         let freed: usize = {
             let mut q = self.lock();
             q.closed = true;
-            let freed = q.items.iter().map(OutItem::cost).sum::<usize>();
-            q.items.clear();
+            // The rest of a frame an inline write began stays: the writer finishes that frame
+            // before its close, so the peer never reads a close inside a frame.
+            let keep = usize::from(matches!(q.items.front(), Some(OutItem::Rest { .. })));
+            let freed = q.items.iter().skip(keep).map(OutItem::cost).sum::<usize>();
+            q.items.truncate(keep);
             q.bulk.clear();
             q.pending_pongs = 0;
             q.newest_pong = None;

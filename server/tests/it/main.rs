@@ -17,6 +17,7 @@ mod hostile_clients;
 mod lifecycle;
 mod limits;
 mod max_connections;
+mod priority;
 mod security;
 mod sinks;
 mod unix_socket;
