@@ -11,13 +11,13 @@
 //!
 //! Layout:
 //!
-//! - [`rpc`] — JSON-RPC 2.0 framing and error codes, shared by both sides.
+//! - `rpc` — JSON-RPC 2.0 framing and error codes, shared by both sides (internal).
 //! - `profile` — the client side: `/acp` connections, their sessions' events as ACP messages.
 //! - [`agent_host`] — an ACP agent process as the agent of carrier's sessions
 //!   (`carrier serve --agent-acp`): carrier is its ACP client over stdio.
 
 pub mod agent_host;
 mod profile;
-pub mod rpc;
+pub(crate) mod rpc;
 
 pub use profile::{AcpProfile, ACP_PATH};

@@ -5,20 +5,6 @@
 //!
 //! Parameters and results stay as the peer wrote them ([`RawValue`]): a side reads the fields it
 //! needs ([`Request::params`]) and passes the rest on byte for byte.
-//!
-//! ```
-//! use carrier_acp::rpc::{self, Id, Message};
-//!
-//! let text = r#"{"jsonrpc":"2.0","id":7,"method":"session/cancel","params":{"sessionId":"s"}}"#;
-//! let Ok(Message::Request(request)) = rpc::parse(text) else { panic!() };
-//! assert_eq!((request.id.clone(), request.method.as_str()), (Id::Number(7), "session/cancel"));
-//!
-//! // Anything that is not one JSON-RPC 2.0 message is refused with the error to send back.
-//! let refused = rpc::parse(r#"[{"jsonrpc":"2.0","method":"x"}]"#).unwrap_err();
-//! assert_eq!(refused.error.code, rpc::INVALID_REQUEST);
-//! let answer = rpc::encode_error(refused.id.as_ref(), &refused.error);
-//! assert!(answer.starts_with(br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600"#));
-//! ```
 
 use bytes::Bytes;
 use serde::de::{DeserializeOwned, Deserializer, IgnoredAny};
@@ -27,21 +13,19 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// The text is not JSON.
-pub const PARSE_ERROR: i64 = -32700;
+pub(crate) const PARSE_ERROR: i64 = -32700;
 /// The JSON is not one JSON-RPC 2.0 request, notification or response (batches included).
-pub const INVALID_REQUEST: i64 = -32600;
+pub(crate) const INVALID_REQUEST: i64 = -32600;
 /// The method does not exist or is not offered.
-pub const METHOD_NOT_FOUND: i64 = -32601;
+pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
 /// The method's parameters are not what it takes.
-pub const INVALID_PARAMS: i64 = -32602;
+pub(crate) const INVALID_PARAMS: i64 = -32602;
 /// The request was understood and failed.
-pub const INTERNAL_ERROR: i64 = -32603;
-/// ACP: the request was cancelled (`$/cancel_request`).
-pub const REQUEST_CANCELLED: i64 = -32800;
+pub(crate) const INTERNAL_ERROR: i64 = -32603;
 /// ACP: the agent needs `authenticate` first.
-pub const AUTH_REQUIRED: i64 = -32000;
+pub(crate) const AUTH_REQUIRED: i64 = -32000;
 /// ACP: a resource the request names (a session) does not exist.
-pub const RESOURCE_NOT_FOUND: i64 = -32002;
+pub(crate) const RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// Longest piece of a peer's text (a method name, a reason) quoted back in an error message.
 const QUOTED_BYTES: usize = 64;
@@ -50,7 +34,7 @@ const QUOTED_BYTES: usize = 64;
 /// could not be read) `null`. Answers carry it back exactly.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum Id {
+pub(crate) enum Id {
     /// An integer id.
     Number(i64),
     /// A string id.
@@ -71,19 +55,19 @@ impl std::fmt::Display for Id {
 
 /// A JSON-RPC error object.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ErrorObject {
+pub(crate) struct ErrorObject {
     /// One of the codes above, or the peer's own.
-    pub code: i64,
+    pub(crate) code: i64,
     /// One sentence.
-    pub message: String,
+    pub(crate) message: String,
     /// More, when there is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
+    pub(crate) data: Option<Value>,
 }
 
 impl ErrorObject {
     /// An error without `data`.
-    pub fn new(code: i64, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: i64, message: impl Into<String>) -> Self {
         ErrorObject {
             code,
             message: message.into(),
@@ -92,7 +76,7 @@ impl ErrorObject {
     }
 
     /// `-32601` for `method`.
-    pub fn method_not_found(method: &str) -> Self {
+    pub(crate) fn method_not_found(method: &str) -> Self {
         ErrorObject::new(
             METHOD_NOT_FOUND,
             format!("method not found: {:?}", quoted(method)),
@@ -100,12 +84,12 @@ impl ErrorObject {
     }
 
     /// `-32602` with the reason.
-    pub fn invalid_params(reason: impl std::fmt::Display) -> Self {
+    pub(crate) fn invalid_params(reason: impl std::fmt::Display) -> Self {
         ErrorObject::new(INVALID_PARAMS, format!("invalid params: {reason}"))
     }
 
     /// `-32603` with the reason.
-    pub fn internal(reason: impl Into<String>) -> Self {
+    pub(crate) fn internal(reason: impl Into<String>) -> Self {
         ErrorObject::new(INTERNAL_ERROR, reason)
     }
 }
@@ -118,36 +102,36 @@ impl std::fmt::Display for ErrorObject {
 
 /// A request: answer it with [`encode_result`] or [`encode_error`] under its `id`.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub(crate) struct Request {
     /// Its id.
-    pub id: Id,
+    pub(crate) id: Id,
     /// Its method.
-    pub method: String,
+    pub(crate) method: String,
     /// Its params as sent (`None` when absent or `null`).
-    pub params: Option<Box<RawValue>>,
+    pub(crate) params: Option<Box<RawValue>>,
 }
 
 /// A notification: never answered.
 #[derive(Debug, Clone)]
-pub struct Notification {
+pub(crate) struct Notification {
     /// Its method.
-    pub method: String,
+    pub(crate) method: String,
     /// Its params as sent (`None` when absent or `null`).
-    pub params: Option<Box<RawValue>>,
+    pub(crate) params: Option<Box<RawValue>>,
 }
 
 /// A response to a request this side sent.
 #[derive(Debug, Clone)]
-pub struct Response {
+pub(crate) struct Response {
     /// The id of the request it answers.
-    pub id: Id,
+    pub(crate) id: Id,
     /// Its `result` as sent (which may be `null`), or its `error`.
-    pub outcome: Result<Box<RawValue>, ErrorObject>,
+    pub(crate) outcome: Result<Box<RawValue>, ErrorObject>,
 }
 
 /// One JSON-RPC 2.0 message.
 #[derive(Debug, Clone)]
-pub enum Message {
+pub(crate) enum Message {
     /// A request (it has an `id`).
     Request(Request),
     /// A notification (a method without `id`).
@@ -159,11 +143,11 @@ pub enum Message {
 /// A text that is not one JSON-RPC 2.0 message: the error to answer it with, under `id` (the
 /// message's own when it could be read, else `null`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Refused {
+pub(crate) struct Refused {
     /// The id to answer under; `None` answers with `"id": null`.
-    pub id: Option<Id>,
+    pub(crate) id: Option<Id>,
     /// [`PARSE_ERROR`] or [`INVALID_REQUEST`], with the reason.
-    pub error: ErrorObject,
+    pub(crate) error: ErrorObject,
 }
 
 impl Refused {
@@ -177,21 +161,21 @@ impl Refused {
 
 impl Request {
     /// Its params as `T` (absent params read as `{}`), or the `-32602` answer.
-    pub fn params<T: DeserializeOwned>(&self) -> Result<T, ErrorObject> {
+    pub(crate) fn params<T: DeserializeOwned>(&self) -> Result<T, ErrorObject> {
         typed(self.params.as_deref())
     }
 }
 
 impl Notification {
     /// Its params as `T` (absent params read as `{}`), or why not (as a `-32602` error).
-    pub fn params<T: DeserializeOwned>(&self) -> Result<T, ErrorObject> {
+    pub(crate) fn params<T: DeserializeOwned>(&self) -> Result<T, ErrorObject> {
         typed(self.params.as_deref())
     }
 }
 
 impl Response {
     /// Its result as `T`, the peer's error, or (as `-32602`) why the result is not a `T`.
-    pub fn result<T: DeserializeOwned>(&self) -> Result<T, ErrorObject> {
+    pub(crate) fn result<T: DeserializeOwned>(&self) -> Result<T, ErrorObject> {
         match &self.outcome {
             Ok(raw) => serde_json::from_str(raw.get()).map_err(ErrorObject::invalid_params),
             Err(error) => Err(error.clone()),
@@ -228,7 +212,7 @@ struct Members {
 
 /// Parses one message. A batch (an array) is refused as [`INVALID_REQUEST`]: neither ACP side
 /// sends or takes batches.
-pub fn parse(text: &str) -> Result<Message, Refused> {
+pub(crate) fn parse(text: &str) -> Result<Message, Refused> {
     let trimmed = text.trim_start();
     if !trimmed.starts_with('{') {
         let json = serde_json::from_str::<IgnoredAny>(text).is_ok();
@@ -340,7 +324,7 @@ fn encode<P: Serialize, R: Serialize>(out: &Out<'_, P, R>) -> Result<Bytes, serd
 
 /// `{"jsonrpc":"2.0","id":…,"method":…,"params":…}`. Fails only if `params`' own `Serialize`
 /// fails.
-pub fn encode_request<P: Serialize>(
+pub(crate) fn encode_request<P: Serialize>(
     id: &Id,
     method: &str,
     params: &P,
@@ -356,7 +340,7 @@ pub fn encode_request<P: Serialize>(
 }
 
 /// `{"jsonrpc":"2.0","method":…,"params":…}`. Fails only if `params`' own `Serialize` fails.
-pub fn encode_notification<P: Serialize>(
+pub(crate) fn encode_notification<P: Serialize>(
     method: &str,
     params: &P,
 ) -> Result<Bytes, serde_json::Error> {
@@ -371,7 +355,7 @@ pub fn encode_notification<P: Serialize>(
 }
 
 /// `{"jsonrpc":"2.0","id":…,"result":…}`. Fails only if `result`'s own `Serialize` fails.
-pub fn encode_result<R: Serialize>(id: &Id, result: &R) -> Result<Bytes, serde_json::Error> {
+pub(crate) fn encode_result<R: Serialize>(id: &Id, result: &R) -> Result<Bytes, serde_json::Error> {
     encode::<(), R>(&Out {
         jsonrpc: "2.0",
         id: Some(id),
@@ -383,7 +367,7 @@ pub fn encode_result<R: Serialize>(id: &Id, result: &R) -> Result<Bytes, serde_j
 }
 
 /// `{"jsonrpc":"2.0","id":…,"error":…}`, under `id` or (when `None`) `null`.
-pub fn encode_error(id: Option<&Id>, error: &ErrorObject) -> Bytes {
+pub(crate) fn encode_error(id: Option<&Id>, error: &ErrorObject) -> Bytes {
     let id = id.unwrap_or(&Id::Null);
     let out = |error: &ErrorObject| {
         encode::<(), ()>(&Out {
@@ -406,7 +390,7 @@ pub fn encode_error(id: Option<&Id>, error: &ErrorObject) -> Bytes {
 }
 
 /// `message` and a newline: one message of a stdio transport.
-pub fn line(message: Bytes) -> Bytes {
+pub(crate) fn line(message: Bytes) -> Bytes {
     let mut line = Vec::with_capacity(message.len() + 1);
     line.extend_from_slice(&message);
     line.push(b'\n');
@@ -417,6 +401,25 @@ pub fn line(message: Bytes) -> Bytes {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_message_parses_and_what_is_not_one_is_refused_with_its_answer() {
+        let text =
+            r#"{"jsonrpc":"2.0","id":7,"method":"session/cancel","params":{"sessionId":"s"}}"#;
+        let Ok(Message::Request(request)) = parse(text) else {
+            panic!()
+        };
+        assert_eq!(
+            (request.id.clone(), request.method.as_str()),
+            (Id::Number(7), "session/cancel")
+        );
+
+        // Anything that is not one JSON-RPC 2.0 message is refused with the error to send back.
+        let refused = parse(r#"[{"jsonrpc":"2.0","method":"x"}]"#).unwrap_err();
+        assert_eq!(refused.error.code, INVALID_REQUEST);
+        let answer = encode_error(refused.id.as_ref(), &refused.error);
+        assert!(answer.starts_with(br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600"#));
+    }
 
     fn refused(text: &str) -> Refused {
         parse(text).expect_err(text)
