@@ -216,7 +216,7 @@ const QUIET_EVERY: u64 = 8 * MIB;
 const QUIET: Duration = Duration::from_millis(30);
 /// What the client may grow by under the flood: it owes one pong and reads through a buffer
 /// of a fixed size, so nothing in it follows how many pings came or how many wait.
-const GROWTH: u64 = 8 * MIB;
+const GROWTH: u64 = 4 * MIB;
 
 /// `count` pings of 125 bytes as a server sends them (unmasked), back to back. Written to the
 /// socket as they are, they go out as fast as it takes them, faster than the client reads them.
