@@ -92,6 +92,7 @@ mod machine;
 mod options;
 mod parse_bound;
 mod probe;
+mod read_chunks;
 mod reconnect;
 mod requests;
 mod resume;

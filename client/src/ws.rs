@@ -23,6 +23,7 @@ use tokio::io::{ReadHalf, WriteHalf};
 use super::backlog::Backlog;
 use super::dialer::dial;
 use super::options::WsOptions;
+use super::read_chunks::ReadChunks;
 use super::reconnect::ReconnectingTransport;
 use super::server_frames::{ServerFrameError, ServerFrames, ServerMessage};
 use super::socket::{Connector, Incoming, Outgoing, Socket, SocketReader, SocketWriter};
@@ -83,7 +84,10 @@ async fn open_socket(
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(listener.clone());
     })
     .await?;
-    let (mut read, write) = dialed.socket.split(tokio::io::split);
+    let (mut read, write) = dialed.socket.split(|io| {
+        let (read, write) = tokio::io::split(io);
+        (ReadChunks::new(read), write)
+    });
     // Pings and closes are answered by the transport through the socket's one writer task, not
     // from inside the read half.
     read.set_auto_pong(false);
@@ -97,7 +101,7 @@ async fn open_socket(
 }
 
 struct WsReader {
-    inner: ServerFrames<ReadHalf<Stream>>,
+    inner: ServerFrames<ReadChunks<ReadHalf<Stream>>>,
 }
 
 impl SocketReader for WsReader {
