@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use carrier::agent::process::{AgentProcess, AgentProcessConfig};
-use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory};
+use carrier::agent::{AgentProfile, EmbeddedAgent, InMemoryDirectory, SessionUsage};
 use carrier::server::{Auth, CarrierConfig, WsTransport};
 use carrier_channels::ChannelSpec;
 use tokio::signal::unix::{signal, SignalKind};
@@ -135,14 +135,16 @@ async fn serve(flags: Flags) -> ExitCode {
         }
         None => None,
     };
-    let profile = match &agent {
-        Some(agent) => AgentProfile::builder(agent.directory()).build(),
+    let builder = match &agent {
+        Some(agent) => AgentProfile::builder(agent.directory()),
         None => {
             // `carrier serve --demo-delay-ms`'s default.
             let embedded = EmbeddedAgent::default().with_demo_delay(Duration::from_millis(10));
-            AgentProfile::builder(InMemoryDirectory::new(move |_| embedded.session())).build()
+            AgentProfile::builder(InMemoryDirectory::new(move |_| embedded.session()))
         }
     };
+    // Usage counted whatever the agent, as `carrier serve` does.
+    let profile = builder.usage(SessionUsage::default()).build();
     transport.attach(profile);
     for spec in &flags.channels {
         if let Err(e) = carrier_channels::mount(&transport, spec) {

@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use carrier::acp::{AcpProfile, ACP_PATH};
 use carrier::agent::process::{AgentProcess, AgentProcessConfig};
-use carrier::agent::AgentProfile;
+use carrier::agent::{AgentProfile, SessionUsage};
 use carrier::robota::{RobotaProfile, ROBOTA_PATH};
 use carrier::server::{Attachment, CarrierConfig, WsTransport};
 
@@ -208,7 +208,12 @@ impl AgentServer {
         let config = config
             .with_driver_id(carrier::server::DEFAULT_DRIVER_ID.into())
             .with_surface("carrier".into());
-        let server = Server::with(config, agent.profile()).await;
+        // As `carrier serve` hosts a child: usage counted, so a client cannot tell it from the
+        // embedded agent by its features.
+        let profile = AgentProfile::builder(agent.directory())
+            .usage(SessionUsage::default())
+            .build();
+        let server = Server::with(config, profile).await;
         AgentServer { server, agent }
     }
 
