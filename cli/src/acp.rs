@@ -39,6 +39,7 @@ use crate::client::failure::{explain, Failure};
 use crate::client::session::options;
 use crate::client::target::{resolve_target, tokenless_warning, Target};
 use crate::stdin::{spawn_stdin, ChunkReader};
+use crate::task::AbortOnDrop;
 
 /// The longest stdin line sent (the carrier's default `--max-message-bytes`): a longer one is
 /// skipped as it streams, never held whole.
@@ -309,15 +310,6 @@ fn ended(url: &str, close: Option<CloseInfo>) -> Failure {
         )),
         Some(close) => Failure::runtime(format!("{url} closed the connection ({close})")),
         None => Failure::runtime(format!("{url} closed the connection")),
-    }
-}
-
-/// Stops a task however the command ends.
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

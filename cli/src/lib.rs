@@ -6,3 +6,4 @@ pub mod pipe;
 pub mod schema;
 pub mod serve;
 mod stdin;
+mod task;

@@ -61,6 +61,7 @@ use tokio::sync::mpsc;
 use crate::client::failure::Failure;
 use crate::client::target::{resolve_target, Target};
 use crate::stdin::spawn_stdin;
+use crate::task::AbortOnDrop;
 use io::{check_notice, deliver, send_all, Progress};
 use open::{connection_ended, open};
 
@@ -266,15 +267,6 @@ async fn pipe(
     // Everything is written and read (or the run failed): close with 1000, within bounds.
     client.disconnect().await;
     outcome
-}
-
-/// Stops the sender however the command ends.
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 #[cfg(test)]
