@@ -154,7 +154,9 @@ NEW_VERSION="$(version_of "$NEW_BIN")"
 [ "$SELF" = 1 ] && OLD_VERSION="$NEW_VERSION (as old)"
 
 # --- servers --------------------------------------------------------------------------------
-start_server() { # NAME BIN: prints the port
+# Sets STARTED_PORT. Not called in a command substitution: that subshell's SERVER_PIDS would
+# never reach `cleanup`, and the servers would outlive the script.
+start_server() { # NAME BIN
   local name="$1" bin="$2" dir="$WORK/server-$1"
   mkdir -p "$dir/run"
   chmod 700 "$dir/run"
@@ -165,7 +167,7 @@ start_server() { # NAME BIN: prints the port
   local i
   for i in $(seq 1 300); do
     if [ -s "$dir/stdout" ]; then
-      python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["port"])' <"$dir/stdout"
+      STARTED_PORT="$(python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["port"])' <"$dir/stdout")"
       return 0
     fi
     sleep 0.1
@@ -176,8 +178,10 @@ start_server() { # NAME BIN: prints the port
 }
 
 say "servers: $OLD_VERSION and $NEW_VERSION"
-OLD_PORT="$(start_server old "$OLD_BIN")"
-NEW_PORT="$(start_server new "$NEW_BIN")"
+start_server old "$OLD_BIN"
+OLD_PORT="$STARTED_PORT"
+start_server new "$NEW_BIN"
+NEW_PORT="$STARTED_PORT"
 
 head -c $((4 << 20)) /dev/urandom >"$WORK/bulk.bin"
 
