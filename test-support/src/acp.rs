@@ -11,6 +11,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::agent::Ended;
 use crate::common::{Ws, WAIT};
+use crate::stash::Stashed;
 use std::process::{ExitStatus, Stdio};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
@@ -193,24 +194,12 @@ impl AcpClient {
 
     /// The first message (stashed first) that `pick` takes; the others stay stashed, in order.
     pub async fn wait_for(&mut self, pick: impl Fn(&Value) -> bool) -> Value {
-        if let Some(i) = self.stash.iter().position(&pick) {
-            return self.stash.remove(i).expect("index");
-        }
-        loop {
-            let m = self.read().await;
-            if pick(&m) {
-                return m;
-            }
-            self.stash.push_back(m);
-        }
+        self.take(pick).await
     }
 
     /// The next message (stashed first).
     pub async fn next(&mut self) -> Value {
-        match self.stash.pop_front() {
-            Some(m) => m,
-            None => self.read().await,
-        }
+        self.take_next().await
     }
 
     /// Messages received but not yet consumed.
@@ -479,26 +468,14 @@ impl AcpStdio {
         }
     }
 
-    /// The first message (stashed first) that `pick` takes; the others stay stashed.
+    /// The first message (stashed first) that `pick` takes; the others stay stashed, in order.
     pub async fn wait_for(&mut self, pick: impl Fn(&Value) -> bool) -> Value {
-        if let Some(i) = self.stash.iter().position(&pick) {
-            return self.stash.remove(i).expect("index");
-        }
-        loop {
-            let m = self.read().await;
-            if pick(&m) {
-                return m;
-            }
-            self.stash.push_back(m);
-        }
+        self.take(pick).await
     }
 
     /// The next message (stashed first).
     pub async fn next(&mut self) -> Value {
-        match self.stash.pop_front() {
-            Some(m) => m,
-            None => self.read().await,
-        }
+        self.take_next().await
     }
 
     async fn read(&mut self) -> Value {
@@ -692,4 +669,24 @@ pub fn validate_recordings(carrier_is: &str, files: &[std::path::PathBuf]) -> Va
         serde_json::to_string_pretty(&summary["failures"]).unwrap_or_default()
     );
     summary
+}
+
+impl Stashed for AcpClient {
+    fn stash(&mut self) -> &mut VecDeque<Value> {
+        &mut self.stash
+    }
+
+    async fn read_one(&mut self) -> Value {
+        self.read().await
+    }
+}
+
+impl Stashed for AcpStdio {
+    fn stash(&mut self) -> &mut VecDeque<Value> {
+        &mut self.stash
+    }
+
+    async fn read_one(&mut self) -> Value {
+        self.read().await
+    }
 }

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::common::{Ws, WAIT};
+use crate::stash::Stashed;
 
 /// The embedded agent with a demo delay.
 pub fn embedded(delay: Duration) -> AgentProfile {
@@ -120,24 +121,12 @@ impl Client {
 
     /// Waits for a frame matching `pred`; frames skipped stay stashed, in order.
     pub async fn wait_for(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
-        if let Some(i) = self.stash.iter().position(&pred) {
-            return self.stash.remove(i).expect("index");
-        }
-        loop {
-            let f = self.read().await;
-            if pred(&f) {
-                return f;
-            }
-            self.stash.push_back(f);
-        }
+        self.take(pred).await
     }
 
     /// The next frame (stashed first).
     pub async fn next(&mut self) -> Value {
-        match self.stash.pop_front() {
-            Some(f) => f,
-            None => self.read().await,
-        }
+        self.take_next().await
     }
 
     /// Reads one text frame from the socket; panics on anything else or after [`WAIT`].
@@ -239,5 +228,15 @@ pub fn assert_consecutive(events: &[Value]) {
         .collect();
     for w in seqs.windows(2) {
         assert_eq!(w[1], w[0] + 1, "seqs not consecutive: {seqs:?}");
+    }
+}
+
+impl Stashed for Client {
+    fn stash(&mut self) -> &mut VecDeque<Value> {
+        &mut self.stash
+    }
+
+    async fn read_one(&mut self) -> Value {
+        self.read().await
     }
 }

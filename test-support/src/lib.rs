@@ -36,6 +36,7 @@ pub mod rogue;
 pub mod runtime_file;
 pub mod serve_process;
 pub mod squatter;
+mod stash;
 mod wire;
 
 use std::sync::Arc;

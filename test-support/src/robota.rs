@@ -12,6 +12,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::agent::Ended;
 use crate::common::{Ws, WAIT};
+use crate::stash::Stashed;
 
 /// A connection speaking the seed system's wire. Reads frames in order; text frames skipped by
 /// a wait stay stashed, binary frames are kept apart for [`RobotaClient::binary`].
@@ -78,24 +79,12 @@ impl RobotaClient {
 
     /// The next text message (stashed first).
     pub async fn next(&mut self) -> Value {
-        match self.stash.pop_front() {
-            Some(m) => m,
-            None => self.read().await,
-        }
+        self.take_next().await
     }
 
     /// Waits for a message of `kind`; messages skipped stay stashed, in order.
     pub async fn wait_for(&mut self, kind: &str) -> Value {
-        if let Some(i) = self.stash.iter().position(|m| m["type"] == kind) {
-            return self.stash.remove(i).expect("index");
-        }
-        loop {
-            let m = self.read().await;
-            if m["type"] == kind {
-                return m;
-            }
-            self.stash.push_back(m);
-        }
+        self.take(|m| m["type"] == kind).await
     }
 
     /// Every message up to and including the first of `kind`, in order (stashed first).
@@ -239,4 +228,14 @@ pub fn deltas(messages: &[Value]) -> String {
         .filter(|m| m["type"] == "text_delta")
         .filter_map(|m| m["delta"].as_str())
         .collect()
+}
+
+impl Stashed for RobotaClient {
+    fn stash(&mut self) -> &mut VecDeque<Value> {
+        &mut self.stash
+    }
+
+    async fn read_one(&mut self) -> Value {
+        self.read().await
+    }
 }
