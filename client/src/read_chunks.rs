@@ -36,6 +36,8 @@ impl<R> ReadChunks<R> {
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for ReadChunks<R> {
+    // One `unsafe`: marking the bytes the inner reader filled (see its SAFETY comment).
+    #[allow(unsafe_code)]
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -45,11 +47,23 @@ impl<R: AsyncRead + Unpin> AsyncRead for ReadChunks<R> {
         if buf.remaining() <= READ_CHUNK {
             return inner.poll_read(cx, buf);
         }
-        // Zeroed first, so the bytes read are marked filled without `unsafe`; the zeroing
-        // costs about as much as the copy out of the socket, once per chunk.
-        let mut chunk = ReadBuf::new(buf.initialize_unfilled_to(READ_CHUNK));
+        // The first READ_CHUNK bytes of `buf`'s unfilled part, as they are: zeroing them first
+        // (the safe way) cost 64 KiB of memset per read however little had arrived
+        // (BENCHMARKS.md, "The client's reads").
+        let mut chunk = buf.take(READ_CHUNK);
+        let start = chunk.filled().as_ptr();
         let polled = inner.poll_read(cx, &mut chunk);
+        // A reader that swapped in another buffer would make the bytes below not `buf`'s.
+        assert_eq!(
+            chunk.filled().as_ptr(),
+            start,
+            "the read half kept its buffer"
+        );
         let filled = chunk.filled().len();
+        // SAFETY: `chunk` is a view of the start of `buf`'s unfilled part (checked above), and
+        // the inner reader initialized and filled its first `filled` bytes — as `tokio::io::Take`
+        // does for its limit.
+        unsafe { buf.assume_init(filled) };
         buf.advance(filled);
         polled
     }
