@@ -16,6 +16,8 @@ use serde_json::{json, Value};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_tungstenite::tungstenite::Message;
+
+use crate::common::WAIT;
 use tokio_tungstenite::WebSocketStream;
 
 /// A WebSocket over a plain TCP stream (the socket's options set before connecting).
@@ -220,4 +222,44 @@ pub async fn read_next(
         };
         return Some(read);
     }
+}
+
+/// Reads `frames` bulk frames of `frame` bytes (numbered in their first byte, in order) and,
+/// after every `ping_after` of them, sends a `system.ping` on `writer` once the last one is
+/// answered: for each ping, how many bulk frames arrived between sending it and its answer.
+/// `who` names the reader in a panic.
+pub async fn pings_behind_bulk(
+    reader: &mut SplitStream<PlainWs>,
+    writer: &mut BulkWriter,
+    credit: Option<&Credit>,
+    (frames_to_read, frame, ping_after): (usize, usize, usize),
+    who: &str,
+) -> Vec<usize> {
+    let mut frames = 0usize;
+    let mut waiting: Option<(String, usize)> = None;
+    let mut behind = Vec::new();
+    while frames < frames_to_read || waiting.is_some() {
+        match read_next(reader, credit, WAIT).await.expect("within WAIT") {
+            Read::Frame { body, .. } => {
+                assert_eq!(body.len(), frame);
+                assert_eq!(body[0], frames as u8, "in order");
+                frames += 1;
+                if frames % ping_after == 0 && waiting.is_none() && frames < frames_to_read {
+                    let id = format!("p{frames}");
+                    writer
+                        .text(json!({"id": id, "method": "system.ping", "params": {}}))
+                        .await;
+                    waiting = Some((id, frames));
+                }
+            }
+            Read::Text(v) if v.get("id").is_some() => {
+                let (id, at) = waiting.take().expect("an answer to a ping");
+                assert_eq!(v["id"], id.as_str());
+                behind.push(frames - at);
+            }
+            Read::Text(_) => {}
+            Read::Closed(c) => panic!("{who} closed: {c:?}"),
+        }
+    }
+    behind
 }

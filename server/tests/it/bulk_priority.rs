@@ -14,8 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use carrier_protocol::channel_frame::FrameBody;
 use carrier_server::{Binary, ChannelDescriptor, DeliveryClass};
-use serde_json::json;
-use support::bulk::{connect_bulk, read_next, split_bulk, BulkOptions, Read};
+use support::bulk::{connect_bulk, pings_behind_bulk, split_bulk, BulkOptions};
 
 const WAIT: Duration = Duration::from_secs(30);
 const FRAME: usize = 64 * 1024;
@@ -56,34 +55,14 @@ async fn a_ping_during_a_64_mib_bulk_stream_is_answered_within_16_frames() {
         }
     });
 
-    let mut frames = 0usize;
-    let mut waiting: Option<(String, usize)> = None;
-    let mut behind = Vec::new();
-    while frames < FRAMES || waiting.is_some() {
-        match read_next(&mut r, credit.as_ref(), WAIT)
-            .await
-            .expect("within WAIT")
-        {
-            Read::Frame { body, .. } => {
-                assert_eq!(body.len(), FRAME);
-                assert_eq!(body[0], frames as u8, "in order");
-                frames += 1;
-                if frames % PING_AFTER == 0 && waiting.is_none() && frames < FRAMES {
-                    let id = format!("p{frames}");
-                    w.text(json!({"id": id, "method": "system.ping", "params": {}}))
-                        .await;
-                    waiting = Some((id, frames));
-                }
-            }
-            Read::Text(v) if v.get("id").is_some() => {
-                let (id, at) = waiting.take().expect("an answer to a ping");
-                assert_eq!(v["id"], id.as_str());
-                behind.push(frames - at);
-            }
-            Read::Text(_) => {}
-            Read::Closed(c) => panic!("closed: {c:?}"),
-        }
-    }
+    let behind = pings_behind_bulk(
+        &mut r,
+        &mut w,
+        credit.as_ref(),
+        (FRAMES, FRAME, PING_AFTER),
+        "the client",
+    )
+    .await;
     host.await.expect("host");
     eprintln!("bulk frames between each ping and its answer: {behind:?}");
     assert!(behind.len() >= 15, "{behind:?}");

@@ -17,8 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use carrier_protocol::channel_frame::FrameBody;
 use carrier_server::{Binary, ChannelDescriptor, ChannelInbound, DeliveryClass, InboundBody};
-use serde_json::json;
-use support::bulk::{connect_bulk, read_next, split_bulk, BulkOptions, Read};
+use support::bulk::{connect_bulk, pings_behind_bulk, read_next, split_bulk, BulkOptions, Read};
 use tokio::sync::mpsc;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -100,34 +99,14 @@ async fn a_receive_only_clients_ping_is_answered_within_16_bulk_frames_in_each_o
             relay_inbound
         });
 
-        let mut frames = 0usize;
-        let mut waiting: Option<(String, usize)> = None;
-        let mut behind = Vec::new();
-        while frames < FRAMES || waiting.is_some() {
-            match read_next(&mut br, b_credit.as_ref(), WAIT)
-                .await
-                .expect("within WAIT")
-            {
-                Read::Frame { body, .. } => {
-                    assert_eq!(body.len(), FRAME);
-                    assert_eq!(body[0], frames as u8, "in order");
-                    frames += 1;
-                    if frames % PING_AFTER == 0 && waiting.is_none() && frames < FRAMES {
-                        let id = format!("p{frames}");
-                        bw.text(json!({"id": id, "method": "system.ping", "params": {}}))
-                            .await;
-                        waiting = Some((id, frames));
-                    }
-                }
-                Read::Text(v) if v.get("id").is_some() => {
-                    let (id, at) = waiting.take().expect("an answer to a ping");
-                    assert_eq!(v["id"], id.as_str());
-                    behind.push(frames - at);
-                }
-                Read::Text(_) => {}
-                Read::Closed(c) => panic!("run {run}: B closed: {c:?}"),
-            }
-        }
+        let behind = pings_behind_bulk(
+            &mut br,
+            &mut bw,
+            b_credit.as_ref(),
+            (FRAMES, FRAME, PING_AFTER),
+            &format!("run {run}: B"),
+        )
+        .await;
         inbound = relay.await.expect("relay");
         let aw = sender.await.expect("sender");
         drop((aw, bw, br));
