@@ -89,25 +89,9 @@ struct ActiveTurn {
 }
 
 impl AcpSession {
-    fn new(peer: Weak<Peer>, id: &str) -> Arc<Self> {
-        Arc::new(AcpSession {
-            peer,
-            id: id.to_owned(),
-            state: Mutex::new(SessionState::default()),
-            prompting: tokio::sync::Mutex::new(()),
-            creating: tokio::sync::Mutex::new(()),
-            heard: watch::Sender::new(()),
-        })
-    }
-
     fn lock(&self) -> MutexGuard<'_, SessionState> {
         // Critical sections leave the state consistent; a poisoned lock is still usable.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Records the ACP session `id` the child's run `generation` made for this session.
-    fn adopt(&self, generation: u64, id: &str) {
-        self.lock().acp = Some((generation, id.to_owned()));
     }
 
     /// This session's ACP session in the running child, made with `session/new` when it has
@@ -166,141 +150,6 @@ impl AcpSession {
     fn take_turn(&self, turn_id: &TurnId) -> Option<TurnSink> {
         let mut st = self.lock();
         st.turn.take_if(|t| t.turn_id == *turn_id).map(|t| t.sink)
-    }
-
-    /// The child's run `generation` exited: a turn whose prompt it had ends `agent_exited`.
-    fn child_exited(&self, generation: u64, message: &str) {
-        let ended = {
-            let mut st = self.lock();
-            st.turn
-                .take_if(|t| t.sent_to == Some(generation))
-                .map(|t| t.sink)
-        };
-        if let Some(sink) = ended {
-            let _ = sink.fail("agent_exited", message);
-        }
-    }
-
-    /// A `session/update` of this session: text chunks of a turn as deltas, everything else
-    /// (and anything outside a turn) as an agent update, byte for byte.
-    fn on_update(&self, update: Box<RawValue>) {
-        self.heard.send_replace(());
-        let Some(update) = RawObject::new(update) else {
-            tracing::warn!(session = %self.id, "ACP agent update that is not an object dropped");
-            return;
-        };
-        let head = match serde_json::from_str::<UpdateHead>(update.get()) {
-            Ok(head) => head,
-            Err(e) => {
-                tracing::warn!(session = %self.id, error = %e, "ACP agent update without sessionUpdate dropped");
-                return;
-            }
-        };
-        let (sink, outlet) = {
-            let st = self.lock();
-            (st.prompted_sink(), st.outlet.clone())
-        };
-        match (sink, head) {
-            (
-                Some(sink),
-                UpdateHead {
-                    session_update,
-                    content:
-                        Some(ContentHead {
-                            kind,
-                            text: Some(text),
-                        }),
-                },
-            ) if session_update == "agent_message_chunk" && kind == "text" => {
-                let _ = sink.delta(&text);
-            }
-            (Some(sink), _) => {
-                let _ = sink.agent_update(update);
-            }
-            (None, _) => match outlet {
-                Some(outlet) => {
-                    outlet.agent_update(update);
-                }
-                None => {
-                    tracing::debug!(session = %self.id, "ACP agent update before the session opened dropped")
-                }
-            },
-        }
-    }
-
-    /// The agent's `session/request_permission`: asked as the session's running turn's prompt,
-    /// answered when a client answers (or `cancelled` when the turn ends first).
-    fn on_permission_request(peer: &Arc<Peer>, link: &Arc<ChildLink>, request: rpc::Request) {
-        let id = request.id.clone();
-        let cancelled = |peer: &Peer| {
-            let outcome = wire::PermissionOutcome {
-                outcome: wire::Outcome::Cancelled,
-            };
-            peer.respond(link, &id, &outcome);
-        };
-        let params: wire::RequestPermission = match request.params() {
-            Ok(params) => params,
-            Err(error) => return peer.refuse_request(link, &id, &error),
-        };
-        if params.options.len() > MAX_OPTIONS {
-            let error = ErrorObject::invalid_params(format!(
-                "{} options; carrier takes at most {MAX_OPTIONS}",
-                params.options.len()
-            ));
-            return peer.refuse_request(link, &id, &error);
-        }
-        let Some(session) = peer.routed(link.generation(), &params.session_id) else {
-            return cancelled(peer);
-        };
-        session.heard.send_replace(());
-        let Some(sink) = session.lock().prompted_sink() else {
-            // No turn of carrier's to ask in (the agent asks outside a prompt, or late).
-            return cancelled(peer);
-        };
-        if !peer.open_permission() {
-            let error = ErrorObject::internal(format!(
-                "{} permission requests already await an answer",
-                super::peer::MAX_OPEN_PERMISSIONS
-            ));
-            return peer.refuse_request(link, &id, &error);
-        }
-        // An option of a kind ACP v1 does not define, or with an id or name longer than
-        // MAX_OPTION_BYTES, is left out (and logged): what an open prompt holds stays small.
-        let options: Vec<PermissionOption> = params
-            .options
-            .iter()
-            .filter_map(|raw| {
-                let option = serde_json::from_str::<PermissionOption>(raw.get()).ok();
-                let kept = option.filter(|o| {
-                    o.option_id.len() <= MAX_OPTION_BYTES && o.name.len() <= MAX_OPTION_BYTES
-                });
-                if kept.is_none() {
-                    tracing::warn!(option = %carrier_protocol::envelope::truncate(raw.get(), 200), "ACP agent's permission option left out");
-                }
-                kept
-            })
-            .collect();
-        let (tool, input) = tool_call(&params.tool_call);
-        let pending = sink.ask_permission_offering(None, &tool, input, options.clone());
-        session.lock().asking += 1;
-        let (peer, link) = (peer.clone(), link.clone());
-        tokio::spawn(async move {
-            let choice = pending.choice().await;
-            {
-                let mut st = session.lock();
-                st.asking = st.asking.saturating_sub(1);
-            }
-            session.heard.send_replace(());
-            let chosen = choice.ok().and_then(|c| chosen_option(&options, &c));
-            let outcome = wire::PermissionOutcome {
-                outcome: match &chosen {
-                    Some(option_id) => wire::Outcome::Selected { option_id },
-                    None => wire::Outcome::Cancelled,
-                },
-            };
-            peer.respond(&link, &id, &outcome);
-            peer.close_permission();
-        });
     }
 
     /// Runs one turn: the prompt to the agent, then its answer.
@@ -537,27 +386,157 @@ fn chosen_option(options: &[PermissionOption], choice: &PermissionChoice) -> Opt
     })
 }
 
-/// The peer reaches a session only through [`PeerSession`]; each is the inherent method of the
-/// same name.
+/// What the peer hands a session ([`PeerSession`]).
 impl PeerSession for AcpSession {
     fn new(peer: Weak<Peer>, id: &str) -> Arc<Self> {
-        AcpSession::new(peer, id)
+        Arc::new(AcpSession {
+            peer,
+            id: id.to_owned(),
+            state: Mutex::new(SessionState::default()),
+            prompting: tokio::sync::Mutex::new(()),
+            creating: tokio::sync::Mutex::new(()),
+            heard: watch::Sender::new(()),
+        })
     }
 
-    fn adopt(&self, generation: u64, acp_id: &str) {
-        AcpSession::adopt(self, generation, acp_id);
+    /// Records the ACP session `id` the child's run `generation` made for this session.
+    fn adopt(&self, generation: u64, id: &str) {
+        self.lock().acp = Some((generation, id.to_owned()));
     }
 
-    fn on_update(&self, update: Box<RawValue>) {
-        AcpSession::on_update(self, update);
-    }
-
-    fn on_permission_request(peer: &Arc<Peer>, link: &Arc<ChildLink>, request: rpc::Request) {
-        AcpSession::on_permission_request(peer, link, request);
-    }
-
+    /// The child's run `generation` exited: a turn whose prompt it had ends `agent_exited`.
     fn child_exited(&self, generation: u64, message: &str) {
-        AcpSession::child_exited(self, generation, message);
+        let ended = {
+            let mut st = self.lock();
+            st.turn
+                .take_if(|t| t.sent_to == Some(generation))
+                .map(|t| t.sink)
+        };
+        if let Some(sink) = ended {
+            let _ = sink.fail("agent_exited", message);
+        }
+    }
+
+    /// A `session/update` of this session: text chunks of a turn as deltas, everything else
+    /// (and anything outside a turn) as an agent update, byte for byte.
+    fn on_update(&self, update: Box<RawValue>) {
+        self.heard.send_replace(());
+        let Some(update) = RawObject::new(update) else {
+            tracing::warn!(session = %self.id, "ACP agent update that is not an object dropped");
+            return;
+        };
+        let head = match serde_json::from_str::<UpdateHead>(update.get()) {
+            Ok(head) => head,
+            Err(e) => {
+                tracing::warn!(session = %self.id, error = %e, "ACP agent update without sessionUpdate dropped");
+                return;
+            }
+        };
+        let (sink, outlet) = {
+            let st = self.lock();
+            (st.prompted_sink(), st.outlet.clone())
+        };
+        match (sink, head) {
+            (
+                Some(sink),
+                UpdateHead {
+                    session_update,
+                    content:
+                        Some(ContentHead {
+                            kind,
+                            text: Some(text),
+                        }),
+                },
+            ) if session_update == "agent_message_chunk" && kind == "text" => {
+                let _ = sink.delta(&text);
+            }
+            (Some(sink), _) => {
+                let _ = sink.agent_update(update);
+            }
+            (None, _) => match outlet {
+                Some(outlet) => {
+                    outlet.agent_update(update);
+                }
+                None => {
+                    tracing::debug!(session = %self.id, "ACP agent update before the session opened dropped")
+                }
+            },
+        }
+    }
+
+    /// The agent's `session/request_permission`: asked as the session's running turn's prompt,
+    /// answered when a client answers (or `cancelled` when the turn ends first).
+    fn on_permission_request(peer: &Arc<Peer>, link: &Arc<ChildLink>, request: rpc::Request) {
+        let id = request.id.clone();
+        let cancelled = |peer: &Peer| {
+            let outcome = wire::PermissionOutcome {
+                outcome: wire::Outcome::Cancelled,
+            };
+            peer.respond(link, &id, &outcome);
+        };
+        let params: wire::RequestPermission = match request.params() {
+            Ok(params) => params,
+            Err(error) => return peer.refuse_request(link, &id, &error),
+        };
+        if params.options.len() > MAX_OPTIONS {
+            let error = ErrorObject::invalid_params(format!(
+                "{} options; carrier takes at most {MAX_OPTIONS}",
+                params.options.len()
+            ));
+            return peer.refuse_request(link, &id, &error);
+        }
+        let Some(session) = peer.routed(link.generation(), &params.session_id) else {
+            return cancelled(peer);
+        };
+        session.heard.send_replace(());
+        let Some(sink) = session.lock().prompted_sink() else {
+            // No turn of carrier's to ask in (the agent asks outside a prompt, or late).
+            return cancelled(peer);
+        };
+        if !peer.open_permission() {
+            let error = ErrorObject::internal(format!(
+                "{} permission requests already await an answer",
+                super::peer::MAX_OPEN_PERMISSIONS
+            ));
+            return peer.refuse_request(link, &id, &error);
+        }
+        // An option of a kind ACP v1 does not define, or with an id or name longer than
+        // MAX_OPTION_BYTES, is left out (and logged): what an open prompt holds stays small.
+        let options: Vec<PermissionOption> = params
+            .options
+            .iter()
+            .filter_map(|raw| {
+                let option = serde_json::from_str::<PermissionOption>(raw.get()).ok();
+                let kept = option.filter(|o| {
+                    o.option_id.len() <= MAX_OPTION_BYTES && o.name.len() <= MAX_OPTION_BYTES
+                });
+                if kept.is_none() {
+                    tracing::warn!(option = %carrier_protocol::envelope::truncate(raw.get(), 200), "ACP agent's permission option left out");
+                }
+                kept
+            })
+            .collect();
+        let (tool, input) = tool_call(&params.tool_call);
+        let pending = sink.ask_permission_offering(None, &tool, input, options.clone());
+        session.lock().asking += 1;
+        let (peer, link) = (peer.clone(), link.clone());
+        tokio::spawn(async move {
+            let choice = pending.choice().await;
+            {
+                let mut st = session.lock();
+                st.asking = st.asking.saturating_sub(1);
+            }
+            session.heard.send_replace(());
+            let chosen = choice.ok().and_then(|c| chosen_option(&options, &c));
+            let outcome = wire::PermissionOutcome {
+                outcome: match &chosen {
+                    Some(option_id) => wire::Outcome::Selected { option_id },
+                    None => wire::Outcome::Cancelled,
+                },
+            };
+            peer.respond(&link, &id, &outcome);
+            peer.close_permission();
+        });
     }
 }
 
