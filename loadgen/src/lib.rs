@@ -59,7 +59,7 @@ pub mod target;
 
 pub use cpu::process_cpu_time;
 pub use error::LoadError;
-pub use idle::vm_rss_kib;
+pub use idle::{rss_anon_kib, vm_rss_kib};
 pub use latency::Summary;
 pub use mixed::IDLE_PINGS;
 pub use plan::{

@@ -20,6 +20,13 @@ pub struct MemoryReport {
     pub idle_bytes_per_conn: u64,
     /// (after message − before) / connections, in bytes.
     pub after_message_bytes_per_conn: u64,
+    /// `RssAnon` before any connection was opened.
+    pub anon_before_kib: u64,
+    /// `RssAnon` with every connection open and idle.
+    pub anon_idle_kib: u64,
+    /// (anonymous idle − anonymous before) / connections, in bytes: the idle figure without
+    /// the executable's pages that serving the first connections maps in.
+    pub idle_anon_bytes_per_conn: u64,
 }
 
 /// What a run measured; printed as one JSON line by `carrier bench`.

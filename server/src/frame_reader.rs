@@ -18,7 +18,7 @@
 mod header;
 mod read_buffer;
 
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -161,7 +161,9 @@ impl FrameReader {
         let Some((deadline, rule)) = self.due() else {
             return self.fill().await;
         };
-        match tokio::time::timeout_at(deadline, self.fill()).await {
+        // Boxed: the timer is needed only by a message on the shared budget, and pinned here it
+        // would size every connection's reader task, idle ones included (BENCHMARKS.md).
+        match Box::pin(tokio::time::timeout_at(deadline, self.fill())).await {
             Ok(r) => r,
             Err(_) => Err(late(rule)),
         }
@@ -175,42 +177,43 @@ impl FrameReader {
     /// more holds nothing of the shared budget, and is not in line for it. Only when the
     /// allowance cannot pay even those first bytes (the connection's earlier messages hold it)
     /// does the message reserve from the shared budget at once, waiting for it if need be.
-    /// Returns the permit, the bytes it pays for, and whether it is from the shared budget.
-    /// Waiting holds nothing of the shared budget, so waits never hold each other up.
-    /// (An associated function: a future holding `&self` would not be `Send`.)
-    async fn pay(
+    /// Returns the permit, the bytes it pays for, and whether it is from the shared budget; or,
+    /// when the shared budget has no room now, the bytes to wait for there
+    /// ([`Self::wait_shared`]). Waiting holds nothing of the shared budget, so waits never hold
+    /// each other up.
+    fn try_pay(
         allowance: &InboundBudget,
         budget: &InboundBudget,
-        live: &Liveness,
         first_bytes: usize,
         (extra, ready, reserve): (usize, usize, usize),
-    ) -> (Permit, usize, bool) {
+    ) -> Result<(Permit, usize, bool), usize> {
         if let Some(p) = allowance.try_take(extra) {
-            return (p, extra, false);
+            return Ok((p, extra, false));
         }
         let first = extra.min(first_bytes);
         if ready < first {
             if let Some(p) = allowance.try_take(first) {
-                return (p, first, false);
+                return Ok((p, first, false));
             }
         }
-        (
-            Self::take_shared(budget, live, reserve).await,
-            reserve,
-            true,
-        )
+        match budget.try_take(reserve) {
+            Some(p) => Ok((p, reserve, true)),
+            None => Err(reserve),
+        }
     }
 
-    /// `n` bytes of the shared budget, waiting for them if need be (the wait is not the
-    /// client's: its liveness clock is paused, and no pace clock runs).
-    async fn take_shared(budget: &InboundBudget, live: &Liveness, n: usize) -> Permit {
-        match budget.try_take(n) {
-            Some(p) => p,
-            None => {
-                let _paused = live.pause();
-                budget.take(n).await
-            }
-        }
+    /// Waits for `n` bytes of the shared budget (the wait is not the client's: its liveness
+    /// clock is paused, and no pace clock runs). On the heap: a rare wait, which held in the
+    /// reader's state would size every connection's task, idle ones included (BENCHMARKS.md).
+    fn wait_shared<'a>(
+        budget: &'a InboundBudget,
+        live: &'a Liveness,
+        n: usize,
+    ) -> Pin<Box<impl Future<Output = Permit> + Send + 'a>> {
+        Box::pin(async move {
+            let _paused = live.pause();
+            budget.take(n).await
+        })
     }
 
     /// The message has received on its allowance all that was paid there, and more of it is
@@ -222,7 +225,10 @@ impl FrameReader {
             return Ok(());
         };
         let reserve = m.reserve;
-        let permit = Self::take_shared(&self.budget, &self.live, reserve).await;
+        let permit = match self.budget.try_take(reserve) {
+            Some(p) => p,
+            None => Self::wait_shared(&self.budget, &self.live, reserve).await,
+        };
         let Some(m) = self.message.as_mut() else {
             return Ok(());
         };
@@ -342,14 +348,19 @@ impl FrameReader {
             // shared budget at once, so it never waits there while holding some of it (two such
             // waits could otherwise hold each other up).
             let reserve = if h.fin { len } else { self.cap };
-            let (permit, paid, shared) = Self::pay(
+            let (permit, paid, shared) = match Self::try_pay(
                 &self.allowance,
                 &self.budget,
-                &self.live,
                 self.first_bytes,
                 (len, ready, reserve),
-            )
-            .await;
+            ) {
+                Ok(paid) => paid,
+                Err(n) => (
+                    Self::wait_shared(&self.budget, &self.live, n).await,
+                    n,
+                    true,
+                ),
+            };
             self.message = Some(Message {
                 kind,
                 data: MessageBuf::with_capacity(len.min(paid)).map_err(|_| no_memory())?,
@@ -366,14 +377,19 @@ impl FrameReader {
             if need > m.paid {
                 // A fragment past what the message has paid for (it is on the allowance).
                 let extra = need - m.paid;
-                let (more, paid, shared) = Self::pay(
+                let (more, paid, shared) = match Self::try_pay(
                     &self.allowance,
                     &self.budget,
-                    &self.live,
                     self.first_bytes,
                     (extra, ready, self.cap),
-                )
-                .await;
+                ) {
+                    Ok(paid) => paid,
+                    Err(n) => (
+                        Self::wait_shared(&self.budget, &self.live, n).await,
+                        n,
+                        true,
+                    ),
+                };
                 if let Some(m) = self.message.as_mut() {
                     m.reserve = self.cap;
                     if shared {
@@ -455,10 +471,13 @@ impl FrameReader {
                 }
             };
             let read = match due {
-                Some((deadline, rule)) => match tokio::time::timeout_at(deadline, read).await {
-                    Ok(r) => r,
-                    Err(_) => return Err(late(rule)),
-                },
+                // Boxed for the reason `fill_message` gives.
+                Some((deadline, rule)) => {
+                    match Box::pin(tokio::time::timeout_at(deadline, read)).await {
+                        Ok(r) => r,
+                        Err(_) => return Err(late(rule)),
+                    }
+                }
                 None => read.await,
             };
             match read {

@@ -6,7 +6,9 @@
 //! cleans up once the connection fails. Nothing calls back into the registry or the metrics from
 //! inside a send or a text profile: data flows one way, from the socket through the reader.
 
+use std::future::{poll_fn, Future};
 use std::sync::Arc;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -75,25 +77,56 @@ pub(super) async fn serve_admitted<'a>(
     // Whether the peer may still be sending after we stop reading.
     let mut peer_sending = true;
     let mut routes = RouteCache::default();
-    // Made once and polled every turn: a fresh `Notified` per frame registered and removed a
-    // waiter (a lock each) twice per inbound frame.
+    // Made once: a fresh `Notified` per frame registered and removed a waiter (a lock each)
+    // twice per inbound frame. Polled again only when their flag says they are due or the task's
+    // waker changed: a poll of a waiting `Notified` takes its `Notify`'s lock to check the
+    // waker, three locks per frame for nothing (BENCHMARKS.md, "Performance 3").
     let terminated = terminate.wait();
     let failed = out.failed();
     let handshaken = conn.handshaken();
     tokio::pin!(terminated, failed, handshaken);
+    let mut registered: Option<Waker> = None;
     loop {
-        let incoming = tokio::select! {
-            biased;
-            _ = &mut terminated => break,
-            // Cleaned up right after the loop.
-            _ = &mut failed => break,
-            // The handshake completes inside a text message this loop hands the profile (or,
-            // for a profile that completes it from a task of its own, while the loop waits on
-            // the socket): either way this branch is polled before the next frame is read. So
-            // the connection receives every channel frame the host sends once the message that
-            // completed its handshake has been handled, and whatever its own later frames
-            // cause (an echo of its first channel frame included).
-            _ = &mut handshaken, if !attached => {
+        let turn = {
+            let next = frames.next();
+            tokio::pin!(next);
+            poll_fn(|cx| {
+                // The three notifications hold the waker of their last poll.
+                let fresh = !registered.as_ref().is_some_and(|w| w.will_wake(cx.waker()));
+                if fresh {
+                    registered = Some(cx.waker().clone());
+                }
+                if (fresh || terminate.is_fired()) && terminated.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Turn::Terminated);
+                }
+                // Cleaned up right after the loop.
+                if (fresh || out.has_failed()) && failed.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Turn::Failed);
+                }
+                // The handshake completes inside a text message this loop hands the profile
+                // (or, for a profile that completes it from a task of its own, while the loop
+                // waits on the socket): either way this is seen before the next frame is read.
+                // So the connection receives every channel frame the host sends once the
+                // message that completed its handshake has been handled, and whatever its own
+                // later frames cause (an echo of its first channel frame included).
+                if !attached
+                    && (fresh || conn.is_handshaken())
+                    && handshaken.as_mut().poll(cx).is_ready()
+                {
+                    return Poll::Ready(Turn::Handshaken);
+                }
+                if let Some(deadline) = handshake_deadline.as_mut() {
+                    if !conn.is_handshaken() && deadline.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Turn::HandshakeLate);
+                    }
+                }
+                next.as_mut().poll(cx).map(Turn::Frame)
+            })
+            .await
+        };
+        let incoming = match turn {
+            Turn::Terminated | Turn::Failed => break,
+            Turn::Handshaken => {
                 shared.registry.attach_sink(conn.clone());
                 attached = true;
                 handshake_deadline = None;
@@ -103,16 +136,11 @@ pub(super) async fn serve_admitted<'a>(
                 }
                 continue;
             }
-            _ = async {
-                match handshake_deadline.as_mut() {
-                    Some(deadline) => deadline.await,
-                    None => std::future::pending().await,
-                }
-            }, if handshake_deadline.is_some() && !conn.is_handshaken() => {
+            Turn::HandshakeLate => {
                 conn.close(CloseCode::POLICY, "handshake timeout");
                 break;
             }
-            r = frames.next() => r,
+            Turn::Frame(incoming) => incoming,
         };
         match incoming {
             Err(ReadEnd::Closed) => {
@@ -208,6 +236,20 @@ pub(super) async fn serve_admitted<'a>(
     session.on_close();
     shared.forget(id);
     (peer_sending, Some(failure))
+}
+
+/// What one turn of the read loop met first, in this order.
+enum Turn {
+    /// The connection's tasks are ending.
+    Terminated,
+    /// The connection failed (its queue's latch).
+    Failed,
+    /// The handshake completed: the connection becomes a channel sink.
+    Handshaken,
+    /// No handshake within the limit.
+    HandshakeLate,
+    /// A frame, or the end of reading.
+    Frame(Result<Incoming, ReadEnd>),
 }
 
 fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, text: Bytes) {

@@ -18,6 +18,11 @@ impl Terminate {
         self.notify.notify_waiters();
     }
 
+    /// Whether [`Terminate::fire`] was called.
+    pub(crate) fn is_fired(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
     pub(crate) async fn wait(&self) {
         loop {
             let n = self.notify.notified();

@@ -264,6 +264,11 @@ impl OutboundPath {
     }
 
     /// Resolves once the connection has failed; [`OutboundPath::failure`] then says why.
+    /// Whether the connection has failed ([`OutboundPath::fail_once`]).
+    pub(crate) fn has_failed(&self) -> bool {
+        self.inner.failed.load(Ordering::Acquire)
+    }
+
     pub(crate) async fn failed(&self) {
         loop {
             let notified = self.inner.failed_notify.notified();
