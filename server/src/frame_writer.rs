@@ -4,7 +4,10 @@
 //! Small frames are gathered into one buffer and written with one syscall per batch; large
 //! payloads are written straight from their shared `Bytes` with a vectored write, never copied.
 
+use std::future::{poll_fn, Future};
 use std::io::IoSlice;
+use std::pin::Pin;
+use std::task::Poll;
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
@@ -92,11 +95,18 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     }
 
     /// Queues one frame whose payload is `parts` written back to back.
-    pub(crate) async fn frame(&mut self, op: Opcode, parts: &[&[u8]]) -> std::io::Result<()> {
+    ///
+    /// The header is queued at once; only the write is a future (one level of state less in the
+    /// writer's task, which every connection holds: BENCHMARKS.md, "Performance 3").
+    pub(crate) fn frame<'a>(
+        &'a mut self,
+        op: Opcode,
+        parts: &'a [&'a [u8]],
+    ) -> impl Future<Output = std::io::Result<()>> + 'a {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let (head, n) = frame_header(op, len);
         self.buf.extend_from_slice(&head[..n]);
-        self.raw(parts).await
+        self.raw(parts)
     }
 
     /// Queues bytes as they are: the rest of a frame already begun.
@@ -131,22 +141,30 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     }
 }
 
+/// Writes `a` then `b` with vectored writes until both are out. Keeps only an offset between
+/// writes (no slice array), so the writer's state stays small.
 async fn write_all_vectored<W: AsyncWrite + Unpin>(
     io: &mut W,
     a: &[u8],
     b: &[u8],
 ) -> std::io::Result<()> {
-    let mut storage = [IoSlice::new(a), IoSlice::new(b)];
-    let mut slices: &mut [IoSlice<'_>] = &mut storage;
-    IoSlice::advance_slices(&mut slices, 0);
-    while !slices.is_empty() {
-        let n = io.write_vectored(slices).await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
+    let mut done = 0;
+    poll_fn(|cx| loop {
+        let (first, second) = match a.get(done..) {
+            Some(rest) if !rest.is_empty() => (rest, b),
+            _ => (b.get(done - a.len()..).unwrap_or_default(), &[][..]),
+        };
+        if first.is_empty() {
+            return Poll::Ready(Ok(()));
         }
-        IoSlice::advance_slices(&mut slices, n);
-    }
-    Ok(())
+        let slices = [IoSlice::new(first), IoSlice::new(second)];
+        match std::task::ready!(Pin::new(&mut *io).poll_write_vectored(cx, &slices)) {
+            Ok(0) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+            Ok(n) => done += n,
+            Err(e) => return Poll::Ready(Err(e)),
+        }
+    })
+    .await
 }
 
 #[cfg(test)]

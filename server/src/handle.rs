@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
 use super::outbound::{DeliveryError, FailReason, OutboundPath};
@@ -153,16 +154,11 @@ impl Connection {
         self.inner.bulk_credit.load(Ordering::Acquire)
     }
 
-    /// Resolves once the handshake is done (at once if it already is).
-    pub(crate) async fn handshaken(&self) {
-        loop {
-            // Made before the check, so a `mark_handshaken` in between still wakes it.
-            let notified = self.inner.handshake_done.notified();
-            if self.is_handshaken() {
-                return;
-            }
-            notified.await;
-        }
+    /// A notification of the handshake, for a waiter that checks
+    /// [`Connection::is_handshaken`] itself. It completes only once the flag is up
+    /// (`mark_handshaken` sets it first).
+    pub(crate) fn handshake_notified(&self) -> Notified<'_> {
+        self.inner.handshake_done.notified()
     }
 }
 

@@ -54,8 +54,9 @@ mod tests {
     fn a_send_is_refused_only_once_the_queue_is_already_over_budget() {
         let out = OutboundPath::new(1000);
         // What the connection's reader waits on to clean up: it learns of the failure once.
-        let mut failed = Box::pin(out.failed());
+        let mut failed = Box::pin(out.failed_notified());
         assert_eq!((&mut failed).now_or_never(), None);
+        assert!(!out.has_failed());
         // One message far larger than the budget is taken: the queue was under it.
         assert!(out.send_text(Bytes::from(vec![b'a'; 5000])).is_ok());
         assert_eq!(out.queued_bytes(), 5000 + ITEM_OVERHEAD);
@@ -72,6 +73,7 @@ mod tests {
         }
         assert!(!out.fail_once(FailReason::WriteError));
         assert_eq!(failed.now_or_never(), Some(()));
+        assert!(out.has_failed());
         assert_eq!(out.queued_bytes(), 0);
         assert_eq!(out.failure(), Some(FailReason::SlowReader));
     }

@@ -77,13 +77,14 @@ pub(super) async fn serve_admitted<'a>(
     // Whether the peer may still be sending after we stop reading.
     let mut peer_sending = true;
     let mut routes = RouteCache::default();
-    // Made once: a fresh `Notified` per frame registered and removed a waiter (a lock each)
-    // twice per inbound frame. Polled again only when their flag says they are due or the task's
-    // waker changed: a poll of a waiting `Notified` takes its `Notify`'s lock to check the
-    // waker, three locks per frame for nothing (BENCHMARKS.md, "Performance 3").
-    let terminated = terminate.wait();
-    let failed = out.failed();
-    let handshaken = conn.handshaken();
+    // The flags decide; the notifications only wake this task. Made once: a fresh `Notified`
+    // per frame registered and removed a waiter (a lock each) twice per inbound frame. Polled
+    // only to register a waker the first time or when the task's waker changed: a poll of a
+    // waiting `Notified` takes its `Notify`'s lock, three locks per frame for nothing
+    // (BENCHMARKS.md, "Performance 3").
+    let terminated = terminate.notified();
+    let failed = out.failed_notified();
+    let handshaken = conn.handshake_notified();
     tokio::pin!(terminated, failed, handshaken);
     let mut registered: Option<Waker> = None;
     loop {
@@ -91,16 +92,16 @@ pub(super) async fn serve_admitted<'a>(
             let next = frames.next();
             tokio::pin!(next);
             poll_fn(|cx| {
-                // The three notifications hold the waker of their last poll.
                 let fresh = !registered.as_ref().is_some_and(|w| w.will_wake(cx.waker()));
                 if fresh {
                     registered = Some(cx.waker().clone());
                 }
-                if (fresh || terminate.is_fired()) && terminated.as_mut().poll(cx).is_ready() {
+                // A notification completes only once its flag is up.
+                if terminate.is_fired() || (fresh && terminated.as_mut().poll(cx).is_ready()) {
                     return Poll::Ready(Turn::Terminated);
                 }
                 // Cleaned up right after the loop.
-                if (fresh || out.has_failed()) && failed.as_mut().poll(cx).is_ready() {
+                if out.has_failed() || (fresh && failed.as_mut().poll(cx).is_ready()) {
                     return Poll::Ready(Turn::Failed);
                 }
                 // The handshake completes inside a text message this loop hands the profile
@@ -110,8 +111,7 @@ pub(super) async fn serve_admitted<'a>(
                 // message that completed its handshake has been handled, and whatever its own
                 // later frames cause (an echo of its first channel frame included).
                 if !attached
-                    && (fresh || conn.is_handshaken())
-                    && handshaken.as_mut().poll(cx).is_ready()
+                    && (conn.is_handshaken() || (fresh && handshaken.as_mut().poll(cx).is_ready()))
                 {
                     return Poll::Ready(Turn::Handshaken);
                 }

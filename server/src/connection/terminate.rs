@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
 /// Ends the connection's tasks: set by the writer once its close frame has had its grace
@@ -21,6 +22,12 @@ impl Terminate {
     /// Whether [`Terminate::fire`] was called.
     pub(crate) fn is_fired(&self) -> bool {
         self.done.load(Ordering::Acquire)
+    }
+
+    /// A notification of [`Terminate::fire`], for a waiter that checks [`Terminate::is_fired`]
+    /// itself. It completes only once the flag is up (`fire` sets it first).
+    pub(crate) fn notified(&self) -> Notified<'_> {
+        self.notify.notified()
     }
 
     pub(crate) async fn wait(&self) {

@@ -154,7 +154,8 @@ pub(super) async fn write_loop(
                 continue;
             };
             shared.metrics.outbound(MessageKind::Text, text.len());
-            if w.frame(Opcode::Text, &[&text[..]]).await.is_err() {
+            // Boxed: rare, and held in place it was the largest state of every writer's task.
+            if Box::pin(w.frame(Opcode::Text, &[&text[..]])).await.is_err() {
                 out.fail_once(FailReason::WriteError);
                 break 'run false;
             }

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
+use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
 use super::bulk::BulkLane;
@@ -263,20 +264,15 @@ impl OutboundPath {
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Resolves once the connection has failed; [`OutboundPath::failure`] then says why.
     /// Whether the connection has failed ([`OutboundPath::fail_once`]).
     pub(crate) fn has_failed(&self) -> bool {
         self.inner.failed.load(Ordering::Acquire)
     }
 
-    pub(crate) async fn failed(&self) {
-        loop {
-            let notified = self.inner.failed_notify.notified();
-            if self.inner.failed.load(Ordering::Acquire) {
-                return;
-            }
-            notified.await;
-        }
+    /// A notification of the failure, for a waiter that checks [`OutboundPath::has_failed`]
+    /// itself. It completes only once the flag is up (`fail_once` sets it first).
+    pub(crate) fn failed_notified(&self) -> Notified<'_> {
+        self.inner.failed_notify.notified()
     }
 }
 
