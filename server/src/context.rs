@@ -26,11 +26,19 @@ impl Drop for CountedConnection {
 
 /// Read access to the running carrier for text profiles: limits, grant, driver identity, epoch,
 /// connection count, declared channels, and the protocol-error counter.
+///
+/// Cheap to clone: one reference count (a request's answer holds a clone, so this is paid on
+/// every request).
 #[derive(Clone)]
 pub struct CarrierContext {
+    inner: Arc<ContextParts>,
+}
+
+/// What a [`CarrierContext`] shares.
+pub(crate) struct ContextParts {
     pub(crate) limits: Arc<Limits>,
     pub(crate) grant: Role,
-    pub(crate) driver: Arc<DriverInfo>,
+    pub(crate) driver: DriverInfo,
     pub(crate) epoch: Arc<str>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) registry: ChannelRegistry,
@@ -46,44 +54,50 @@ impl CarrierContext {
         driver: DriverInfo,
         epoch: impl Into<Arc<str>>,
     ) -> Self {
-        CarrierContext {
+        CarrierContext::new(ContextParts {
             limits: Arc::new(limits),
             grant,
-            driver: Arc::new(driver),
+            driver,
             epoch: epoch.into(),
             metrics: Arc::new(Metrics::default()),
             registry: ChannelRegistry::default(),
+        })
+    }
+
+    pub(crate) fn new(parts: ContextParts) -> Self {
+        CarrierContext {
+            inner: Arc::new(parts),
         }
     }
 
     /// The limits published in the handshake result.
     pub fn limits(&self) -> &Limits {
-        &self.limits
+        &self.inner.limits
     }
 
     /// The most this listener grants.
     pub fn grant(&self) -> Role {
-        self.grant
+        self.inner.grant
     }
 
     /// The host-configured driver identity.
     pub fn driver(&self) -> &DriverInfo {
-        &self.driver
+        &self.inner.driver
     }
 
     /// Changes whenever the server (re)starts; clients use it to detect a restart on resume.
     pub fn epoch(&self) -> &str {
-        &self.epoch
+        &self.inner.epoch
     }
 
     /// Admitted connections right now.
     pub fn connection_count(&self) -> usize {
-        self.metrics.connections()
+        self.inner.metrics.connections()
     }
 
     /// The declared channel descriptors, sorted by name.
     pub fn channels(&self) -> Vec<ChannelDescriptor> {
-        self.registry.descriptors()
+        self.inner.registry.descriptors()
     }
 
     /// Counts a connection the host serves itself (the serverless `Bridge` of `carrier-agent`,
@@ -91,15 +105,15 @@ impl CarrierContext {
     /// connections ([`CarrierContext::connection_count`], `carrier_connections`) for as long
     /// as the returned guard lives.
     pub fn count_connection(&self) -> CountedConnection {
-        self.metrics.connection_opened();
+        self.inner.metrics.connection_opened();
         CountedConnection {
-            metrics: self.metrics.clone(),
+            metrics: self.inner.metrics.clone(),
         }
     }
 
     /// Counts one protocol error (`carrier_protocol_errors_total`).
     pub fn count_protocol_error(&self) {
-        self.metrics.protocol_error();
+        self.inner.metrics.protocol_error();
     }
 
     /// The server name reported in handshakes and status.

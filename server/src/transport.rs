@@ -8,7 +8,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::config::{Auth, CarrierConfig, ConfigError};
-use super::context::{CarrierContext, DriverInfo};
+use super::context::{CarrierContext, ContextParts, DriverInfo};
 use super::http::CarrierService;
 use super::listener::{accept_loop, bind_loopback, BindError};
 use super::metrics::Metrics;
@@ -411,17 +411,17 @@ impl WsTransport {
     }
 
     fn context(&self, epoch: String) -> CarrierContext {
-        CarrierContext {
+        CarrierContext::new(ContextParts {
             limits: self.shared.limits.clone(),
             grant: self.config.role,
-            driver: Arc::new(DriverInfo {
+            driver: DriverInfo {
                 driver_id: self.config.driver_id.clone(),
                 surface: self.config.surface.clone(),
-            }),
+            },
             epoch: Arc::from(epoch),
             metrics: self.shared.metrics.clone(),
             registry: self.shared.registry.clone(),
-        }
+        })
     }
 
     /// Stops accepting, closes every client with 1001 (forcing those that do not answer within
