@@ -575,6 +575,28 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_past_the_gathered_size_goes_out_vectored_and_its_rest_is_queued() {
+        // Up to 1 KiB an answer is gathered into one buffer for one plain write; past it the
+        // header and payload go out in one vectored write, partly here.
+        let out = OutboundPath::new(1 << 20);
+        let (socket, taken) = filling(10);
+        let _writer = out.attach_socket(socket);
+        let text = Bytes::from(vec![b'z'; 2000]);
+        let ((), inline) = out.inline_scope(|| out.send_text(text.clone()).unwrap());
+        assert_eq!((inline.frames, inline.bytes), (1, 2000));
+        let head = [0x81u8, 126, (2000u16 >> 8) as u8, (2000u16 & 0xff) as u8];
+        assert_eq!(
+            &taken.lock().unwrap()[..],
+            &[&head[..], &[b'z'; 6][..]].concat()[..]
+        );
+        let (mut batch, mut drops) = (Vec::new(), Vec::new());
+        out.next_batch(&mut batch, &mut drops)
+            .now_or_never()
+            .unwrap();
+        assert_eq!(wire_of(&batch), vec![b'z'; 1994]);
+    }
+
+    #[test]
     fn a_header_cut_in_two_is_finished_before_its_payload() {
         let out = OutboundPath::new(1 << 20);
         let (socket, taken) = filling(1);

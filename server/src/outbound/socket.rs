@@ -14,7 +14,7 @@
 //! Why: a `system.ping` answered through the writer task cost a wake-up of that task, a queue
 //! buffer and a second turn of the scheduler per message (the profile: BENCHMARKS.md).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::sync::{Arc, MutexGuard};
@@ -33,7 +33,13 @@ use crate::frame_writer::{frame_header, Opcode};
 /// written by the reader would delay the next message it reads.
 const INLINE_MAX: usize = 16 * 1024;
 
+/// Inline frames up to this size (header included) are copied into one buffer and written with
+/// one plain write.
+const GATHER_MAX: usize = 1024;
+
 thread_local! {
+    /// The buffer an inline frame of at most [`GATHER_MAX`] bytes is gathered in.
+    static GATHER: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(GATHER_MAX));
     /// The outbound path whose reader is handling a message on this thread now (its address;
     /// 0: none), and the frames and bytes written inline meanwhile, for the reader to count.
     static INLINE: Cell<(usize, u64, u64)> = const { Cell::new((0, 0, 0)) };
@@ -123,7 +129,21 @@ impl OutboundPath {
             let mut cx = Context::from_waker(Waker::noop());
             // The writer is idle (it waits on the queue, not on the socket), so no waker of its
             // is replaced here: it registers its own when it next writes.
-            match Pin::new(socket).poll_write_vectored(&mut cx, &slices) {
+            let polled = if hlen + len <= GATHER_MAX {
+                // One buffer: a plain `send`, which skips the file layer a `writev` goes
+                // through (BENCHMARKS.md, "Performance 3").
+                GATHER.with(|g| {
+                    let mut buf = g.borrow_mut();
+                    buf.clear();
+                    buf.extend_from_slice(&header[..hlen]);
+                    buf.extend_from_slice(head);
+                    buf.extend_from_slice(body);
+                    Pin::new(&mut *socket).poll_write(&mut cx, &buf)
+                })
+            } else {
+                Pin::new(&mut *socket).poll_write_vectored(&mut cx, &slices)
+            };
+            match polled {
                 Poll::Ready(Ok(n)) => n,
                 Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => 0,
                 Poll::Ready(Err(e)) => return Err(e),
