@@ -30,7 +30,9 @@ use tokio::time::Instant;
 
 use super::control::{self, violation, Control, Violation};
 use super::frame_writer::Opcode;
-use super::inbound_budget::{self, InboundBudget, Late, MessageBuf, Pace, Payment, Permit};
+use super::inbound_budget::{
+    self, Allowance, InboundBudget, Late, MessageBuf, Pace, Payment, Permit,
+};
 use super::liveness::Liveness;
 use super::outbound::MessageKind;
 use carrier_protocol::close::CloseCode;
@@ -109,7 +111,7 @@ pub(crate) struct FrameReader {
     /// The shared inbound budget of every connection.
     budget: InboundBudget,
     /// This connection's own allowance, tried first (see `inbound`'s module docs).
-    allowance: InboundBudget,
+    allowance: Allowance,
     /// The first bytes of a message past the allowance that are received on the allowance
     /// before it may pay the shared budget (a quarter of the allowance).
     first_bytes: usize,
@@ -137,7 +139,7 @@ impl FrameReader {
             body: None,
             cap,
             budget,
-            allowance: InboundBudget::new(allowance),
+            allowance: Allowance::new(allowance),
             first_bytes: (allowance / 4).max(1),
             payments: false,
             live,
@@ -182,7 +184,7 @@ impl FrameReader {
     /// ([`Self::wait_shared`]). Waiting holds nothing of the shared budget, so waits never hold
     /// each other up.
     fn try_pay(
-        allowance: &InboundBudget,
+        allowance: &Allowance,
         budget: &InboundBudget,
         first_bytes: usize,
         (extra, ready, reserve): (usize, usize, usize),

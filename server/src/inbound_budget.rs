@@ -58,6 +58,7 @@
 //! handler's room only between messages, and for permits before the clock starts), so the
 //! time counted is all the client's.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,35 +67,136 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 use tokio::time::Instant;
 
 /// Permits for `n` bytes of inbound buffer, returned when dropped.
-pub(crate) struct Permit(Option<OwnedSemaphorePermit>);
+pub(crate) struct Permit(Held);
+
+/// What a [`Permit`] holds, by the budget that paid it.
+enum Held {
+    None,
+    /// From an [`InboundBudget`] (the shared budget, a credit account).
+    Budget(OwnedSemaphorePermit),
+    /// From a connection's [`Allowance`].
+    Allowance(AllowancePermit),
+    /// From both (never made by the reader as it is, kept so a merge never loses bytes).
+    Both(Box<(Permit, Permit)>),
+}
 
 impl Permit {
     /// A permit for nothing: what a [`Payment`] holds while another budget pays for it.
     pub(crate) fn unpaid() -> Self {
-        Permit(None)
+        Permit(Held::None)
     }
 
     /// Bytes this permit pays for.
-    #[cfg(test)]
     pub(crate) fn bytes(&self) -> usize {
-        self.0.as_ref().map_or(0, OwnedSemaphorePermit::num_permits)
+        match &self.0 {
+            Held::None => 0,
+            Held::Budget(p) => p.num_permits(),
+            Held::Allowance(p) => p.n,
+            Held::Both(pair) => pair.0.bytes() + pair.1.bytes(),
+        }
     }
 
-    /// Adds `other`'s bytes to this permit (both from the same budget).
+    /// Adds `other`'s bytes to this permit.
     pub(crate) fn merge(&mut self, other: Permit) {
-        match (self.0.as_mut(), other.0) {
-            (Some(mine), Some(more)) => mine.merge(more),
-            (None, more) => self.0 = more,
-            (Some(_), None) => {}
-        }
+        let mine = std::mem::replace(&mut self.0, Held::None);
+        self.0 = match (mine, other.0) {
+            (Held::Budget(mut mine), Held::Budget(more))
+                if Arc::ptr_eq(mine.semaphore(), more.semaphore()) =>
+            {
+                mine.merge(more);
+                Held::Budget(mine)
+            }
+            (Held::Allowance(mut mine), Held::Allowance(mut more))
+                if Arc::ptr_eq(&mine.free, &more.free) =>
+            {
+                mine.n += std::mem::take(&mut more.n);
+                Held::Allowance(mine)
+            }
+            (Held::None, more) => more,
+            (mine, Held::None) => mine,
+            (mine, more) => Held::Both(Box::new((Permit(mine), Permit(more)))),
+        };
     }
 
     /// Gives back all but `keep` bytes (a message that came out smaller than reserved).
     pub(crate) fn shrink_to(&mut self, keep: usize) {
-        if let Some(p) = self.0.as_mut() {
-            let extra = p.num_permits().saturating_sub(keep);
-            if extra > 0 {
-                drop(p.split(extra));
+        match &mut self.0 {
+            Held::None => {}
+            Held::Budget(p) => {
+                let extra = p.num_permits().saturating_sub(keep);
+                if extra > 0 {
+                    drop(p.split(extra));
+                }
+            }
+            Held::Allowance(p) => {
+                let extra = p.n.saturating_sub(keep);
+                if extra > 0 {
+                    p.n -= extra;
+                    p.free.fetch_add(extra, Ordering::Release);
+                }
+            }
+            Held::Both(pair) => {
+                let first = pair.0.bytes().min(keep);
+                pair.1.shrink_to(keep - first);
+                pair.0.shrink_to(first);
+            }
+        }
+    }
+}
+
+/// Bytes of a connection's [`Allowance`], given back when dropped.
+struct AllowancePermit {
+    free: Arc<AtomicUsize>,
+    n: usize,
+}
+
+impl Drop for AllowancePermit {
+    fn drop(&mut self) {
+        if self.n > 0 {
+            self.free.fetch_add(self.n, Ordering::Release);
+        }
+    }
+}
+
+/// A connection's own allowance (see the module docs): only its reader takes from it, and never
+/// waits for it, so it is a counter of free bytes. (As a semaphore, like the shared budget, it
+/// took a lock to give back the bytes of every message: BENCHMARKS.md, "Performance 3".)
+pub(crate) struct Allowance {
+    free: Arc<AtomicUsize>,
+}
+
+impl Allowance {
+    pub(crate) fn new(bytes: usize) -> Self {
+        Allowance {
+            free: Arc::new(AtomicUsize::new(bytes)),
+        }
+    }
+
+    /// Bytes of it free now.
+    #[cfg(test)]
+    pub(crate) fn free(&self) -> usize {
+        self.free.load(Ordering::Acquire)
+    }
+
+    /// `n` bytes of it, or `None` when they are not free right now.
+    pub(crate) fn try_take(&self, n: usize) -> Option<Permit> {
+        if n == 0 {
+            return Some(Permit::unpaid());
+        }
+        let mut free = self.free.load(Ordering::Acquire);
+        loop {
+            let left = free.checked_sub(n)?;
+            match self
+                .free
+                .compare_exchange_weak(free, left, Ordering::Acquire, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    return Some(Permit(Held::Allowance(AllowancePermit {
+                        free: self.free.clone(),
+                        n,
+                    })))
+                }
+                Err(now) => free = now,
             }
         }
     }
@@ -180,11 +282,11 @@ impl InboundBudget {
     /// Permits for `n` bytes at once, or `None` when they are not free right now.
     pub(crate) fn try_take(&self, n: usize) -> Option<Permit> {
         if n == 0 {
-            return Some(Permit(None));
+            return Some(Permit::unpaid());
         }
         let n32 = u32::try_from(n).ok()?;
         match self.sem.clone().try_acquire_many_owned(n32) {
-            Ok(p) => Some(Permit(Some(p))),
+            Ok(p) => Some(Permit(Held::Budget(p))),
             Err(TryAcquireError::NoPermits) | Err(TryAcquireError::Closed) => None,
         }
     }
@@ -194,13 +296,13 @@ impl InboundBudget {
     /// guarantees it for any message within the cap).
     pub(crate) async fn take(&self, n: usize) -> Permit {
         if n == 0 {
-            return Permit(None);
+            return Permit::unpaid();
         }
         let n32 = u32::try_from(n.min(self.total)).unwrap_or(u32::MAX);
         match self.sem.clone().acquire_many_owned(n32).await {
-            Ok(p) => Permit(Some(p)),
+            Ok(p) => Permit(Held::Budget(p)),
             // The semaphore is never closed; an unpaid buffer is still bounded by the cap.
-            Err(_) => Permit(None),
+            Err(_) => Permit::unpaid(),
         }
     }
 }
@@ -442,6 +544,43 @@ mod tests {
         p.shrink_to(30);
         assert_eq!(p.bytes(), 30);
         assert_eq!(budget.in_use(), 30);
+    }
+
+    #[test]
+    fn the_allowance_is_taken_up_to_its_size_and_given_back_by_its_permits() {
+        let allowance = Allowance::new(100);
+        let a = allowance.try_take(60).unwrap();
+        // At the limit and one past it.
+        assert!(allowance.try_take(41).is_none());
+        let mut b = allowance.try_take(40).unwrap();
+        assert_eq!(allowance.free(), 0);
+        assert!(allowance.try_take(1).is_none());
+        // Merged, the bytes are given back once, together.
+        b.merge(a);
+        assert_eq!(b.bytes(), 100);
+        b.shrink_to(30);
+        assert_eq!((b.bytes(), allowance.free()), (30, 70));
+        // Held by the buffer it paid for, until its last view goes.
+        let bytes = freeze(MessageBuf::Heap(vec![1u8; 30]), b);
+        let slice = bytes.slice(1..2);
+        drop(bytes);
+        assert_eq!(allowance.free(), 70);
+        drop(slice);
+        assert_eq!(allowance.free(), 100);
+        assert!(allowance.try_take(0).is_some_and(|p| p.bytes() == 0));
+    }
+
+    #[test]
+    fn a_permit_merged_from_two_budgets_keeps_both_until_dropped() {
+        let allowance = Allowance::new(100);
+        let budget = InboundBudget::new(100);
+        let mut p = allowance.try_take(50).unwrap();
+        p.merge(budget.try_take(20).unwrap());
+        assert_eq!(p.bytes(), 70);
+        p.shrink_to(60);
+        assert_eq!((allowance.free(), budget.in_use()), (50, 10));
+        drop(p);
+        assert_eq!((allowance.free(), budget.in_use()), (100, 0));
     }
 
     #[test]
