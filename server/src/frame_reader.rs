@@ -48,15 +48,38 @@ type Source = Box<dyn AsyncRead + Send + Unpin>;
 /// What the reader hands the connection.
 #[derive(Debug)]
 pub(crate) enum Incoming {
-    /// A complete message: unmasked, and for text checked to be UTF-8; with a [`Payment`] when
-    /// the reader keeps them ([`FrameReader::keep_payments`]).
-    Message(MessageKind, Bytes, Option<Payment>),
+    /// A complete binary message, unmasked; with a [`Payment`] when the reader keeps them
+    /// ([`FrameReader::keep_payments`]).
+    Binary(Bytes, Option<Payment>),
+    /// A complete text message, unmasked and checked to be UTF-8. Handled in place and dropped
+    /// (its bytes are only ever lent), so it is not made into `Bytes`, which took an
+    /// allocation of its own per message.
+    Text(Text),
     /// Answer with a pong carrying this payload.
     Ping(Bytes),
     /// A pong: nothing to do.
     Pong,
     /// The peer closes with this code (1000 when it sent none).
     Close(CloseCode, String),
+}
+
+/// A received text message with the permits that paid for it, given back when it is dropped.
+pub(crate) struct Text {
+    data: MessageBuf,
+    _permit: Permit,
+}
+
+impl Text {
+    /// The message's bytes (valid UTF-8).
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        self.data.as_ref()
+    }
+}
+
+impl std::fmt::Debug for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Text({} bytes)", self.as_bytes().len())
+    }
 }
 
 /// Why reading ended.
@@ -520,10 +543,16 @@ impl FrameReader {
         m.permit.shrink_to(m.data.resident());
         if self.payments && m.kind == MessageKind::Binary {
             let (bytes, payment) = inbound_budget::freeze_with_payment(m.data, m.permit);
-            return Ok(Some(Incoming::Message(m.kind, bytes, payment)));
+            return Ok(Some(Incoming::Binary(bytes, payment)));
+        }
+        if m.kind == MessageKind::Text {
+            return Ok(Some(Incoming::Text(Text {
+                data: m.data,
+                _permit: m.permit,
+            })));
         }
         let bytes = inbound_budget::freeze(m.data, m.permit);
-        Ok(Some(Incoming::Message(m.kind, bytes, None)))
+        Ok(Some(Incoming::Binary(bytes, None)))
     }
 
     /// After a close was sent: reads and throws away what the peer still sends until its
@@ -651,7 +680,8 @@ mod tests {
 
     fn message(r: Result<Incoming, ReadEnd>) -> (MessageKind, Bytes) {
         match r {
-            Ok(Incoming::Message(k, b, _)) => (k, b),
+            Ok(Incoming::Binary(b, _)) => (MessageKind::Binary, b),
+            Ok(Incoming::Text(t)) => (MessageKind::Text, Bytes::copy_from_slice(t.as_bytes())),
             other => panic!("expected a message, got {other:?}"),
         }
     }
@@ -665,9 +695,9 @@ mod tests {
         match r {
             Err(ReadEnd::Violation(v)) => v,
             // Not the message's bytes: they may be megabytes.
-            Ok(Incoming::Message(kind, b, _)) => {
+            Ok(Incoming::Binary(b, _)) => {
                 panic!(
-                    "expected a violation, got a {kind:?} message of {} bytes",
+                    "expected a violation, got a binary message of {} bytes",
                     b.len()
                 )
             }

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use bytes::Bytes;
 use serde_json::Map;
 
 use super::failure::FailureCleanup;
@@ -159,17 +158,17 @@ pub(super) async fn serve_admitted<'a>(
                 peer_sending = false;
                 break;
             }
-            Ok(Incoming::Message(MessageKind::Text, text, _)) => {
+            Ok(Incoming::Text(text)) => {
                 // The writer holds bulk frames back while this runs (`writer::reader_first`).
                 live.answering(true);
                 let ((), inline) =
-                    out.inline_scope(|| on_text(&conn, session.as_mut(), shared, text));
+                    out.inline_scope(|| on_text(&conn, session.as_mut(), shared, text.as_bytes()));
                 live.answering(false);
                 if inline.frames > 0 {
                     shared.metrics.outbound_inline(inline.frames, inline.bytes);
                 }
             }
-            Ok(Incoming::Message(MessageKind::Binary, data, payment)) => {
+            Ok(Incoming::Binary(data, payment)) => {
                 shared.metrics.inbound(MessageKind::Binary, data.len());
                 if !conn.is_handshaken() {
                     match session.binary_before_handshake() {
@@ -252,20 +251,20 @@ enum Turn {
     Frame(Result<Incoming, ReadEnd>),
 }
 
-fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, text: Bytes) {
+fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, text: &[u8]) {
     shared.metrics.inbound(MessageKind::Text, text.len());
     let limit = shared.limits.max_text_bytes;
     if text.len() > limit {
-        match session.too_large(&text, limit) {
+        match session.too_large(text, limit) {
             Some(reply) => {
                 shared.metrics.protocol_error();
                 let _ = conn.send_text(reply);
             }
-            None => answer_too_large(conn, shared, &text, limit),
+            None => answer_too_large(conn, shared, text, limit),
         }
         return;
     }
-    match std::str::from_utf8(&text) {
+    match std::str::from_utf8(text) {
         Ok(s) => session.on_text(s),
         // Unreachable in practice: the reader validated it. Close as RFC 6455 asks.
         Err(_) => conn.close(CloseCode::INVALID_PAYLOAD, "invalid UTF-8"),
