@@ -186,6 +186,9 @@ struct FastRequest<'a> {
 
 /// The common case of [`parse`]: a valid request, or `None` for the general parser to handle.
 fn fast_request(text: &str) -> Option<Request> {
+    if let Some(request) = compact_request(text) {
+        return Some(request);
+    }
     // serde reads a struct from a JSON array too; an envelope is only ever an object.
     if !text
         .trim_start_matches([' ', '\t', '\n', '\r'])
@@ -201,6 +204,39 @@ fn fast_request(text: &str) -> Option<Request> {
         method: r.method.into_owned(),
         params: r.params.unwrap_or_default(),
     })
+}
+
+/// The commonest request, as clients write it: `{"id":"…","method":"…"}`, or with
+/// `,"params":{}` before the brace, no whitespace, and strings without escapes. Read by a scan
+/// of its bytes, without a JSON parser (most of the parse's cost for a `system.ping`:
+/// BENCHMARKS.md, "Performance 3"); any other text is `None`, for the parsers.
+fn compact_request(text: &str) -> Option<Request> {
+    let rest = text.strip_prefix(r#"{"id":""#)?;
+    let (id, rest) = plain_string(rest)?;
+    let rest = rest.strip_prefix(r#","method":""#)?;
+    let (method, rest) = plain_string(rest)?;
+    if rest != "}" && rest != r#","params":{}}"# {
+        return None;
+    }
+    let id_ok = !id.is_empty() && id.len() <= MAX_ID_BYTES;
+    let method_ok = !method.is_empty() && method.len() <= MAX_NAME_BYTES;
+    (id_ok && method_ok).then(|| Request {
+        id: id.to_owned(),
+        method: method.to_owned(),
+        params: Map::new(),
+    })
+}
+
+/// The contents of a JSON string up to its closing quote and the text after that quote, for a
+/// string with no escape and no control character (which JSON forbids raw); else `None`.
+fn plain_string(s: &str) -> Option<(&str, &str)> {
+    let end = s
+        .bytes()
+        .position(|b| b == b'"' || b == b'\\' || b < 0x20)?;
+    if s.as_bytes()[end] != b'"' {
+        return None;
+    }
+    Some((&s[..end], &s[end + 1..]))
 }
 
 /// [`parse`] for every frame: a JSON tree first, then the envelope's rules.
@@ -558,6 +594,33 @@ mod tests {
     /// Texts shaped like requests, with the near misses the fast path must leave alone: duplicate,
     /// unknown or missing keys, arrays, wrong types, empty and over-long ids and names, escapes,
     /// `null` params, whitespace.
+    /// Texts in and near the compact request's shape: strings with quotes, escapes, control
+    /// characters and non-ASCII, at and past the length limits, and the shape's edges.
+    fn compact_like() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let string = prop_oneof![
+            "[a-z0-9.\"\\\\\u{0}\u{1f}\u{7f}é😀 ]{0,12}",
+            Just(String::new()),
+            Just("a".repeat(MAX_ID_BYTES)),
+            Just("a".repeat(MAX_ID_BYTES + 1)),
+            Just("m".repeat(MAX_NAME_BYTES)),
+            Just("m".repeat(MAX_NAME_BYTES + 1)),
+            Just("system.ping".to_string()),
+        ];
+        let tail = prop_oneof![
+            Just("}"),
+            Just(",\"params\":{}}"),
+            Just(",\"params\":{} }"),
+            Just(",\"params\":null}"),
+            Just(",\"params\":{\"a\":1}}"),
+            Just(",\"id\":\"x\"}"),
+            Just("} "),
+            Just(""),
+        ];
+        (string.clone(), string, tail)
+            .prop_map(|(id, method, tail)| format!(r#"{{"id":"{id}","method":"{method}"{tail}"#))
+    }
+
     fn request_like() -> impl proptest::strategy::Strategy<Value = String> {
         use proptest::prelude::*;
         let key = prop_oneof![
@@ -610,6 +673,14 @@ mod tests {
                 proptest::prop_assert_eq!(Ok(Frame::Request(fast)), general);
             }
             // And whatever the fast path made of it, `parse` answers as the general parser does.
+            proptest::prop_assert_eq!(parse(&text), parse_general(&text));
+        }
+
+        #[test]
+        fn the_compact_scan_agrees_with_the_general_parser(text in compact_like()) {
+            if let Some(fast) = compact_request(&text) {
+                proptest::prop_assert_eq!(Ok(Frame::Request(fast)), parse_general(&text));
+            }
             proptest::prop_assert_eq!(parse(&text), parse_general(&text));
         }
 
