@@ -7,6 +7,11 @@
 # max.
 #
 #   BEFORE_BIN=/path/to/old/carrier AFTER_BIN=target/release/carrier benches/mixed_credit.sh 5
+#
+# HOG=CPU runs a second CPU-bound process (a shell busy loop) pinned to that CPU for the whole
+# script, at nice HOG_NICE (default 0, the same priority as the server and the client): HOG=1 is
+# "a second CPU-bound process on the other core" (the client's), HOG=0 shares the server's. It
+# is killed when the script ends, however it ends.
 set -eu
 RUNS=${1:-5}
 : "${BEFORE_BIN:?the carrier binary built before the change}"
@@ -15,6 +20,11 @@ OUT=${OUT:-mixed_credit.jsonl}
 TOKEN=mixed-credit-bench-token
 PORT=${PORT:-17471}
 : > "$OUT"
+if [ -n "${HOG:-}" ]; then
+  taskset -c "$HOG" nice -n "${HOG_NICE:-0}" sh -c 'while :; do :; done' &
+  hog=$!
+  trap 'kill "$hog" 2>/dev/null || true' EXIT
+fi
 for run in $(seq 1 "$RUNS"); do
   for build in before after; do
     bin=$BEFORE_BIN
