@@ -63,22 +63,30 @@ pub(crate) enum Incoming {
     Close(CloseCode, String),
 }
 
-/// A received text message with the permits that paid for it, given back when it is dropped.
-pub(crate) struct Text {
-    data: MessageBuf,
-    _permit: Permit,
-}
+/// A received text message: in its own buffer with the permits that paid for it (given back
+/// when it is dropped), or lent where it was read ([`FrameReader::text`]).
+pub(crate) struct Text(TextBytes);
 
-impl Text {
-    /// The message's bytes (valid UTF-8).
-    pub(crate) fn as_bytes(&self) -> &[u8] {
-        self.data.as_ref()
-    }
+enum TextBytes {
+    Own {
+        data: MessageBuf,
+        _permit: Permit,
+    },
+    /// A single-frame message read whole with its header: its payload, unmasked and checked,
+    /// is `len` bytes at `start` in the read buffer, which gives those bytes up only when the
+    /// reader is asked for the next message.
+    Lent {
+        start: usize,
+        len: usize,
+    },
 }
 
 impl std::fmt::Debug for Text {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Text({} bytes)", self.as_bytes().len())
+        match &self.0 {
+            TextBytes::Own { data, .. } => write!(f, "Text({} bytes)", data.len()),
+            TextBytes::Lent { len, .. } => write!(f, "Text({len} bytes, lent)"),
+        }
     }
 }
 
@@ -142,6 +150,9 @@ pub(crate) struct FrameReader {
     /// bulk frames may move to a credit ledger).
     payments: bool,
     live: Arc<Liveness>,
+    /// Bytes of the read buffer holding a text message lent to the caller ([`TextBytes::Lent`]),
+    /// consumed when the next message is asked for.
+    lent: usize,
 }
 
 impl FrameReader {
@@ -166,6 +177,7 @@ impl FrameReader {
             first_bytes: (allowance / 4).max(1),
             payments: false,
             live,
+            lent: 0,
         }
     }
 
@@ -301,6 +313,7 @@ impl FrameReader {
     /// The next message or control frame. Cancel-safe: a call dropped at any await leaves the
     /// reader able to go on (or to discard).
     pub(crate) async fn next(&mut self) -> Result<Incoming, ReadEnd> {
+        self.buf.consume(std::mem::take(&mut self.lent));
         loop {
             if self.body.is_some() {
                 self.read_body().await?;
@@ -331,10 +344,48 @@ impl FrameReader {
                     Control::Close { code, reason } => Incoming::Close(code, reason.to_owned()),
                 });
             }
+            if let Some(text) = self.lend_text(&h)? {
+                return Ok(Incoming::Text(text));
+            }
             self.start_data(h).await?;
             if let Some(message) = self.finish_frame()? {
                 return Ok(message);
             }
+        }
+    }
+
+    /// A text message in one frame that is already read whole is unmasked and checked where
+    /// it is, and lent to the caller from there: no buffer of its own, no permits (the read
+    /// buffer is the connection's already), no copy. `None` for any other frame.
+    fn lend_text(&mut self, h: &Header) -> Result<Option<Text>, ReadEnd> {
+        if h.opcode != Opcode::Text || !h.fin || self.message.is_some() {
+            return Ok(None);
+        }
+        let Ok(len) = usize::try_from(h.len) else {
+            return Ok(None);
+        };
+        let total = h.size + len;
+        if len > self.cap || self.buf.data().len() < total {
+            return Ok(None);
+        }
+        let payload = &mut self.buf.data_mut()[h.size..total];
+        fastwebsockets::unmask(payload, h.mask);
+        if std::str::from_utf8(payload).is_err() {
+            return Err(violation(CloseCode::INVALID_PAYLOAD, "invalid UTF-8").into());
+        }
+        self.lent = total;
+        Ok(Some(Text(TextBytes::Lent { start: h.size, len })))
+    }
+
+    /// The bytes of a text message this reader returned (valid UTF-8).
+    pub(crate) fn text<'a>(&'a self, text: &'a Text) -> &'a [u8] {
+        match &text.0 {
+            TextBytes::Own { data, .. } => data.as_ref(),
+            TextBytes::Lent { start, len } => self
+                .buf
+                .data()
+                .get(*start..*start + *len)
+                .unwrap_or_default(),
         }
     }
 
@@ -546,10 +597,10 @@ impl FrameReader {
             return Ok(Some(Incoming::Binary(bytes, payment)));
         }
         if m.kind == MessageKind::Text {
-            return Ok(Some(Incoming::Text(Text {
+            return Ok(Some(Incoming::Text(Text(TextBytes::Own {
                 data: m.data,
                 _permit: m.permit,
-            })));
+            }))));
         }
         let bytes = inbound_budget::freeze(m.data, m.permit);
         Ok(Some(Incoming::Binary(bytes, None)))
@@ -559,6 +610,7 @@ impl FrameReader {
     /// close frame, the end of the stream or an invalid frame. Holds nothing but the pooled read
     /// buffer while bytes arrive; a message in progress is dropped (its memory returns).
     pub(crate) async fn discard_until_close(&mut self) {
+        self.buf.consume(std::mem::take(&mut self.lent));
         let mut skip = self.body.take().map_or(0, |b| b.remaining as u64);
         self.message = None;
         loop {
@@ -678,10 +730,20 @@ mod tests {
         (r, client, budget)
     }
 
+    /// A binary message read alongside something else (a text message's bytes are lent by
+    /// the reader: [`read_message`]).
     fn message(r: Result<Incoming, ReadEnd>) -> (MessageKind, Bytes) {
         match r {
             Ok(Incoming::Binary(b, _)) => (MessageKind::Binary, b),
-            Ok(Incoming::Text(t)) => (MessageKind::Text, Bytes::copy_from_slice(t.as_bytes())),
+            other => panic!("expected a binary message, got {other:?}"),
+        }
+    }
+
+    /// The next message, its bytes copied out.
+    async fn read_message(r: &mut FrameReader) -> (MessageKind, Bytes) {
+        match r.next().await {
+            Ok(Incoming::Binary(b, _)) => (MessageKind::Binary, b),
+            Ok(Incoming::Text(t)) => (MessageKind::Text, Bytes::copy_from_slice(r.text(&t))),
             other => panic!("expected a message, got {other:?}"),
         }
     }
@@ -743,12 +805,43 @@ mod tests {
         wire.extend(frame(true, 9, b"p"));
         c.write_all(&wire).await.unwrap();
         for i in 0..1000u32 {
-            let (k, b) = message(r.next().await);
+            let (k, b) = read_message(&mut r).await;
             assert_eq!(k, MessageKind::Binary);
             assert_eq!(&b[..], i.to_be_bytes());
         }
         assert!(matches!(r.next().await, Ok(Incoming::Ping(p)) if &p[..] == b"p"));
         assert_eq!(budget.in_use(), 0, "every message's memory was returned");
+    }
+
+    #[tokio::test]
+    async fn text_read_whole_is_lent_in_place_and_given_up_at_the_next_read() {
+        let (mut r, mut c, budget) = reader(1 << 20, 1 << 20);
+        let mut wire = Vec::new();
+        for i in 0..100u32 {
+            wire.extend(frame(true, 1, format!("text {i}").as_bytes()));
+        }
+        // A message in two frames and a text frame cut by the end of a write: in buffers of
+        // their own.
+        wire.extend(frame(false, 1, b"two "));
+        wire.extend(frame(true, 0, b"frames"));
+        let cut = frame(true, 1, b"cut in two");
+        wire.extend(&cut[..5]);
+        c.write_all(&wire).await.unwrap();
+        for i in 0..100u32 {
+            let Ok(Incoming::Text(t)) = r.next().await else {
+                panic!("expected text {i}");
+            };
+            assert!(format!("{t:?}").contains("lent"));
+            assert_eq!(r.text(&t), format!("text {i}").as_bytes());
+        }
+        assert_eq!(read_message(&mut r).await.1, &b"two frames"[..]);
+        let (read, written) = tokio::join!(read_message(&mut r), c.write_all(&cut[5..]));
+        written.unwrap();
+        assert_eq!(read.1, &b"cut in two"[..]);
+        assert_eq!(budget.in_use(), 0);
+        // A lent text that is not valid UTF-8 is refused like any other.
+        c.write_all(&frame(true, 1, &[0xff, 0xfe])).await.unwrap();
+        assert_eq!(violation_code(r.next().await), 1007);
     }
 
     #[tokio::test]
@@ -763,7 +856,7 @@ mod tests {
             }
             c
         });
-        let (_, b) = message(r.next().await);
+        let (_, b) = read_message(&mut r).await;
         assert_eq!(&b[..], &payload[..]);
         drop(writer.await.unwrap());
         assert_eq!(r.next().await.err(), Some(ReadEnd::Closed));
@@ -785,11 +878,11 @@ mod tests {
     async fn the_cap_is_inclusive_for_single_frames_and_for_fragments() {
         let (mut r, mut c, _) = reader(10, 100);
         c.write_all(&frame(true, 2, &[1; 10])).await.unwrap();
-        assert_eq!(message(r.next().await).1.len(), 10);
+        assert_eq!(read_message(&mut r).await.1.len(), 10);
         c.write_all(&frame(false, 2, &[1; 5])).await.unwrap();
         c.write_all(&frame(true, 0, &[2; 5])).await.unwrap();
         assert_eq!(
-            &message(r.next().await).1[..],
+            &read_message(&mut r).await.1[..],
             &[1, 1, 1, 1, 1, 2, 2, 2, 2, 2]
         );
         c.write_all(&frame(false, 2, &[1; 5])).await.unwrap();
@@ -808,7 +901,7 @@ mod tests {
         c.write_all(&frame(false, 1, &euro[..1])).await.unwrap();
         c.write_all(&frame(false, 0, &euro[1..2])).await.unwrap();
         c.write_all(&frame(true, 0, &euro[2..])).await.unwrap();
-        let (k, b) = message(r.next().await);
+        let (k, b) = read_message(&mut r).await;
         assert_eq!((k, &b[..]), (MessageKind::Text, euro));
 
         // An invalid byte fails at its fragment, before the message ends.
@@ -848,7 +941,7 @@ mod tests {
         c.write_all(&frame(true, 0, b"llo")).await.unwrap();
         c.write_all(&frame(true, 8, b"\x03\xe8bye")).await.unwrap();
         assert!(matches!(r.next().await, Ok(Incoming::Ping(p)) if &p[..] == b"ping"));
-        assert_eq!(&message(r.next().await).1[..], b"hello");
+        assert_eq!(&read_message(&mut r).await.1[..], b"hello");
         assert!(
             matches!(r.next().await, Ok(Incoming::Close(CloseCode(1000), reason)) if reason == "bye")
         );
@@ -865,7 +958,7 @@ mod tests {
             "the reader waits while the budget is taken"
         );
         drop(held);
-        let (_, b) = message(r.next().await);
+        let (_, b) = read_message(&mut r).await;
         assert_eq!(b.len(), 500);
         assert_eq!(budget.in_use(), 500, "the message holds what it paid for");
         drop(b);
@@ -877,7 +970,7 @@ mod tests {
         let (mut r, mut c, budget) = reader(1000, 2000);
         c.write_all(&frame(false, 2, &[1; 10])).await.unwrap();
         c.write_all(&frame(true, 0, &[2; 10])).await.unwrap();
-        let (_, b) = message(r.next().await);
+        let (_, b) = read_message(&mut r).await;
         assert_eq!(b.len(), 20);
         assert!(budget.in_use() <= 1000 && budget.in_use() >= 20);
         drop(b);
@@ -913,14 +1006,14 @@ mod tests {
         let (mut r, mut c, budget) = reader_with_allowance(1000, 1000, 100);
         let held = budget.try_take(1000).unwrap();
         c.write_all(&frame(true, 2, &[7; 100])).await.unwrap();
-        let (_, first) = message(r.next().await);
+        let (_, first) = read_message(&mut r).await;
         assert_eq!(first.len(), 100, "at the allowance: read at once");
         // The allowance is held by the first message: the next one needs the shared budget.
         c.write_all(&frame(true, 2, &[8; 10])).await.unwrap();
         let pending = tokio::time::timeout(std::time::Duration::from_millis(50), r.next()).await;
         assert!(pending.is_err(), "past the allowance the reader waits");
         drop(first);
-        let (_, second) = message(r.next().await);
+        let (_, second) = read_message(&mut r).await;
         assert_eq!(
             second.len(),
             10,
@@ -942,7 +1035,7 @@ mod tests {
         assert!(pending.is_err(), "the message is not complete");
         assert_eq!(budget.in_use(), 1000, "past the allowance it holds the cap");
         c.write_all(&frame(true, 0, &[4; 5])).await.unwrap();
-        let (_, b) = message(r.next().await);
+        let (_, b) = read_message(&mut r).await;
         assert_eq!(b.len(), 155);
         assert!(budget.in_use() >= 155 && budget.in_use() <= 1000);
         drop(b);
@@ -1130,7 +1223,7 @@ mod tests {
         let early = tokio::time::timeout(STALL_TIMEOUT * 3, r.next()).await;
         assert!(early.is_err(), "no stall limit on the allowance");
         c.write_all(&rest).await.unwrap();
-        let (_, b) = message(r.next().await);
+        let (_, b) = read_message(&mut r).await;
         assert_eq!(b.len(), 500);
     }
 
@@ -1157,7 +1250,7 @@ mod tests {
             "its first bytes came: it reserves its length"
         );
         c.write_all(&body[25..]).await.unwrap();
-        let (_, b) = message(r.next().await);
+        let (_, b) = read_message(&mut r).await;
         assert_eq!(&b[..], &[9; 500][..]);
         drop(b);
         assert_eq!(budget.in_use(), 0);
@@ -1173,7 +1266,7 @@ mod tests {
         assert!(pending.is_err());
         assert_eq!(budget.in_use(), 0);
         c.write_all(&next[next.len() - 300..]).await.unwrap();
-        let (_, b) = message(r.next().await);
+        let (_, b) = read_message(&mut r).await;
         assert_eq!(b.len(), 310);
         assert!(
             budget.in_use() >= 310,

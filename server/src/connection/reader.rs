@@ -161,8 +161,8 @@ pub(super) async fn serve_admitted<'a>(
             Ok(Incoming::Text(text)) => {
                 // The writer holds bulk frames back while this runs (`writer::reader_first`).
                 live.answering(true);
-                let ((), inline) =
-                    out.inline_scope(|| on_text(&conn, session.as_mut(), shared, text.as_bytes()));
+                let ((), inline) = out
+                    .inline_scope(|| on_text(&conn, session.as_mut(), shared, frames.text(&text)));
                 live.answering(false);
                 if inline.frames > 0 {
                     shared.metrics.outbound_inline(inline.frames, inline.bytes);

@@ -45,6 +45,14 @@ impl ReadBuffer {
         }
     }
 
+    /// The unread bytes, to change in place (a payload unmasked where it was read).
+    pub(super) fn data_mut(&mut self) -> &mut [u8] {
+        match &mut self.mem {
+            Some(mem) => &mut mem[self.start..self.end],
+            None => &mut self.carry,
+        }
+    }
+
     pub(super) fn consume(&mut self, n: usize) {
         match &self.mem {
             Some(_) => self.start += n,
