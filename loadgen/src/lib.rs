@@ -20,10 +20,12 @@
 //!   delivered (egress) bytes.
 //! - `raw` — plain WebSocket echo (text, or binary with [`Plan::binary`]), no handshake: for
 //!   any echo server, including the baselines in `benches/baselines/`.
-//! - `idle` / `idle-raw` — memory: opens N connections (carrier: admitted and handshaken; raw:
-//!   just upgraded), reads the server's `VmRSS` from `/proc/PID/status` ([`Plan::server_pid`]),
+//! - `idle` / `idle-raw` — memory: first opens 8 connections, carries one message on each and
+//!   closes them (so the code a connection runs is mapped in before the baseline), reads the
+//!   server's `VmRSS` and `RssAnon` from `/proc/PID/status` ([`Plan::server_pid`]), opens N
+//!   connections (carrier: admitted and handshaken; raw: just upgraded) and reads them again,
 //!   then lets each connection carry one S-byte message (carrier: a channel echo; raw: a binary
-//!   echo) and reads it again.
+//!   echo) and reads `VmRSS` once more.
 //!
 //! With [`Plan::server_pid`] the other modes also report the server's CPU time (user + system,
 //! from `/proc/PID/stat`) over the measured phase, per message. On a shared machine that is the
