@@ -539,19 +539,24 @@ mod tests {
         assert_eq!(inline.frames, 0);
     }
 
+    /// A path whose socket takes `room` bytes, and what it took of one inline answer `text`
+    /// (counted as one frame of its length).
+    fn answered_into(room: usize, text: Bytes) -> (OutboundPath, SocketRef, Vec<u8>) {
+        let out = OutboundPath::new(1 << 20);
+        let (socket, taken) = filling(room);
+        let writer = out.attach_socket(socket);
+        let len = text.len() as u64;
+        let ((), inline) = out.inline_scope(|| out.send_text(text).unwrap());
+        assert_eq!((inline.frames, inline.bytes), (1, len));
+        let taken = taken.lock().unwrap().clone();
+        (out, writer, taken)
+    }
+
     #[test]
     fn what_the_socket_does_not_take_is_queued_first_and_survives_a_failure() {
-        let out = OutboundPath::new(1 << 20);
         // Room for the header and 8 bytes of the first answer.
-        let (socket, taken) = filling(10);
-        let _writer = out.attach_socket(socket);
-        let text = Bytes::from(vec![b'a'; 100]);
-        let ((), inline) = out.inline_scope(|| out.send_text(text.clone()).unwrap());
-        assert_eq!((inline.frames, inline.bytes), (1, 100));
-        assert_eq!(
-            &taken.lock().unwrap()[..],
-            &[&[0x81u8, 100][..], &[b'a'; 8][..]].concat()[..]
-        );
+        let (out, _writer, taken) = answered_into(10, Bytes::from(vec![b'a'; 100]));
+        assert_eq!(taken, [&[0x81u8, 100][..], &[b'a'; 8][..]].concat());
         assert_eq!(out.queued_bytes(), 92 + ITEM_OVERHEAD);
         // A later answer goes behind the rest (the queue is no longer empty: not inline).
         let ((), inline) = out.inline_scope(|| out.send_text(Bytes::from_static(b"next")).unwrap());
@@ -578,17 +583,9 @@ mod tests {
     fn an_answer_past_the_gathered_size_goes_out_vectored_and_its_rest_is_queued() {
         // Up to 1 KiB an answer is gathered into one buffer for one plain write; past it the
         // header and payload go out in one vectored write, partly here.
-        let out = OutboundPath::new(1 << 20);
-        let (socket, taken) = filling(10);
-        let _writer = out.attach_socket(socket);
-        let text = Bytes::from(vec![b'z'; 2000]);
-        let ((), inline) = out.inline_scope(|| out.send_text(text.clone()).unwrap());
-        assert_eq!((inline.frames, inline.bytes), (1, 2000));
+        let (out, _writer, taken) = answered_into(10, Bytes::from(vec![b'z'; 2000]));
         let head = [0x81u8, 126, (2000u16 >> 8) as u8, (2000u16 & 0xff) as u8];
-        assert_eq!(
-            &taken.lock().unwrap()[..],
-            &[&head[..], &[b'z'; 6][..]].concat()[..]
-        );
+        assert_eq!(taken, [&head[..], &[b'z'; 6][..]].concat());
         let (mut batch, mut drops) = (Vec::new(), Vec::new());
         out.next_batch(&mut batch, &mut drops)
             .now_or_never()
