@@ -209,7 +209,7 @@ fn fast_request(text: &str) -> Option<Request> {
 /// The commonest request, as clients write it: `{"id":"…","method":"…"}`, or with
 /// `,"params":{}` before the brace, no whitespace, and strings without escapes. Read by a scan
 /// of its bytes, without a JSON parser (most of the parse's cost for a `system.ping`:
-/// BENCHMARKS.md, "Performance 3"); any other text is `None`, for the parsers.
+/// BENCHMARKS.md, "Performance 3, second pass"); any other text is `None`, for the parsers.
 fn compact_request(text: &str) -> Option<Request> {
     let rest = text.strip_prefix(r#"{"id":""#)?;
     let (id, rest) = plain_string(rest)?;

@@ -199,7 +199,8 @@ impl FrameReader {
             return self.fill().await;
         };
         // Boxed: the timer is needed only by a message on the shared budget, and pinned here it
-        // would size every connection's reader task, idle ones included (BENCHMARKS.md).
+        // would size every connection's reader task, idle ones included (BENCHMARKS.md,
+        // "Performance 3, second pass").
         match Box::pin(tokio::time::timeout_at(deadline, self.fill())).await {
             Ok(r) => r,
             Err(_) => Err(late(rule)),
@@ -241,7 +242,8 @@ impl FrameReader {
 
     /// Waits for `n` bytes of the shared budget (the wait is not the client's: its liveness
     /// clock is paused, and no pace clock runs). On the heap: a rare wait, which held in the
-    /// reader's state would size every connection's task, idle ones included (BENCHMARKS.md).
+    /// reader's state would size every connection's task, idle ones included (BENCHMARKS.md,
+    /// "Performance 3, second pass").
     fn wait_shared<'a>(
         budget: &'a InboundBudget,
         live: &'a Liveness,

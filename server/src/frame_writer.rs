@@ -97,7 +97,7 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     /// Queues one frame whose payload is `parts` written back to back.
     ///
     /// The header is queued at once; only the write is a future (one level of state less in the
-    /// writer's task, which every connection holds: BENCHMARKS.md, "Performance 3").
+    /// writer's task, which every connection holds: BENCHMARKS.md, "Performance 3, second pass").
     pub(crate) fn frame<'a>(
         &'a mut self,
         op: Opcode,

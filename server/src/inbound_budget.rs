@@ -160,7 +160,8 @@ impl Drop for AllowancePermit {
 
 /// A connection's own allowance (see the module docs): only its reader takes from it, and never
 /// waits for it, so it is a counter of free bytes. (As a semaphore, like the shared budget, it
-/// took a lock to give back the bytes of every message: BENCHMARKS.md, "Performance 3".)
+/// took a lock to give back the bytes of every message: BENCHMARKS.md, "Performance 3, second
+/// pass".)
 pub(crate) struct Allowance {
     free: Arc<AtomicUsize>,
 }

@@ -80,7 +80,7 @@ pub(super) async fn serve_admitted<'a>(
     // per frame registered and removed a waiter (a lock each) twice per inbound frame. Polled
     // only to register a waker the first time or when the task's waker changed: a poll of a
     // waiting `Notified` takes its `Notify`'s lock, three locks per frame for nothing
-    // (BENCHMARKS.md, "Performance 3").
+    // (BENCHMARKS.md, "Performance 3, second pass").
     let terminated = terminate.notified();
     let failed = out.failed_notified();
     let handshaken = conn.handshake_notified();

@@ -131,7 +131,7 @@ impl OutboundPath {
             // is replaced here: it registers its own when it next writes.
             let polled = if hlen + len <= GATHER_MAX {
                 // One buffer: a plain `send`, which skips the file layer a `writev` goes
-                // through (BENCHMARKS.md, "Performance 3").
+                // through (BENCHMARKS.md, "Performance 3, second pass").
                 GATHER.with(|g| {
                     let mut buf = g.borrow_mut();
                     buf.clear();
