@@ -114,16 +114,9 @@ impl OutboundPath {
         };
         let len = head.len() + body.len();
         let (header, hlen) = frame_header(Opcode::Text, len);
-        let slices = [
-            IoSlice::new(&header[..hlen]),
-            IoSlice::new(head),
-            IoSlice::new(body),
-        ];
         let written = {
             let mut socket = self.socket();
-            // A stream without vectored writes would take the header alone: not worth a
-            // syscall of its own, the writer batches instead.
-            let Some(socket) = socket.as_mut().filter(|s| s.is_write_vectored()) else {
+            let Some(socket) = socket.as_mut() else {
                 return Ok(Some(item));
             };
             let mut cx = Context::from_waker(Waker::noop());
@@ -138,10 +131,19 @@ impl OutboundPath {
                     buf.extend_from_slice(&header[..hlen]);
                     buf.extend_from_slice(head);
                     buf.extend_from_slice(body);
-                    Pin::new(&mut *socket).poll_write(&mut cx, &buf)
+                    Pin::new(&mut **socket).poll_write(&mut cx, &buf)
                 })
+            } else if socket.is_write_vectored() {
+                let slices = [
+                    IoSlice::new(&header[..hlen]),
+                    IoSlice::new(head),
+                    IoSlice::new(body),
+                ];
+                Pin::new(&mut **socket).poll_write_vectored(&mut cx, &slices)
             } else {
-                Pin::new(&mut *socket).poll_write_vectored(&mut cx, &slices)
+                // A stream without vectored writes would take the header alone: not worth a
+                // syscall of its own, the writer batches instead.
+                return Ok(Some(item));
             };
             match polled {
                 Poll::Ready(Ok(n)) => n,
