@@ -114,8 +114,9 @@ pub(super) async fn serve_admitted<'a>(
                 {
                     return Poll::Ready(Turn::Handshaken);
                 }
+                // Dropped once the handshake is seen above.
                 if let Some(deadline) = handshake_deadline.as_mut() {
-                    if !conn.is_handshaken() && deadline.as_mut().poll(cx).is_ready() {
+                    if deadline.as_mut().poll(cx).is_ready() {
                         return Poll::Ready(Turn::HandshakeLate);
                     }
                 }

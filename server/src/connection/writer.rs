@@ -242,7 +242,7 @@ pub(super) async fn write_loop(
 /// it; on a loaded machine the reader's thread may not run for milliseconds (before it reads the
 /// ping, or between reading and answering it) while the writer's does, and every bulk frame the
 /// client reads meanwhile is one more the answer arrives behind (past the 16 frames of 64 KiB
-/// promised, in some runs: `server/tests/priority.rs`). Only the text in hand is waited for: a
+/// promised, in some runs: `server/tests/it/priority.rs`). Only the text in hand is waited for: a
 /// reader busy with a transfer of its own (an echo's) never holds the writer for more than a turn.
 async fn reader_first(socket: &SocketRef, live: &Liveness, reads_at_bulk: &mut u64) {
     if live.is_answering() {
