@@ -19,7 +19,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use carrier_protocol::channel_frame;
-use carrier_server::{Binary, ChannelDescriptor, DeliveryClass};
 use futures_util::SinkExt;
 use serde_json::json;
 use support::bulk::{connect_bulk, read_next, split_bulk, BulkOptions, Read};
@@ -92,12 +91,7 @@ async fn metric(port: u16, token: &str, name: &str) -> u64 {
 /// the carrier charges for them.
 async fn held(frames: u32, frame: impl Fn(u32) -> Vec<u8>) -> (isize, u64) {
     let s = support::Server::start().await;
-    let handle = s
-        .transport
-        .register_channel(
-            ChannelDescriptor::new("up", &["*"], Binary::Accepted).delivery(DeliveryClass::Bulk),
-        )
-        .expect("register");
+    let handle = s.bulk_channel("up");
     let _inbound = handle.inbound(1);
     let (ws, hs) = connect_bulk(
         s.port,

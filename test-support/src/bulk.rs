@@ -136,6 +136,14 @@ impl BulkWriter {
             .expect("send");
     }
 
+    /// Sends `frames` frames of `frame` bytes, each filled with its number (mod 256), as
+    /// [`pings_behind_bulk`] reads them.
+    pub async fn send_numbered(&mut self, frames: usize, frame: usize) {
+        for i in 0..frames {
+            self.send(Bytes::from(vec![i as u8; frame])).await;
+        }
+    }
+
     /// Sends a text message (a request).
     pub async fn text(&mut self, v: Value) {
         self.sink
@@ -221,6 +229,17 @@ pub async fn read_next(
             Some(Ok(_)) => continue,
         };
         return Some(read);
+    }
+}
+
+/// Reads what the carrier sends on `stream` until it closes or nothing comes for `wait`, adding
+/// the credit grants to `credit`: the read half of a client that only sends, which must keep
+/// its credit coming.
+pub async fn take_grants(mut stream: SplitStream<PlainWs>, credit: Option<Credit>, wait: Duration) {
+    while let Some(read) = read_next(&mut stream, credit.as_ref(), wait).await {
+        if matches!(read, Read::Closed(_)) {
+            return;
+        }
     }
 }
 

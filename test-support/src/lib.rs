@@ -46,7 +46,9 @@ use carrier::acp::{AcpProfile, ACP_PATH};
 use carrier::agent::process::{AgentProcess, AgentProcessConfig};
 use carrier::agent::{AgentProfile, SessionUsage};
 use carrier::robota::{RobotaProfile, ROBOTA_PATH};
-use carrier::server::{Attachment, CarrierConfig, WsTransport};
+use carrier::server::{
+    Attachment, Binary, CarrierConfig, ChannelDescriptor, ChannelHandle, DeliveryClass, WsTransport,
+};
 
 pub use agent::*;
 pub use common::{repo, Ws, DELAY, WAIT};
@@ -101,6 +103,16 @@ impl Server {
         let transport = WsTransport::new(config).expect("valid config");
         transport.attach(with_wires(profile));
         Server::listen(transport, Arc::default()).await
+    }
+
+    /// Declares a bulk channel every role may send on, binary frames accepted.
+    pub fn bulk_channel(&self, name: &str) -> ChannelHandle {
+        self.transport
+            .register_channel(
+                ChannelDescriptor::new(name, &["*"], Binary::Accepted)
+                    .delivery(DeliveryClass::Bulk),
+            )
+            .expect("register")
     }
 
     /// The payload-agnostic [`TestProfile`] on `config`.

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::json;
-use support::bulk::{connect_bulk, read_next, split_bulk, BulkOptions, Read};
+use support::bulk::{connect_bulk, read_next, split_bulk, take_grants, BulkOptions, Read};
 use tokio::sync::{watch, Mutex};
 use tokio::time::Instant;
 
@@ -60,19 +60,11 @@ async fn scenario(d_version: &str) -> Outcome {
     }
 
     // A: sends 64 MiB within its credit, and reads what it is sent (grants, D's frame).
-    let (mut a_w, mut a_r, a_credit) = split_bulk(a, &a_hs, "relay");
+    let (mut a_w, a_r, a_credit) = split_bulk(a, &a_hs, "relay");
     assert!(a_credit.is_some());
-    let a_reader = tokio::spawn(async move {
-        while let Some(r) = read_next(&mut a_r, a_credit.as_ref(), READ_WAIT).await {
-            if matches!(r, Read::Closed(_)) {
-                break;
-            }
-        }
-    });
+    let a_reader = tokio::spawn(take_grants(a_r, a_credit, READ_WAIT));
     let a_sender = tokio::spawn(async move {
-        for i in 0..FRAMES {
-            a_w.send(Bytes::from(vec![i as u8; FRAME])).await;
-        }
+        a_w.send_numbered(FRAMES, FRAME).await;
         a_w
     });
 

@@ -22,7 +22,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use support::bulk::{connect_bulk, read_next, split_bulk, BulkOptions, Read};
+use support::bulk::{connect_bulk, split_bulk, take_grants, BulkOptions};
 use support::figure::Flags;
 use support::serve_process::{peak_rss_kib, Serve, TOKEN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -568,16 +568,10 @@ async fn credit_sender(port: u16) -> (tokio::task::JoinHandle<()>, support::bulk
         },
     )
     .await;
-    let (mut w, mut r, credit) = split_bulk(ws, &hs, "relay");
+    let (mut w, r, credit) = split_bulk(ws, &hs, "relay");
     assert_eq!(support::bulk::descriptor_credit(&hs, "relay"), Some(MIB));
-    let reader = tokio::spawn(async move {
-        // Bounded by the test's own end (the task is aborted) and by the stream's.
-        while let Some(r) = read_next(&mut r, credit.as_ref(), Duration::from_secs(120)).await {
-            if matches!(r, Read::Closed(_)) {
-                return;
-            }
-        }
-    });
+    // Bounded by the test's own end (the task is aborted) and by the stream's.
+    let reader = tokio::spawn(take_grants(r, credit, Duration::from_secs(120)));
     for i in 0..4u8 {
         tokio::time::timeout(support::WAIT, w.send(Bytes::from(vec![i; 256 << 10])))
             .await

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use carrier_protocol::channel_frame::FrameBody;
-use carrier_server::{Binary, ChannelDescriptor, DeliveryClass};
 use support::bulk::{connect_bulk, pings_behind_bulk, split_bulk, BulkOptions};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -24,12 +23,7 @@ const PING_AFTER: usize = 64;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ping_during_a_64_mib_bulk_stream_is_answered_within_16_frames() {
     let s = support::Server::start().await;
-    let handle = s
-        .transport
-        .register_channel(
-            ChannelDescriptor::new("down", &["*"], Binary::Accepted).delivery(DeliveryClass::Bulk),
-        )
-        .expect("register");
+    let handle = s.bulk_channel("down");
     let mut inbound = handle.inbound(4);
     let (ws, hs) = connect_bulk(
         s.port,

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use carrier_protocol::channel_frame::FrameBody;
-use carrier_server::{Binary, ChannelDescriptor, ChannelInbound, DeliveryClass, InboundBody};
-use support::bulk::{connect_bulk, pings_behind_bulk, read_next, split_bulk, BulkOptions, Read};
+use carrier_server::{ChannelInbound, InboundBody};
+use support::bulk::{connect_bulk, pings_behind_bulk, split_bulk, take_grants, BulkOptions};
 use tokio::sync::mpsc;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -44,12 +44,7 @@ async fn next_frame(inbound: &mut mpsc::Receiver<ChannelInbound>) -> ChannelInbo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receive_only_clients_ping_is_answered_within_16_bulk_frames_in_each_of_20_relays() {
     let s = support::Server::start().await;
-    let handle = s
-        .transport
-        .register_channel(
-            ChannelDescriptor::new("relay", &["*"], Binary::Accepted).delivery(DeliveryClass::Bulk),
-        )
-        .expect("register");
+    let handle = s.bulk_channel("relay");
     let mut inbound = handle.inbound(4);
     let mut worst_per_run = Vec::new();
     for run in 0..RUNS {
@@ -59,7 +54,7 @@ async fn a_receive_only_clients_ping_is_answered_within_16_bulk_frames_in_each_o
         };
         let (a, a_hs) = connect_bulk(s.port, &s.token, opts(None)).await;
         let (b, b_hs) = connect_bulk(s.port, &s.token, opts(Some(64 * 1024))).await;
-        let (mut aw, mut ar, a_credit) = split_bulk(a, &a_hs, "relay");
+        let (mut aw, ar, a_credit) = split_bulk(a, &a_hs, "relay");
         let (mut bw, mut br, b_credit) = split_bulk(b, &b_hs, "relay");
         // Who is who, from one frame each before the transfer; B sends nothing more but pings.
         bw.send(Bytes::from_static(b"b")).await;
@@ -69,17 +64,9 @@ async fn a_receive_only_clients_ping_is_answered_within_16_bulk_frames_in_each_o
         assert_ne!(a_id, b_id);
 
         // A's reader keeps its credit coming (the grants arrive on its read half).
-        let a_reader = tokio::spawn(async move {
-            while let Some(read) = read_next(&mut ar, a_credit.as_ref(), WAIT).await {
-                if matches!(read, Read::Closed(_)) {
-                    break;
-                }
-            }
-        });
+        let a_reader = tokio::spawn(take_grants(ar, a_credit, WAIT));
         let sender = tokio::spawn(async move {
-            for i in 0..FRAMES {
-                aw.send(Bytes::from(vec![i as u8; FRAME])).await;
-            }
+            aw.send_numbered(FRAMES, FRAME).await;
             aw
         });
         let relay_handle = handle.clone();
