@@ -1,5 +1,6 @@
 //! [`Reply`]: the one way a request is answered, typed by the method's catalog entry.
 
+use std::borrow::Cow;
 use std::marker::PhantomData;
 
 use carrier_protocol::catalog::{Effect, MethodDef};
@@ -8,32 +9,34 @@ use carrier_protocol::error::{EffectState, ErrorCode, ErrorObject};
 use carrier_server::{CarrierContext, Connection};
 
 /// Answers one request of method `M` on its connection. The result type comes from the
-/// catalog, so a handler cannot answer with the wrong shape. Owns what it needs (a few `Arc`
-/// clones), so an answer that arrives later (from an agent process) can be sent from a task.
-pub(crate) struct Reply<M: MethodDef> {
-    conn: Connection,
-    ctx: CarrierContext,
-    id: String,
+/// catalog, so a handler cannot answer with the wrong shape. A handler that answers at once
+/// answers through what the dispatcher lends it (the connection, the context and the id as the
+/// frame's text had it: nothing cloned or allocated for a `system.ping`); one whose answer
+/// arrives later (from an agent process) takes a [`Reply::detached`] copy into its task.
+pub(crate) struct Reply<'a, M: MethodDef> {
+    conn: Cow<'a, Connection>,
+    ctx: Cow<'a, CarrierContext>,
+    id: Cow<'a, str>,
     method: PhantomData<fn() -> M>,
 }
 
-impl<M: MethodDef> Clone for Reply<M> {
-    fn clone(&self) -> Self {
+impl<'a, M: MethodDef> Reply<'a, M> {
+    pub(crate) fn new(conn: &'a Connection, ctx: &'a CarrierContext, id: &'a str) -> Self {
         Reply {
-            conn: self.conn.clone(),
-            ctx: self.ctx.clone(),
-            id: self.id.clone(),
+            conn: Cow::Borrowed(conn),
+            ctx: Cow::Borrowed(ctx),
+            id: Cow::Borrowed(id),
             method: PhantomData,
         }
     }
-}
 
-impl<M: MethodDef> Reply<M> {
-    pub(crate) fn new(conn: &Connection, ctx: &CarrierContext, id: String) -> Self {
+    /// The same reply, owning what it needs (a few `Arc` clones and the id), to be sent from a
+    /// task.
+    pub(crate) fn detached(&self) -> Reply<'static, M> {
         Reply {
-            conn: conn.clone(),
-            ctx: ctx.clone(),
-            id,
+            conn: Cow::Owned(self.conn.as_ref().clone()),
+            ctx: Cow::Owned(self.ctx.as_ref().clone()),
+            id: Cow::Owned(self.id.as_ref().to_owned()),
             method: PhantomData,
         }
     }
@@ -117,7 +120,7 @@ pub trait Answer<R> {
     fn err(&self, error: ErrorObject);
 }
 
-impl<M: MethodDef> Answer<M::Result> for Reply<M> {
+impl<M: MethodDef> Answer<M::Result> for Reply<'_, M> {
     fn ok(&self, result: &M::Result) {
         Reply::ok(self, result);
     }

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use serde_json::Map;
+use serde_json::{Map, Value};
 
 use super::answer::{send_error, Reply};
 use super::handler_context::{Handler, Io, State};
@@ -17,7 +17,7 @@ use super::handshake;
 use super::host::AgentHost;
 use carrier_protocol::catalog::{def, parse_params, Method, MethodDef, Params};
 use carrier_protocol::close::CloseCode;
-use carrier_protocol::envelope::{self, Frame, Rejection, Request};
+use carrier_protocol::envelope::{self, Frame, Rejection};
 use carrier_protocol::error::{
     protocol_error_event, EffectState, ErrorCode, ErrorObject, ProtocolErrorCode,
 };
@@ -43,7 +43,7 @@ impl AgentConnection {
     fn before_handshake(&mut self, frame: Result<Frame, Rejection>) {
         let id = match frame {
             Ok(Frame::Request(req)) if req.method == Method::SystemHandshake.name() => {
-                return self.request(req);
+                return self.request(&req.id, &req.method, req.params);
             }
             Ok(Frame::Request(req)) => Some(req.id),
             Err(rejection) => rejection.id,
@@ -66,7 +66,7 @@ impl AgentConnection {
 
     fn after_handshake(&mut self, frame: Result<Frame, Rejection>) {
         match frame {
-            Ok(Frame::Request(req)) => self.request(req),
+            Ok(Frame::Request(req)) => self.request(&req.id, &req.method, req.params),
             Ok(Frame::Response(_) | Frame::Event(_)) => {
                 self.io.ctx.count_protocol_error();
                 let _ = self.io.conn.send_text(protocol_error_event(
@@ -85,15 +85,15 @@ impl AgentConnection {
         let _ = self.io.conn.send_text(rejection.reply());
     }
 
-    fn request(&mut self, req: Request) {
-        let Some(method) = Method::from_name(&req.method) else {
+    fn request(&mut self, id: &str, method: &str, params: Map<String, Value>) {
+        let Some(method) = Method::from_name(method) else {
             let message = format!(
                 "unknown method {:?}",
-                envelope::truncate(&req.method, envelope::MAX_NAME_BYTES)
+                envelope::truncate(method, envelope::MAX_NAME_BYTES)
             );
             let error =
                 ErrorObject::new(ErrorCode::MethodNotFound, message).effect(EffectState::None);
-            return send_error(&self.io.conn, &self.io.ctx, &req.id, &error);
+            return send_error(&self.io.conn, &self.io.ctx, id, &error);
         };
         let spec = method.spec();
         let role = self.io.conn.role();
@@ -110,54 +110,79 @@ impl AgentConnection {
                 "required_role": spec.least_role,
                 "role": role,
             }));
-            return send_error(&self.io.conn, &self.io.ctx, &req.id, &error);
+            return send_error(&self.io.conn, &self.io.ctx, id, &error);
         }
         if let (Some(feature), Some(peers)) = (spec.feature, self.state.peers) {
             if let Err(error) = peers.preflight(feature) {
-                return send_error(&self.io.conn, &self.io.ctx, &req.id, &error);
+                return send_error(&self.io.conn, &self.io.ctx, id, &error);
             }
         }
         match method {
-            Method::SystemHandshake => self.call::<def::SystemHandshake>(req, handshake::handle),
-            Method::SystemPing => self.call::<def::SystemPing>(req, handlers::ping),
-            Method::SystemStatus => self.call::<def::SystemStatus>(req, handlers::system_status),
-            Method::SurfaceRole => self.call::<def::SurfaceRole>(req, handlers::surface_role),
-            Method::SessionSubmit => self.call::<def::SessionSubmit>(req, handlers::submit),
-            Method::SessionAbort => self.call::<def::SessionAbort>(req, handlers::abort),
+            Method::SystemHandshake => {
+                self.call::<def::SystemHandshake>(id, params, handshake::handle)
+            }
+            Method::SystemPing => self.call::<def::SystemPing>(id, params, handlers::ping),
+            Method::SystemStatus => {
+                self.call::<def::SystemStatus>(id, params, handlers::system_status)
+            }
+            Method::SurfaceRole => {
+                self.call::<def::SurfaceRole>(id, params, handlers::surface_role)
+            }
+            Method::SessionSubmit => self.call::<def::SessionSubmit>(id, params, handlers::submit),
+            Method::SessionAbort => self.call::<def::SessionAbort>(id, params, handlers::abort),
             Method::SessionPermissionRespond => {
-                self.call::<def::SessionPermissionRespond>(req, handlers::permission_respond)
+                self.call::<def::SessionPermissionRespond>(id, params, handlers::permission_respond)
             }
-            Method::SessionHistory => self.call::<def::SessionHistory>(req, handlers::history),
-            Method::SessionStatus => self.call::<def::SessionStatus>(req, handlers::session_status),
-            Method::SessionsList => self.call::<def::SessionsList>(req, handlers::sessions_list),
-            Method::SessionsStart => self.call::<def::SessionsStart>(req, handlers::sessions_start),
+            Method::SessionHistory => {
+                self.call::<def::SessionHistory>(id, params, handlers::history)
+            }
+            Method::SessionStatus => {
+                self.call::<def::SessionStatus>(id, params, handlers::session_status)
+            }
+            Method::SessionsList => {
+                self.call::<def::SessionsList>(id, params, handlers::sessions_list)
+            }
+            Method::SessionsStart => {
+                self.call::<def::SessionsStart>(id, params, handlers::sessions_start)
+            }
             Method::SessionsSwitch => {
-                self.call::<def::SessionsSwitch>(req, handlers::sessions_switch)
+                self.call::<def::SessionsSwitch>(id, params, handlers::sessions_switch)
             }
-            Method::ChannelsList => self.call::<def::ChannelsList>(req, handlers::channels_list),
-            Method::UsageReport => self.call::<def::UsageReport>(req, handlers::usage_report),
+            Method::ChannelsList => {
+                self.call::<def::ChannelsList>(id, params, handlers::channels_list)
+            }
+            Method::UsageReport => {
+                self.call::<def::UsageReport>(id, params, handlers::usage_report)
+            }
         }
     }
 
     /// Validates params against the method's type and its params-dependent feature, then runs
     /// the handler.
-    fn call<M: MethodDef>(&mut self, req: Request, handler: Handler<M>) {
-        let params = match parse_params::<M>(&req.id, req.params) {
+    fn call<M: MethodDef>(&mut self, id: &str, params: Map<String, Value>, handler: Handler<M>) {
+        let params = match parse_params::<M>(id, params) {
             Ok(p) => p,
             Err(rejection) => return self.reject(&rejection),
         };
         if let (Some(feature), Some(peers)) = (params.required_feature(), self.state.peers) {
             if let Err(error) = peers.preflight(feature) {
-                return send_error(&self.io.conn, &self.io.ctx, &req.id, &error);
+                return send_error(&self.io.conn, &self.io.ctx, id, &error);
             }
         }
-        let reply = Reply::new(&self.io.conn, &self.io.ctx, req.id);
+        let reply = Reply::new(&self.io.conn, &self.io.ctx, id);
         handler(&self.io, &mut self.state, &reply, params);
     }
 }
 
 impl TextSession for AgentConnection {
     fn on_text(&mut self, text: &str) {
+        // The commonest request is dispatched from slices of the text (nothing allocated for
+        // its envelope); every other frame, and every frame before the handshake, is parsed.
+        if self.state.peers.is_some() {
+            if let Some(req) = envelope::parse_compact(text) {
+                return self.request(req.id, req.method, Map::new());
+            }
+        }
         let frame = envelope::parse(text);
         if self.state.peers.is_none() {
             self.before_handshake(frame);

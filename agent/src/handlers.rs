@@ -122,7 +122,7 @@ fn forward<M: MethodDef + 'static>(
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return reply.ok(&local());
     };
-    let reply = reply.clone();
+    let reply = reply.detached();
     runtime.spawn(async move {
         match answer.await {
             Ok(result) => reply.ok_json(result),

@@ -207,10 +207,22 @@ fn fast_request(text: &str) -> Option<Request> {
 }
 
 /// The commonest request, as clients write it: `{"id":"…","method":"…"}`, or with
-/// `,"params":{}` before the brace, no whitespace, and strings without escapes. Read by a scan
-/// of its bytes, without a JSON parser (most of the parse's cost for a `system.ping`:
-/// BENCHMARKS.md, "Performance 3, second pass"); any other text is `None`, for the parsers.
-fn compact_request(text: &str) -> Option<Request> {
+/// `,"params":{}` before the brace, no whitespace, and strings without escapes — read by a scan
+/// of its bytes, without a JSON parser, and lent where it lies: its id and method are slices of
+/// `text`, and its params are `{}`. Any other text is `None`; [`parse`] reads every frame,
+/// this shape included, to the same [`Request`].
+///
+/// For a dispatcher's hottest path: a `system.ping` answered from these slices allocates
+/// nothing for its envelope (BENCHMARKS.md, "Performance 3, third pass").
+///
+/// ```
+/// use carrier_protocol::envelope::{parse_compact, CompactRequest};
+///
+/// let text = r#"{"id":"7","method":"system.ping"}"#;
+/// assert_eq!(parse_compact(text), Some(CompactRequest { id: "7", method: "system.ping" }));
+/// assert_eq!(parse_compact(r#"{ "id":"7","method":"system.ping"}"#), None);
+/// ```
+pub fn parse_compact(text: &str) -> Option<CompactRequest<'_>> {
     let rest = text.strip_prefix(r#"{"id":""#)?;
     let (id, rest) = plain_string(rest)?;
     let rest = rest.strip_prefix(r#","method":""#)?;
@@ -220,9 +232,25 @@ fn compact_request(text: &str) -> Option<Request> {
     }
     let id_ok = !id.is_empty() && id.len() <= MAX_ID_BYTES;
     let method_ok = !method.is_empty() && method.len() <= MAX_NAME_BYTES;
-    (id_ok && method_ok).then(|| Request {
-        id: id.to_owned(),
-        method: method.to_owned(),
+    (id_ok && method_ok).then_some(CompactRequest { id, method })
+}
+
+/// A request in the compact shape [`parse_compact`] reads: its id and method, borrowed from the
+/// frame's text; its params are empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactRequest<'a> {
+    /// The requester's id, within [`MAX_ID_BYTES`].
+    pub id: &'a str,
+    /// The method's wire name, within [`MAX_NAME_BYTES`] (not yet looked up in the catalog).
+    pub method: &'a str,
+}
+
+/// [`parse_compact`], owned: the fast path of [`parse`] (most of a `system.ping`'s parse cost
+/// was the JSON parser: BENCHMARKS.md, "Performance 3, second pass").
+fn compact_request(text: &str) -> Option<Request> {
+    parse_compact(text).map(|r| Request {
+        id: r.id.to_owned(),
+        method: r.method.to_owned(),
         params: Map::new(),
     })
 }
@@ -230,13 +258,8 @@ fn compact_request(text: &str) -> Option<Request> {
 /// The contents of a JSON string up to its closing quote and the text after that quote, for a
 /// string with no escape and no control character (which JSON forbids raw); else `None`.
 fn plain_string(s: &str) -> Option<(&str, &str)> {
-    let end = s
-        .bytes()
-        .position(|b| b == b'"' || b == b'\\' || b < 0x20)?;
-    if s.as_bytes()[end] != b'"' {
-        return None;
-    }
-    Some((&s[..end], &s[end + 1..]))
+    let end = memchr::memchr(b'"', s.as_bytes())?;
+    (!encode::needs_escape(&s.as_bytes()[..end])).then(|| (&s[..end], &s[end + 1..]))
 }
 
 /// [`parse`] for every frame: a JSON tree first, then the envelope's rules.

@@ -372,23 +372,27 @@ impl FrameReader {
         }
         let payload = &mut self.buf.data_mut()[h.size..total];
         fastwebsockets::unmask(payload, h.mask);
-        if std::str::from_utf8(payload).is_err() {
-            return Err(violation(CloseCode::INVALID_PAYLOAD, "invalid UTF-8").into());
-        }
+        // Its UTF-8 is checked once, where it is read as text ([`Self::text`]).
         self.lent = total;
         Ok(Some(Text(TextBytes::Lent { start: h.size, len })))
     }
 
-    /// The bytes of a text message this reader returned (valid UTF-8).
-    pub(crate) fn text<'a>(&'a self, text: &'a Text) -> &'a [u8] {
-        match &text.0 {
+    /// The text of a message this reader returned, or the violation to close with (1007) when
+    /// its bytes are not UTF-8. A message in one frame read whole is checked here, once, as it
+    /// becomes `&str` (checking it on arrival too was a second pass over every `system.ping`);
+    /// one gathered in a buffer was checked as its fragments came, so an invalid one failed
+    /// at its fragment, and is checked again here.
+    pub(crate) fn text<'a>(&'a self, text: &'a Text) -> Result<&'a str, Violation> {
+        let bytes = match &text.0 {
             TextBytes::Own { data, .. } => data.as_ref(),
             TextBytes::Lent { start, len } => self
                 .buf
                 .data()
                 .get(*start..*start + *len)
                 .unwrap_or_default(),
-        }
+        };
+        std::str::from_utf8(bytes)
+            .map_err(|_| violation(CloseCode::INVALID_PAYLOAD, "invalid UTF-8"))
     }
 
     /// Checks a data frame's header against the message sequence and the cap, pays for its
@@ -745,8 +749,23 @@ mod tests {
     async fn read_message(r: &mut FrameReader) -> (MessageKind, Bytes) {
         match r.next().await {
             Ok(Incoming::Binary(b, _)) => (MessageKind::Binary, b),
-            Ok(Incoming::Text(t)) => (MessageKind::Text, Bytes::copy_from_slice(r.text(&t))),
+            Ok(Incoming::Text(t)) => {
+                let text = r.text(&t).expect("valid UTF-8");
+                (MessageKind::Text, Bytes::copy_from_slice(text.as_bytes()))
+            }
             other => panic!("expected a message, got {other:?}"),
+        }
+    }
+
+    /// The code of the violation the next message ends in: refused by the reader, or a text
+    /// whose bytes are refused as it is read ([`FrameReader::text`]).
+    async fn next_violation_code(r: &mut FrameReader) -> u16 {
+        match r.next().await {
+            Ok(Incoming::Text(t)) => match r.text(&t) {
+                Err(v) => v.code.as_u16(),
+                Ok(s) => panic!("expected a violation, got the text {s:?}"),
+            },
+            other => violation_code(other),
         }
     }
 
@@ -834,16 +853,16 @@ mod tests {
                 panic!("expected text {i}");
             };
             assert!(format!("{t:?}").contains("lent"));
-            assert_eq!(r.text(&t), format!("text {i}").as_bytes());
+            assert_eq!(r.text(&t), Ok(format!("text {i}").as_str()));
         }
         assert_eq!(read_message(&mut r).await.1, &b"two frames"[..]);
         let (read, written) = tokio::join!(read_message(&mut r), c.write_all(&cut[5..]));
         written.unwrap();
         assert_eq!(read.1, &b"cut in two"[..]);
         assert_eq!(budget.in_use(), 0);
-        // A lent text that is not valid UTF-8 is refused like any other.
+        // A lent text that is not valid UTF-8 is refused as it is read.
         c.write_all(&frame(true, 1, &[0xff, 0xfe])).await.unwrap();
-        assert_eq!(violation_code(r.next().await), 1007);
+        assert_eq!(next_violation_code(&mut r).await, 1007);
     }
 
     #[tokio::test]
@@ -920,7 +939,7 @@ mod tests {
         c.write_all(&frame(true, 1, &[b'o', b'k', 0xC3]))
             .await
             .unwrap();
-        assert_eq!(violation_code(r.next().await), 1007);
+        assert_eq!(next_violation_code(&mut r).await, 1007);
     }
 
     #[tokio::test]

@@ -160,10 +160,17 @@ pub(super) async fn serve_admitted<'a>(
                 break;
             }
             Ok(Incoming::Text(text)) => {
+                let text = match frames.text(&text) {
+                    Ok(text) => text,
+                    Err(v) => {
+                        out.close(v.code, v.reason);
+                        break;
+                    }
+                };
                 // The writer holds bulk frames back while this runs (`writer::reader_first`).
                 live.answering(true);
-                let ((), inline) = out
-                    .inline_scope(|| on_text(&conn, session.as_mut(), shared, frames.text(&text)));
+                let ((), inline) =
+                    out.inline_scope(|| on_text(&conn, session.as_mut(), shared, text));
                 live.answering(false);
                 if inline.frames > 0 {
                     shared.metrics.outbound_inline(inline.frames, inline.bytes);
@@ -252,11 +259,11 @@ enum Turn {
     Frame(Result<Incoming, ReadEnd>),
 }
 
-fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, text: &[u8]) {
+fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, text: &str) {
     shared.metrics.inbound(MessageKind::Text, text.len());
     let limit = shared.limits.max_text_bytes;
     if text.len() > limit {
-        match session.too_large(text, limit) {
+        match session.too_large(text.as_bytes(), limit) {
             Some(reply) => {
                 shared.metrics.protocol_error();
                 let _ = conn.send_text(reply);
@@ -265,20 +272,15 @@ fn on_text(conn: &Connection, session: &mut dyn TextSession, shared: &Shared, te
         }
         return;
     }
-    match std::str::from_utf8(text) {
-        Ok(s) => session.on_text(s),
-        // Unreachable in practice: the reader validated it. Close as RFC 6455 asks.
-        Err(_) => conn.close(CloseCode::INVALID_PAYLOAD, "invalid UTF-8"),
-    }
+    session.on_text(text);
 }
 
 /// A text message over the soft limit: answered, and the socket stays open. When the message
 /// is a request with a usable id, the answer is its error response; otherwise an event. The
 /// envelope module owns the reply's shape (one copy of the rule, fuzzed there).
-fn answer_too_large(conn: &Connection, shared: &Shared, text: &[u8], limit: usize) {
+fn answer_too_large(conn: &Connection, shared: &Shared, text: &str, limit: usize) {
     shared.metrics.protocol_error();
-    // The reader validated the UTF-8; a lossy view changes nothing for a valid text.
-    let reply = too_large_reply(&String::from_utf8_lossy(text), limit);
+    let reply = too_large_reply(text, limit);
     let _ = conn.send_text(reply);
 }
 
