@@ -117,49 +117,33 @@ impl AgentConnection {
                 return send_error(&self.io.conn, &self.io.ctx, id, &error);
             }
         }
+        let req = Parts { id, params };
         match method {
-            Method::SystemHandshake => {
-                self.call::<def::SystemHandshake>(id, params, handshake::handle)
-            }
-            Method::SystemPing => self.call::<def::SystemPing>(id, params, handlers::ping),
-            Method::SystemStatus => {
-                self.call::<def::SystemStatus>(id, params, handlers::system_status)
-            }
-            Method::SurfaceRole => {
-                self.call::<def::SurfaceRole>(id, params, handlers::surface_role)
-            }
-            Method::SessionSubmit => self.call::<def::SessionSubmit>(id, params, handlers::submit),
-            Method::SessionAbort => self.call::<def::SessionAbort>(id, params, handlers::abort),
+            Method::SystemHandshake => self.call::<def::SystemHandshake>(req, handshake::handle),
+            Method::SystemPing => self.call::<def::SystemPing>(req, handlers::ping),
+            Method::SystemStatus => self.call::<def::SystemStatus>(req, handlers::system_status),
+            Method::SurfaceRole => self.call::<def::SurfaceRole>(req, handlers::surface_role),
+            Method::SessionSubmit => self.call::<def::SessionSubmit>(req, handlers::submit),
+            Method::SessionAbort => self.call::<def::SessionAbort>(req, handlers::abort),
             Method::SessionPermissionRespond => {
-                self.call::<def::SessionPermissionRespond>(id, params, handlers::permission_respond)
+                self.call::<def::SessionPermissionRespond>(req, handlers::permission_respond)
             }
-            Method::SessionHistory => {
-                self.call::<def::SessionHistory>(id, params, handlers::history)
-            }
-            Method::SessionStatus => {
-                self.call::<def::SessionStatus>(id, params, handlers::session_status)
-            }
-            Method::SessionsList => {
-                self.call::<def::SessionsList>(id, params, handlers::sessions_list)
-            }
-            Method::SessionsStart => {
-                self.call::<def::SessionsStart>(id, params, handlers::sessions_start)
-            }
+            Method::SessionHistory => self.call::<def::SessionHistory>(req, handlers::history),
+            Method::SessionStatus => self.call::<def::SessionStatus>(req, handlers::session_status),
+            Method::SessionsList => self.call::<def::SessionsList>(req, handlers::sessions_list),
+            Method::SessionsStart => self.call::<def::SessionsStart>(req, handlers::sessions_start),
             Method::SessionsSwitch => {
-                self.call::<def::SessionsSwitch>(id, params, handlers::sessions_switch)
+                self.call::<def::SessionsSwitch>(req, handlers::sessions_switch)
             }
-            Method::ChannelsList => {
-                self.call::<def::ChannelsList>(id, params, handlers::channels_list)
-            }
-            Method::UsageReport => {
-                self.call::<def::UsageReport>(id, params, handlers::usage_report)
-            }
+            Method::ChannelsList => self.call::<def::ChannelsList>(req, handlers::channels_list),
+            Method::UsageReport => self.call::<def::UsageReport>(req, handlers::usage_report),
         }
     }
 
     /// Validates params against the method's type and its params-dependent feature, then runs
     /// the handler.
-    fn call<M: MethodDef>(&mut self, id: &str, params: Map<String, Value>, handler: Handler<M>) {
+    fn call<M: MethodDef>(&mut self, req: Parts<'_>, handler: Handler<M>) {
+        let Parts { id, params } = req;
         let params = match parse_params::<M>(id, params) {
             Ok(p) => p,
             Err(rejection) => return self.reject(&rejection),
@@ -172,6 +156,13 @@ impl AgentConnection {
         let reply = Reply::new(&self.io.conn, &self.io.ctx, id);
         handler(&self.io, &mut self.state, &reply, params);
     }
+}
+
+/// A request's id and params, as [`AgentConnection::call`] takes them: the id borrowed from
+/// the frame's text or its parsed envelope.
+struct Parts<'a> {
+    id: &'a str,
+    params: Map<String, Value>,
 }
 
 impl TextSession for AgentConnection {
