@@ -11,15 +11,12 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::AsyncWrite;
+use tokio::time::Instant;
 
 /// Milliseconds since the connection started at which the peer was last heard from, and whether
 /// the carrier itself has stopped reading (then the peer's silence is ours, not theirs).
-///
-/// The clock is the system's coarse monotonic one (a few milliseconds' resolution; its read
-/// takes no time-stamp counter): it is read on every socket read that brings bytes, and the
-/// keepalive it serves counts in seconds.
 pub(crate) struct Liveness {
-    start: coarsetime::Instant,
+    start: Instant,
     last_heard_ms: AtomicU64,
     /// Reads of the connection's reader that brought bytes, and whether it is handling a text
     /// message now (one it read and has not answered yet): for the writer to let the reader
@@ -32,7 +29,7 @@ pub(crate) struct Liveness {
 impl Liveness {
     pub(crate) fn new() -> Self {
         Liveness {
-            start: coarsetime::Instant::now_without_cache_update(),
+            start: Instant::now(),
             last_heard_ms: AtomicU64::new(0),
             reads: AtomicU64::new(0),
             answering: AtomicBool::new(false),
@@ -41,9 +38,7 @@ impl Liveness {
     }
 
     fn now_ms(&self) -> u64 {
-        coarsetime::Instant::now_without_cache_update()
-            .duration_since(self.start)
-            .as_millis()
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// Bytes arrived from the peer.
