@@ -197,9 +197,7 @@ fn fast_request(text: &str) -> Option<Request> {
         return None;
     }
     let r: FastRequest<'_> = serde_json::from_str(text).ok()?;
-    let id_ok = !r.id.is_empty() && r.id.len() <= MAX_ID_BYTES;
-    let method_ok = !r.method.is_empty() && r.method.len() <= MAX_NAME_BYTES;
-    (id_ok && method_ok).then(|| Request {
+    (id_fits(&r.id) && name_fits(&r.method)).then(|| Request {
         id: r.id.into_owned(),
         method: r.method.into_owned(),
         params: r.params.unwrap_or_default(),
@@ -230,9 +228,7 @@ pub fn parse_compact(text: &str) -> Option<CompactRequest<'_>> {
     if rest != "}" && rest != r#","params":{}}"# {
         return None;
     }
-    let id_ok = !id.is_empty() && id.len() <= MAX_ID_BYTES;
-    let method_ok = !method.is_empty() && method.len() <= MAX_NAME_BYTES;
-    (id_ok && method_ok).then_some(CompactRequest { id, method })
+    (id_fits(id) && name_fits(method)).then_some(CompactRequest { id, method })
 }
 
 /// A request in the compact shape [`parse_compact`] reads: its id and method, borrowed from the
@@ -332,7 +328,7 @@ fn parse_general(text: &str) -> Result<Frame, Rejection> {
 
 fn parse_request(id: String, obj: &mut Map<String, Value>) -> Result<Request, Rejection> {
     let method = match obj.remove("method") {
-        Some(Value::String(m)) if !m.is_empty() && m.len() <= MAX_NAME_BYTES => m,
+        Some(Value::String(m)) if name_fits(&m) => m,
         Some(Value::String(_)) => {
             return Err(Rejection::new(
                 Some(&id),
@@ -387,7 +383,7 @@ fn parse_response(id: String, obj: &mut Map<String, Value>) -> Result<Response, 
 
 fn parse_event(obj: &mut Map<String, Value>) -> Result<Event, String> {
     let event = match obj.remove("event") {
-        Some(Value::String(e)) if !e.is_empty() && e.len() <= MAX_NAME_BYTES => e,
+        Some(Value::String(e)) if name_fits(&e) => e,
         _ => return Err("`event` must be a non-empty string".into()),
     };
     let seq = match obj.remove("seq") {
@@ -408,9 +404,19 @@ fn parse_event(obj: &mut Map<String, Value>) -> Result<Event, String> {
 /// The frame's `id`, if it is usable (a non-empty string within [`MAX_ID_BYTES`]).
 fn usable_id(obj: &Map<String, Value>) -> Option<&str> {
     match obj.get("id") {
-        Some(Value::String(s)) if !s.is_empty() && s.len() <= MAX_ID_BYTES => Some(s),
+        Some(Value::String(s)) if id_fits(s) => Some(s),
         _ => None,
     }
+}
+
+/// A usable id: a non-empty string of at most [`MAX_ID_BYTES`] bytes.
+fn id_fits(id: &str) -> bool {
+    !id.is_empty() && id.len() <= MAX_ID_BYTES
+}
+
+/// A usable method or event name: non-empty, at most [`MAX_NAME_BYTES`] bytes.
+fn name_fits(name: &str) -> bool {
+    !name.is_empty() && name.len() <= MAX_NAME_BYTES
 }
 
 fn describe_bad_id(id: Option<&Value>) -> String {
@@ -614,9 +620,6 @@ mod tests {
         assert_eq!(reply["error"]["code"], "too_large");
     }
 
-    /// Texts shaped like requests, with the near misses the fast path must leave alone: duplicate,
-    /// unknown or missing keys, arrays, wrong types, empty and over-long ids and names, escapes,
-    /// `null` params, whitespace.
     /// Texts in and near the compact request's shape: strings with quotes, escapes, control
     /// characters and non-ASCII, at and past the length limits, and the shape's edges.
     fn compact_like() -> impl proptest::strategy::Strategy<Value = String> {
@@ -644,6 +647,9 @@ mod tests {
             .prop_map(|(id, method, tail)| format!(r#"{{"id":"{id}","method":"{method}"{tail}"#))
     }
 
+    /// Texts shaped like requests, with the near misses the fast path must leave alone: duplicate,
+    /// unknown or missing keys, arrays, wrong types, empty and over-long ids and names, escapes,
+    /// `null` params, whitespace.
     fn request_like() -> impl proptest::strategy::Strategy<Value = String> {
         use proptest::prelude::*;
         let key = prop_oneof![

@@ -4,7 +4,6 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::limits::MAX_ID_BYTES;
 use crate::error::{protocol_error_event, EffectState, ErrorCode, ErrorObject, ProtocolErrorCode};
 
 #[cfg(test)]
@@ -172,7 +171,7 @@ pub fn too_large_reply(text: &str, limit: usize) -> Vec<u8> {
         .flatten()
         .and_then(|m| m.id)
         .and_then(|id| match id {
-            Value::String(s) if !s.is_empty() && s.len() <= MAX_ID_BYTES => Some(s),
+            Value::String(s) if super::id_fits(&s) => Some(s),
             _ => None,
         });
     match id {
