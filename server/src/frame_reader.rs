@@ -51,9 +51,9 @@ pub(crate) enum Incoming {
     /// A complete binary message, unmasked; with a [`Payment`] when the reader keeps them
     /// ([`FrameReader::keep_payments`]).
     Binary(Bytes, Option<Payment>),
-    /// A complete text message, unmasked and checked to be UTF-8. Handled in place and dropped
-    /// (its bytes are only ever lent), so it is not made into `Bytes`, which took an
-    /// allocation of its own per message.
+    /// A complete text message, unmasked; its UTF-8 is checked as it is read
+    /// ([`FrameReader::text`]). Handled in place and dropped (its bytes are only ever lent), so
+    /// it is not made into `Bytes`, which took an allocation of its own per message.
     Text(Text),
     /// Answer with a pong carrying this payload.
     Ping(Bytes),
@@ -72,8 +72,8 @@ enum TextBytes {
         data: MessageBuf,
         _permit: Permit,
     },
-    /// A single-frame message read whole with its header: its payload, unmasked and checked,
-    /// is `len` bytes at `start` in the read buffer, which gives those bytes up only when the
+    /// A single-frame message read whole with its header: its payload, unmasked, is `len`
+    /// bytes at `start` in the read buffer, which gives those bytes up only when the
     /// reader is asked for the next message.
     Lent {
         start: usize,
@@ -315,7 +315,7 @@ impl FrameReader {
     /// The next message or control frame. Cancel-safe: a call dropped at any await leaves the
     /// reader able to go on (or to discard).
     pub(crate) async fn next(&mut self) -> Result<Incoming, ReadEnd> {
-        self.buf.consume(std::mem::take(&mut self.lent));
+        self.give_up_lent();
         loop {
             if self.body.is_some() {
                 self.read_body().await?;
@@ -356,9 +356,9 @@ impl FrameReader {
         }
     }
 
-    /// A text message in one frame that is already read whole is unmasked and checked where
-    /// it is, and lent to the caller from there: no buffer of its own, no permits (the read
-    /// buffer is the connection's already), no copy. `None` for any other frame.
+    /// A text message in one frame that is already read whole is unmasked where it is, and lent
+    /// to the caller from there: no buffer of its own, no permits (the read buffer is the
+    /// connection's already), no copy. `None` for any other frame.
     fn lend_text(&mut self, h: &Header) -> Result<Option<Text>, ReadEnd> {
         if h.opcode != Opcode::Text || !h.fin || self.message.is_some() {
             return Ok(None);
@@ -375,6 +375,12 @@ impl FrameReader {
         // Its UTF-8 is checked once, where it is read as text ([`Self::text`]).
         self.lent = total;
         Ok(Some(Text(TextBytes::Lent { start: h.size, len })))
+    }
+
+    /// The read buffer gives up the bytes of the text message it lent last, if any: the caller
+    /// asked for more, so it is done with that one.
+    fn give_up_lent(&mut self) {
+        self.buf.consume(std::mem::take(&mut self.lent));
     }
 
     /// The text of a message this reader returned, or the violation to close with (1007) when
@@ -616,7 +622,7 @@ impl FrameReader {
     /// close frame, the end of the stream or an invalid frame. Holds nothing but the pooled read
     /// buffer while bytes arrive; a message in progress is dropped (its memory returns).
     pub(crate) async fn discard_until_close(&mut self) {
-        self.buf.consume(std::mem::take(&mut self.lent));
+        self.give_up_lent();
         let mut skip = self.body.take().map_or(0, |b| b.remaining as u64);
         self.message = None;
         loop {
