@@ -32,6 +32,7 @@ use super::error::{protocol_error_event, EffectState, ErrorCode, ErrorObject, Pr
 pub(crate) mod encode;
 mod limits;
 pub use encode::{encode_error, encode_event, encode_result, too_large_reply};
+use limits::{id_fits, name_fits};
 pub use limits::{MAX_ID_BYTES, MAX_NAME_BYTES};
 
 /// A request: `{id, method, params?}`.
@@ -407,16 +408,6 @@ fn usable_id(obj: &Map<String, Value>) -> Option<&str> {
         Some(Value::String(s)) if id_fits(s) => Some(s),
         _ => None,
     }
-}
-
-/// A usable id: a non-empty string of at most [`MAX_ID_BYTES`] bytes.
-fn id_fits(id: &str) -> bool {
-    !id.is_empty() && id.len() <= MAX_ID_BYTES
-}
-
-/// A usable method or event name: non-empty, at most [`MAX_NAME_BYTES`] bytes.
-fn name_fits(name: &str) -> bool {
-    !name.is_empty() && name.len() <= MAX_NAME_BYTES
 }
 
 fn describe_bad_id(id: Option<&Value>) -> String {

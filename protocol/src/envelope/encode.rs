@@ -4,6 +4,7 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::limits::id_fits;
 use crate::error::{protocol_error_event, EffectState, ErrorCode, ErrorObject, ProtocolErrorCode};
 
 #[cfg(test)]
@@ -171,7 +172,7 @@ pub fn too_large_reply(text: &str, limit: usize) -> Vec<u8> {
         .flatten()
         .and_then(|m| m.id)
         .and_then(|id| match id {
-            Value::String(s) if super::id_fits(&s) => Some(s),
+            Value::String(s) if id_fits(&s) => Some(s),
             _ => None,
         });
     match id {
