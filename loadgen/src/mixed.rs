@@ -146,7 +146,7 @@ async fn reader(
                 let mut slot = shared.ping.lock().unwrap_or_else(|e| e.into_inner());
                 let answers = slot
                     .as_ref()
-                    .and_then(|(id, _)| response_outcome(&frame.payload, id));
+                    .and_then(|(id, _)| response_outcome(&frame.payload, id.as_bytes()));
                 if let Some(outcome) = answers {
                     if let Some((_, tx)) = slot.take() {
                         let _ = tx.send(outcome);

@@ -75,14 +75,8 @@ impl Script {
     ) -> Result<(), LoadError> {
         match self {
             Script::Rpc { frame, id } => {
-                let digits = format!(
-                    "{:0width$}",
-                    n % 10u64.pow(ID_DIGITS as u32),
-                    width = ID_DIGITS
-                );
-                frame[id.0 + 1..id.0 + 1 + ID_DIGITS].copy_from_slice(digits.as_bytes());
-                let id = String::from_utf8_lossy(&frame[id.0..id.1]).into_owned();
-                socket.request(&id, frame).await
+                write_digits(&mut frame[id.0 + 1..id.0 + 1 + ID_DIGITS], n);
+                socket.request(&frame[id.0..id.1], frame).await
             }
             Script::Channel {
                 frame,
@@ -173,6 +167,14 @@ const INDEX_BYTES: usize = 20;
 fn stamp(payload: &mut [u8], n: u64) {
     if let Some(head) = payload.get_mut(..INDEX_BYTES) {
         head.copy_from_slice(format!("{n:020}").as_bytes());
+    }
+}
+
+/// Writes the last `digits.len()` decimal digits of `n` into `digits`, zero-padded.
+fn write_digits(digits: &mut [u8], mut n: u64) {
+    for d in digits.iter_mut().rev() {
+        *d = b'0' + (n % 10) as u8;
+        n /= 10;
     }
 }
 
@@ -461,6 +463,16 @@ mod tests {
             assert_eq!(v["method"], "system.ping");
             assert_eq!(v["id"].as_str().unwrap().as_bytes(), &frame[id.0..id.1]);
             assert!(v["id"].as_str().unwrap().starts_with("p0000000000"));
+        }
+    }
+
+    #[test]
+    fn ids_carry_the_counters_last_digits() {
+        let mut digits = [b'x'; ID_DIGITS];
+        for n in [0u64, 7, 1234567890, 98765432101, u64::MAX] {
+            write_digits(&mut digits, n);
+            let expected = format!("{:010}", n % 10u64.pow(ID_DIGITS as u32));
+            assert_eq!(digits, expected.as_bytes(), "{n}");
         }
     }
 }
