@@ -8,10 +8,16 @@
 #
 #   BEFORE_BIN=/path/to/old/carrier AFTER_BIN=target/release/carrier benches/mixed_credit.sh 5
 #
-# HOG=CPU runs a second CPU-bound process (a shell busy loop) pinned to that CPU for the whole
-# script, at nice HOG_NICE (default 0, the same priority as the server and the client): HOG=1 is
-# "a second CPU-bound process on the other core" (the client's), HOG=0 shares the server's. It
-# is killed when the script ends, however it ends.
+# HOG=CPU runs a second CPU-bound process pinned to that CPU for the whole script, at nice
+# HOG_NICE (default 0, the same priority as the server and the client): HOG=1 is "a second
+# CPU-bound process on the other core" (the client's), HOG=0 shares the server's. It is a shell
+# busy loop unless HOG_CMD says otherwise, e.g. a build over and over:
+#
+#   HOG=1 HOG_CMD='while :; do CARGO_TARGET_DIR=/tmp/hogbuild cargo build -q --workspace \
+#     --all-targets -j2; cargo clean -q --target-dir /tmp/hogbuild; done' benches/mixed_credit.sh 6
+#
+# It runs in its own process group, killed with everything it started when the script ends,
+# however it ends.
 set -eu
 RUNS=${1:-5}
 : "${BEFORE_BIN:?the carrier binary built before the change}"
@@ -21,9 +27,11 @@ TOKEN=mixed-credit-bench-token
 PORT=${PORT:-17471}
 : > "$OUT"
 if [ -n "${HOG:-}" ]; then
-  taskset -c "$HOG" nice -n "${HOG_NICE:-0}" sh -c 'while :; do :; done' &
+  setsid taskset -c "$HOG" nice -n "${HOG_NICE:-0}" sh -c "${HOG_CMD:-while :; do :; done}" &
   hog=$!
-  trap 'kill "$hog" 2>/dev/null || true' EXIT
+  trap 'kill -- "-$hog" 2>/dev/null || true' EXIT
+  # A command that starts slowly (a build) is given time to load the core first.
+  sleep "${HOG_WARMUP:-0}"
 fi
 for run in $(seq 1 "$RUNS"); do
   for build in before after; do
