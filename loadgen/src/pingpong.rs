@@ -164,9 +164,11 @@ impl Script {
 /// message stays valid UTF-8.
 const INDEX_BYTES: usize = 20;
 
+/// Writes `n` into the first [`INDEX_BYTES`] of `payload` (every `u64` fits in 20 digits), when
+/// it has room.
 fn stamp(payload: &mut [u8], n: u64) {
     if let Some(head) = payload.get_mut(..INDEX_BYTES) {
-        head.copy_from_slice(format!("{n:020}").as_bytes());
+        write_digits(head, n);
     }
 }
 
