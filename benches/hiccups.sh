@@ -39,10 +39,11 @@ EOF
 }
 meter 0 alone
 meter 1 alone
+# Both at once, each line printed whole once both are done.
 out=$(mktemp)
-trap 'rm -f "$out" "$out.1"' EXIT
+trap 'rm -f "$out"' EXIT
 meter 0 both > "$out" & first=$!
-meter 1 both > "$out.1"
+second=$(meter 1 both)
 wait "$first"
-cat "$out" "$out.1"
-rm -f "$out.1"
+cat "$out"
+echo "$second"

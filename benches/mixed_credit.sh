@@ -8,10 +8,11 @@
 #
 #   BEFORE_BIN=/path/to/old/carrier AFTER_BIN=target/release/carrier benches/mixed_credit.sh 5
 #
-# HOG=CPU runs a second CPU-bound process pinned to that CPU for the whole script, at nice
-# HOG_NICE (default 0, the same priority as the server and the client): HOG=1 is "a second
-# CPU-bound process on the other core" (the client's), HOG=0 shares the server's. It is a shell
-# busy loop unless HOG_CMD says otherwise, e.g. a build over and over:
+# HOG=CPUS runs a second CPU-bound process pinned to those CPUs (a `taskset` list) for the whole
+# script, at nice HOG_NICE (default 0, the same priority as the server and the client): HOG=1 is
+# "a second CPU-bound process on the other core" (the client's), HOG=0 shares the server's,
+# HOG=0,1 spreads over both. It is a shell busy loop unless HOG_CMD says otherwise, e.g. a build
+# over and over:
 #
 #   HOG=1 HOG_CMD='while :; do CARGO_TARGET_DIR=/tmp/hogbuild cargo build -q --workspace \
 #     --all-targets -j2; cargo clean -q --target-dir /tmp/hogbuild; done' benches/mixed_credit.sh 6
